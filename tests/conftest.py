@@ -1,0 +1,42 @@
+"""Shared fixtures: throwaway PostgreSQL and MariaDB servers, fresh databases, Spark."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+import pytest
+
+from headwater.devservers.postgres import PostgresServer
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+_db_counter = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One PostgreSQL 15 server (wal_level=logical) for the whole session."""
+    server = PostgresServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def pg_db(pg_server):
+    """A fresh, empty database on the session server; dropped (with its slots) afterwards."""
+    name = f"t{os.getpid()}_{next(_db_counter)}"
+    pg_server.create_database(name)
+    yield name
+    slots = pg_server.query(f"SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = '{name}'")
+    for slot, pid in slots:
+        if pid:
+            pg_server.execute(f"SELECT pg_terminate_backend({pid})")
+    for slot, _ in slots:
+        try:
+            pg_server.execute(f"SELECT pg_drop_replication_slot('{slot}')")
+        except Exception:
+            pass
+    pg_server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
