@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sys
 
 import pytest
 
+from headwater.devservers.mariadb import MariaDBServer
 from headwater.devservers.postgres import PostgresServer
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -40,3 +42,26 @@ def pg_db(pg_server):
         except Exception:
             pass
     pg_server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def mariadb_server():
+    """One MariaDB server (row-based binlog, GTIDs) for the whole session."""
+    server = MariaDBServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def mariadb_db(mariadb_server):
+    """A fresh, empty database on the session MariaDB server; dropped afterwards."""
+    name = f"t{os.getpid()}_{next(_db_counter)}"
+    mariadb_server.create_database(name)
+    yield name
+    # Sessions left in the database would hold metadata locks that make DROP DATABASE wait.
+    for (pid,) in mariadb_server.query(
+        f"SELECT id FROM information_schema.processlist WHERE db = '{name}' AND id <> CONNECTION_ID()"
+    ):
+        with contextlib.suppress(RuntimeError):  # it may have ended meanwhile
+            mariadb_server.execute(f"KILL {pid}")
+    mariadb_server.drop_database(name)

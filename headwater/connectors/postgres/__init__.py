@@ -1,0 +1,1 @@
+"""PostgreSQL connector: logical replication with the built-in pgoutput plugin."""
