@@ -182,6 +182,12 @@ EXCLUSIVE_PAIRS = [
 ]
 
 
+def canonical_names(props: Mapping[str, Any]) -> dict[str, Any]:
+    """Restore the case of known property names (Spark lower-cases data source option keys)."""
+    known = {p.name.lower(): p.name for p in COMMON + [q for props_ in IMPLEMENTED.values() for q in props_]}
+    return {known.get(str(k).lower(), str(k)): v for k, v in props.items()}
+
+
 def connector_short_name(value: str) -> str | None:
     """`postgres` for `postgres`, `postgresql` or Debezium's PostgresConnector class; None if unknown."""
     v = value.strip()
@@ -213,12 +219,15 @@ class ConnectorConfig:
     values: dict[str, Any]
     definitions: dict[str, Property]
     extra: dict[str, Any] = field(default_factory=dict)  # pattern properties, verbatim
+    defaults: dict[str, Any] = field(default_factory=dict)  # parsed defaults of properties not set
 
     def __getitem__(self, name: str) -> Any:
         if name in self.values:
             return self.values[name]
+        if name in self.defaults:
+            return self.defaults[name]
         if name in self.definitions:
-            return self.definitions[name].default
+            return None
         raise KeyError(name)
 
     def get(self, name: str, default: Any = None) -> Any:
@@ -367,7 +376,9 @@ def validate_connector(props: Mapping[str, Any]) -> ConnectorConfig:
     _check_ranges(values, errors)
     if errors:
         raise ConfigErrors(errors)
-    return ConnectorConfig(short, values, definitions, extra)
+    defaults = {p.name: _parse(p, p.default)[0] for p in definitions.values()
+                if p.supported and p.default is not None and p.name not in values}
+    return ConnectorConfig(short, values, {**definitions}, extra, defaults)
 
 
 def _check_ranges(values: dict[str, Any], errors: list[ConfigError]) -> None:

@@ -58,6 +58,13 @@ class Schema:
         merged.update(params)
         return replace(self, parameters=tuple(merged.items()), _json=None)
 
+    def without_parameters(self, prefix: str) -> Schema:
+        """This schema without the parameters whose names start with `prefix`."""
+        if not self.parameters:
+            return self
+        kept = tuple((k, v) for k, v in self.parameters if not k.startswith(prefix))
+        return replace(self, parameters=kept or None, _json=None)
+
     def field_named(self, name: str) -> Field:
         for f in self.fields:
             if f.name == name:

@@ -1,0 +1,118 @@
+"""Progress of a running pipeline: a live panel on a terminal, plain log lines otherwise.
+
+Shows the batches done, events per second, snapshot chunks read (Spark tasks done of the
+snapshot batch's total) and how far the source is ahead (for PostgreSQL, the slot's lag in bytes
+and the age of the last change delivered).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from headwater.config.loader import PipelineConfig
+
+
+class Progress:
+    def __init__(self, cfg: PipelineConfig, query, interactive: bool):
+        self.cfg = cfg
+        self.query = query
+        self.interactive = interactive
+        self.console = Console(stderr=True, highlight=False)
+        self.live: Live | None = None
+        self.last_batch = -1
+        self.total_events = 0
+        self.started = time.monotonic()
+        self.lag: dict[str, Any] = {}
+        self.lag_at = 0.0
+        self.source = None
+        self.message = ""
+
+    def __enter__(self) -> Progress:
+        if self.interactive:
+            self.live = Live(self._table(), console=self.console, refresh_per_second=2, transient=False)
+            self.live.__enter__()
+        else:
+            self.console.print(f"headwater: pipeline {self.cfg.name} started")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+        if self.source is not None:
+            self.source.close()
+
+    def note(self, text: str) -> None:
+        self.message = text
+        if not self.interactive:
+            self.console.print(f"headwater: {text}")
+
+    def _lag(self) -> dict[str, Any]:
+        if time.monotonic() - self.lag_at < 5:
+            return self.lag
+        self.lag_at = time.monotonic()
+        try:
+            if self.source is None:
+                from headwater.connectors.base import create_source
+
+                self.source = create_source(self.cfg.source)
+            self.lag = self.source.status(None)
+        except Exception as exc:  # the source may be restarting; show why
+            self.lag = {"lag": f"unknown ({type(exc).__name__})"}
+        return self.lag
+
+    def _snapshot_tasks(self) -> str | None:
+        try:
+            tracker = self.query.sparkSession.sparkContext.statusTracker()
+            stages = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+            stages = [s for s in stages if s is not None]
+            if not stages:
+                return None
+            done = sum(s.numCompletedTasks for s in stages)
+            total = sum(s.numTasks for s in stages)
+            return f"{done} of {total} partitions read"
+        except Exception:
+            return None
+
+    def update(self) -> None:
+        prog = self.query.lastProgress
+        if prog and prog["batchId"] != self.last_batch:
+            self.last_batch = prog["batchId"]
+            rows = prog.get("numInputRows", 0) or 0
+            self.total_events += rows
+            if not self.interactive:
+                rate = prog.get("processedRowsPerSecond") or 0.0
+                end = (prog.get("sources") or [{}])[0].get("endOffset")
+                self.console.print(f"headwater: batch {prog['batchId']}: {rows} events ({rate:,.0f}/s), "
+                                   f"position {end}", markup=False)
+        if self.live is not None:
+            self.live.update(self._table())
+
+    def _table(self) -> Table:
+        t = Table.grid(padding=(0, 2))
+        t.add_row("pipeline", f"{self.cfg.name} -> {self.cfg.sink.type}")
+        elapsed = time.monotonic() - self.started
+        t.add_row("batches", str(self.last_batch + 1))
+        t.add_row("events", f"{self.total_events:,} ({self.total_events / max(elapsed, 1e-6):,.0f}/s overall)")
+        prog = self.query.lastProgress
+        if prog:
+            t.add_row("last batch", f"{prog.get('numInputRows', 0):,} events, "
+                                    f"{prog.get('processedRowsPerSecond') or 0:,.0f}/s")
+        if self.query.status.get("isTriggerActive"):
+            tasks = self._snapshot_tasks()
+            if tasks:
+                t.add_row("in flight", tasks)
+        lag = self._lag()
+        if "lag_bytes" in lag:
+            t.add_row("behind source", f"{lag['lag_bytes']:,} bytes of WAL (slot {lag.get('slot')})")
+        if self.message:
+            t.add_row("", self.message)
+        return t
+
+    def finish(self) -> None:
+        self.update()
+        self.console.print(f"headwater: done, {self.total_events} events in {self.last_batch + 1} batches")

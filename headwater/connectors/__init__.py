@@ -1,0 +1,1 @@
+"""Connectors: one package per database, each implementing the contract in `connectors.base`."""

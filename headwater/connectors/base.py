@@ -1,0 +1,88 @@
+"""The contract every connector implements, and the registry of connectors.
+
+A connector has two halves:
+
+- a `SourceConnector`, the driver-side half, which owns the log connection (replication slot,
+  binlog, ...), decides where each batch of work begins and ends as plain JSON positions
+  ("offsets", named like Debezium's), and tells the database a position is consumed only when
+  the caller says it is durably processed (`commit`);
+- `WorkUnit`s, picklable pieces of one batch (a snapshot chunk, a slice of the change log), whose
+  `read()` turns them into `EventBatch`es anywhere: in the same process for the embedded engine,
+  or in a Spark executor.
+
+Reading the same (start, end] range twice yields the same events, so a batch replayed after a
+crash repeats itself exactly; that and an idempotent sink make delivery exactly-once.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import Any
+
+from headwater.config.properties import ConnectorConfig
+from headwater.events.batch import EventBatch
+
+Offset = dict[str, Any]
+
+
+class WorkUnit(ABC):
+    """A picklable piece of a batch; `read()` may run in another process."""
+
+    @abstractmethod
+    def read(self) -> Iterator[EventBatch]:
+        """The unit's events, in order, as batches of bounded size."""
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+class SourceConnector(ABC):
+    """The driver-side half of a connector."""
+
+    def __init__(self, config: ConnectorConfig):
+        self.config = config
+
+    @abstractmethod
+    def initial_offset(self) -> Offset:
+        """The position before anything was read (a snapshot, if one is due, comes first)."""
+
+    @abstractmethod
+    def open(self, start: Offset) -> None:
+        """Connect, and acknowledge `start` to the database: everything up to it is durable."""
+
+    @abstractmethod
+    def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
+        """The end of the next batch after `start` (equal to `start` when there is nothing new)."""
+
+    @abstractmethod
+    def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
+        """Work units covering (start, end]; the same range always yields the same events."""
+
+    @abstractmethod
+    def commit(self, end: Offset) -> None:
+        """Everything up to `end` is durably processed: the database may release it."""
+
+    def prepare_available_now(self) -> None:  # noqa: B027 - optional hook
+        """Fix the end of an 'everything available now' run to what the source holds now."""
+
+    def is_finished(self, offset: Offset) -> bool:
+        """True when nothing will ever follow `offset` (initial_only after its snapshot)."""
+        return False
+
+    def status(self, offset: Offset | None) -> dict[str, Any]:
+        """Positions and lag, for `headwater status`."""
+        return {}
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections (and, where configured, drop the slot)."""
+
+
+def create_source(config: ConnectorConfig, **kwargs: Any) -> SourceConnector:
+    """The SourceConnector for `config.connector`."""
+    if config.connector == "postgres":
+        from headwater.connectors.postgres.source import PostgresSource
+
+        return PostgresSource(config, **kwargs)
+    raise ValueError(f"connector {config.connector!r} is not implemented")

@@ -1,0 +1,69 @@
+"""Positions in PostgreSQL's change stream, and their form as offsets (plain JSON dicts).
+
+A streaming position is `(lsn_commit, txId, msg)`: everything in transactions whose commit ended
+at or before `lsn_commit` is delivered, plus the first `msg` data messages of the next transaction
+(`txId`) when a batch ended inside it. Restarting replication at `lsn_commit` makes PostgreSQL send
+exactly the transactions that commit after it, so the same position always means the same events.
+
+Offsets carry Debezium's names (`lsn`, `lsn_commit`, `lsn_proc`, `txId`, `ts_usec`, `snapshot`) so
+a user can read them; `msg` is headwater's own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+SNAPSHOT_PENDING = "pending"
+SNAPSHOT_COMPLETED = "completed"
+STREAMING = "streaming"
+
+
+@dataclass(frozen=True)
+class StreamPosition:
+    """Where the next batch starts in the change stream."""
+
+    lsn_commit: int  # end LSN of the last fully delivered transaction (0: the slot's own position)
+    txid: int | None = None  # transaction partly delivered, if any
+    msg: int = 0  # data messages of `txid` already delivered
+    lsn: int | None = None  # LSN of the last delivered event (information only)
+    ts_usec: int | None = None  # commit time of the last delivered event (information only)
+    last_commit_lsn: int | None = None  # commit LSN of the last delivered transaction (for source.sequence)
+    heartbeat_ms: int | None = None  # set when the batch ending here is a heartbeat
+
+    def to_offset(self) -> dict[str, Any]:
+        off: dict[str, Any] = {"snapshot": STREAMING, "lsn_commit": self.lsn_commit}
+        if self.txid is not None and self.msg:
+            off["txId"] = self.txid
+            off["msg"] = self.msg
+        if self.lsn is not None:
+            off["lsn"] = self.lsn
+        if self.ts_usec is not None:
+            off["ts_usec"] = self.ts_usec
+        if self.last_commit_lsn is not None:
+            off["last_commit_lsn"] = self.last_commit_lsn
+        if self.heartbeat_ms is not None:
+            off["heartbeat_ms"] = self.heartbeat_ms
+        return off
+
+    @classmethod
+    def from_offset(cls, off: dict[str, Any]) -> StreamPosition:
+        return cls(
+            lsn_commit=int(off.get("lsn_commit") or 0),
+            txid=off.get("txId") if off.get("msg") else None,
+            msg=int(off.get("msg") or 0),
+            lsn=off.get("lsn"),
+            ts_usec=off.get("ts_usec"),
+            last_commit_lsn=off.get("last_commit_lsn"),
+            heartbeat_ms=off.get("heartbeat_ms"),
+        )
+
+
+def phase(offset: dict[str, Any]) -> str:
+    return str(offset.get("snapshot", STREAMING))
+
+
+def lsn_text(value: int | None) -> str | None:
+    if value is None:
+        return None
+    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"

@@ -1,0 +1,280 @@
+"""The PostgreSQL connector's driver-side half: snapshot and streaming phases, offsets, slot control.
+
+Offsets move through three phases (`snapshot` key): `pending` (a snapshot is due), `completed`
+(the snapshot batch ran; streaming starts at the slot's own position, which is the snapshot's
+consistent point), and `streaming` (a `StreamPosition`). `epoch` counts snapshots, so a later
+re-snapshot (`snapshot.mode=always` on restart, or `when_needed` after a lost slot) is a new
+batch from `streaming` to `completed`.
+
+A snapshot batch creates the slot with an exported snapshot and keeps the replication connection
+that exported it open and idle until the batch is over, so every chunk, in any process, reads under
+that one snapshot; streaming then starts exactly at the slot's consistent point. A snapshot batch
+replayed after a crash cannot see the old snapshot again, so it drops and re-creates the slot and
+snapshots again; the sinks replace a replayed batch's output, so the result stays exact.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.postgres import catalog, slots
+from headwater.connectors.postgres.connection import (
+    ConnectionParams,
+    SourceError,
+    connect,
+    connect_replication,
+)
+from headwater.connectors.postgres.positions import (
+    SNAPSHOT_COMPLETED,
+    SNAPSHOT_PENDING,
+    STREAMING,
+    StreamPosition,
+    lsn_text,
+    phase,
+)
+from headwater.connectors.postgres.records import EventContext
+from headwater.connectors.postgres.replication import ReplicationReader
+from headwater.connectors.postgres.snapshot import plan_snapshot
+from headwater.connectors.postgres.streaming import StreamPlanner
+
+log = logging.getLogger("headwater.postgres")
+
+SNAPSHOT_MODES = ("initial", "always", "initial_only", "when_needed")
+
+
+class PostgresSource(SourceConnector):
+    """Snapshot, then stream, one PostgreSQL database through one replication slot."""
+
+    def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
+                 replace_null_with_default: bool = True):
+        super().__init__(config)
+        self.params = ConnectionParams.from_config(config)
+        self.context = EventContext.from_config(config, schemas_enable, replace_null_with_default)
+        self.mode = config["snapshot.mode"]
+        self.slot = config["slot.name"]
+        self.publication = config["publication.name"]
+        self.parallelism = max(1, parallelism)
+        self.conn = None
+        self.reader: ReplicationReader | None = None
+        self.planner: StreamPlanner | None = None
+        self.snapshot_holder = None  # replication connection keeping the exported snapshot alive
+        self.snapshot_plan: tuple[int, list[WorkUnit]] | None = None
+        self.resnapshot = False
+        self.target_lsn: int | None = None
+        self.server_version = 0
+        self.opened = False
+
+    # ------------------------------------------------------------------ lifecycle
+    def initial_offset(self) -> Offset:
+        if self.mode in SNAPSHOT_MODES:
+            return {"snapshot": SNAPSHOT_PENDING, "epoch": 0}
+        return {"snapshot": STREAMING, "lsn_commit": 0, "epoch": 0}
+
+    def _connection(self):
+        if self.conn is None or self.conn.closed:
+            self.conn = connect(self.params)
+        return self.conn
+
+    def _prepare_database(self) -> list[catalog.TableId]:
+        conn = self._connection()
+        slots.check_server(conn)
+        with conn.cursor() as cur:
+            cur.execute("SHOW server_version_num")
+            self.server_version = int(cur.fetchone()[0])
+        tables = catalog.list_tables(conn, self.context.filters)
+        signal_like = [(t.schema, t.name) for t in tables]
+        slots.ensure_publication(conn, self.publication, self.config["publication.autocreate.mode"], signal_like)
+        autoset = self.config.get("replica.identity.autoset.values")
+        if autoset:
+            slots.apply_replica_identity(conn, autoset, signal_like)
+        return tables
+
+    def open(self, start: Offset) -> None:
+        self._prepare_database()
+        self.opened = True
+        ph = phase(start)
+        if ph == SNAPSHOT_PENDING:
+            return
+        state = slots.get_slot(self._connection(), self.slot)
+        pos = StreamPosition.from_offset(start) if ph == STREAMING else StreamPosition(0)
+        if state is None:
+            if ph == STREAMING and pos.lsn_commit == 0 and self.mode in ("never", "no_data"):
+                self._create_slot(export=False)
+                return
+            self._lost(f"replication slot {self.slot!r} does not exist any more")
+            return
+        slots.validate_slot(state, self.params.dbname)
+        if pos.lsn_commit and state.confirmed_flush_lsn and state.confirmed_flush_lsn > pos.lsn_commit:
+            self._lost(f"replication slot {self.slot!r} has confirmed {lsn_text(state.confirmed_flush_lsn)}, "
+                       f"past the last position headwater processed ({lsn_text(pos.lsn_commit)})")
+            return
+        if self.mode == "always" and ph in (STREAMING, SNAPSHOT_COMPLETED):
+            self.resnapshot = True
+
+    def _lost(self, why: str) -> None:
+        if self.mode == "when_needed" or self.mode == "always":
+            log.warning("%s: taking a new snapshot (snapshot.mode=%s)", why, self.mode)
+            self.resnapshot = True
+            return
+        raise SourceError(f"{why}; changes may have been lost. Re-snapshot with snapshot.mode=when_needed "
+                          "(or always), or drop the stored offsets (the Spark checkpoint) to start over")
+
+    def close(self) -> None:
+        if self.reader is not None:
+            self.reader.stop()
+            self.reader = None
+        self._release_snapshot()
+        if self.config["slot.drop.on.stop"] and self.opened:
+            try:
+                slots.drop_slot(self._connection(), self.slot)
+            except Exception as exc:  # the slot may be busy if the reader did not stop in time
+                log.warning("could not drop slot %s: %s", self.slot, exc)
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def _release_snapshot(self) -> None:
+        if self.snapshot_holder is not None:
+            try:
+                self.snapshot_holder.close()
+            except Exception:
+                pass
+            self.snapshot_holder = None
+        self.snapshot_plan = None
+
+    # ------------------------------------------------------------------ offsets
+    def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
+        ph = phase(start)
+        epoch = int(start.get("epoch", 0))
+        if ph == SNAPSHOT_PENDING or self.resnapshot:
+            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": epoch + 1}
+        if ph == SNAPSHOT_COMPLETED and self.mode == "initial_only":
+            return start
+        self._release_snapshot()  # the snapshot batch is over once the next batch is planned
+        planner = self._stream_planner(start)
+        end = planner.latest(StreamPosition(0) if ph == SNAPSHOT_COMPLETED else StreamPosition.from_offset(start),
+                             max_events, self.target_lsn)
+        if end is None:
+            return start
+        return {**end.to_offset(), "epoch": epoch}
+
+    def is_finished(self, offset: Offset) -> bool:
+        return self.mode == "initial_only" and phase(offset) == SNAPSHOT_COMPLETED
+
+    def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
+        if phase(end) == SNAPSHOT_COMPLETED and (
+                phase(start) != SNAPSHOT_COMPLETED or start.get("epoch") != end.get("epoch")):
+            return self._plan_snapshot(int(end.get("epoch", 1)))
+        if phase(end) != STREAMING:
+            return []
+        startpos = StreamPosition(0) if phase(start) == SNAPSHOT_COMPLETED else StreamPosition.from_offset(start)
+        return self._stream_planner(start).plan(startpos, StreamPosition.from_offset(end), self.parallelism)
+
+    def commit(self, end: Offset) -> None:
+        if phase(end) != STREAMING:
+            return
+        pos = StreamPosition.from_offset(end)
+        if self.reader is not None and pos.lsn_commit:
+            self.reader.confirm(pos.lsn_commit)
+
+    def prepare_available_now(self) -> None:
+        with self._connection().cursor() as cur:
+            cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+            self.target_lsn = slots.lsn_int(cur.fetchone()[0])
+
+    # ------------------------------------------------------------------ snapshot
+    def _create_slot(self, export: bool):
+        """Create the slot; with `export`, return (holder connection, consistent point, snapshot name)."""
+        holder = connect_replication(self.params)
+        cur = holder.cursor()
+        kw = "EXPORT_SNAPSHOT" if export else "NOEXPORT_SNAPSHOT"
+        try:
+            cur.execute(f'CREATE_REPLICATION_SLOT "{self.slot}" LOGICAL pgoutput {kw}')
+        except Exception as exc:
+            holder.close()
+            raise SourceError(f"cannot create replication slot {self.slot!r}: {str(exc).strip()}") from None
+        _, consistent_point, snapshot_name, _ = cur.fetchone()
+        if not export:
+            holder.close()
+            return None
+        return holder, slots.lsn_int(consistent_point), snapshot_name
+
+    def _plan_snapshot(self, epoch: int) -> list[WorkUnit]:
+        if self.snapshot_plan is not None and self.snapshot_plan[0] == epoch and self.snapshot_holder is not None:
+            return self.snapshot_plan[1]
+        if self.reader is not None:
+            self.reader.stop()
+            self.reader, self.planner = None, None
+        self._release_snapshot()
+        tables = self._prepare_database()
+        conn = self._connection()
+        state = slots.get_slot(conn, self.slot)
+        if state is not None:
+            log.info("dropping replication slot %s to take a consistent snapshot", self.slot)
+            slots.terminate_slot_holder(conn, state)
+            for _ in range(50):
+                try:
+                    slots.drop_slot(conn, self.slot)
+                    break
+                except Exception:
+                    time.sleep(0.2)
+        holder, consistent_point, snapshot_name = self._create_slot(export=True)
+        self.snapshot_holder = holder
+        units = plan_snapshot(self.params, snapshot_name, consistent_point, tables, self.context, self.config)
+        self.snapshot_plan = (epoch, units)
+        self.resnapshot = False
+        log.info("snapshot of %d tables in %d chunks at LSN %s", len(tables), len(units), lsn_text(consistent_point))
+        return units
+
+    # ------------------------------------------------------------------ streaming
+    def _stream_planner(self, start: Offset) -> StreamPlanner:
+        if self.planner is not None:
+            return self.planner
+        if not self.opened:
+            self.open(start)
+        pos = StreamPosition(0) if phase(start) == SNAPSHOT_COMPLETED else StreamPosition.from_offset(start)
+        cfg = self.config
+        self.reader = ReplicationReader(
+            self.params, self.slot, self.publication,
+            proto_version=cfg["headwater.pgoutput.protocol.version"],
+            buffer_bytes=cfg["headwater.stream.buffer.bytes"],
+            status_interval_s=max(0.5, cfg["status.update.interval.ms"] / 1000),
+            max_retries=cfg["errors.max.retries"],
+            retry_wait_s=cfg["retriable.restart.connector.wait.ms"] / 1000,
+            flush_enabled=cfg["flush.lsn.source"],
+            extra_options=_stream_params(cfg.get("slot.stream.params")),
+            server_version=self.server_version or 150000,
+        )
+        self.reader.start(pos.lsn_commit)
+        self.planner = StreamPlanner(self.reader, self.params, self.context, self._connection)
+        return self.planner
+
+    def status(self, offset: Offset | None) -> dict[str, Any]:
+        conn = self._connection()
+        state = slots.get_slot(conn, self.slot)
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_current_wal_lsn()::text")
+            current = slots.lsn_int(cur.fetchone()[0])
+        out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_text(current)}
+        if state is None:
+            out["slot_exists"] = False
+            return out
+        out.update(slot_exists=True, slot_active=state.active_pid is not None,
+                   confirmed_flush_lsn=lsn_text(state.confirmed_flush_lsn),
+                   restart_lsn=lsn_text(state.restart_lsn), wal_status=state.wal_status)
+        if state.confirmed_flush_lsn is not None:
+            out["lag_bytes"] = max(0, current - state.confirmed_flush_lsn)
+        return out
+
+
+def _stream_params(value: str | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in (value or "").split(";"):
+        if "=" in item:
+            k, v = item.split("=", 1)
+            out[k.strip()] = v.strip()
+    return out

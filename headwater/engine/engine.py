@@ -1,0 +1,106 @@
+"""Debezium's embedded engine, in Python: a connector's events in this process, offsets in a file.
+
+    engine = Engine(config, OffsetFile("state/offsets.json"))
+    for batch in engine.batches(once=True):
+        handle(batch)          # the batch's offset is stored, and the database told, when the
+                               # next batch is asked for, i.e. after `handle` returned
+    engine.close()
+
+Work units run here, in order (snapshot chunks optionally on threads). The offset file is written
+atomically after the caller has processed a batch, then the connector commits that offset to the
+database, so a crash never loses a change; the batch in flight at the crash is delivered again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import Offset, SourceConnector, create_source
+from headwater.events.batch import Event, EventBatch
+
+log = logging.getLogger("headwater.engine")
+
+
+class OffsetFile:
+    """The last committed offset, as JSON, replaced atomically."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    def load(self) -> Offset | None:
+        try:
+            return json.loads(self.path.read_text())["offset"]
+        except FileNotFoundError:
+            return None
+
+    def store(self, offset: Offset) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"offset": offset}, f, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+
+class Engine:
+    """Runs one connector in-process."""
+
+    def __init__(self, config: ConnectorConfig, offsets: OffsetFile | None = None, *,
+                 schemas_enable: bool = False, replace_null_with_default: bool = True,
+                 max_events: int | None = None, source: SourceConnector | None = None):
+        self.config = config
+        self.offsets = offsets
+        self.max_events = max_events
+        self.source = source or create_source(config, parallelism=1, schemas_enable=schemas_enable,
+                                              replace_null_with_default=replace_null_with_default)
+        self.stopping = threading.Event()
+        self.offset: Offset | None = None
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def _commit(self, offset: Offset) -> None:
+        if self.offsets is not None:
+            self.offsets.store(offset)
+        self.source.commit(offset)
+        self.offset = offset
+
+    def batches(self, once: bool = False) -> Iterator[EventBatch]:
+        """Event batches until stopped (or, with `once`, until what the source held at the start)."""
+        src = self.source
+        if self.offset is None:
+            stored = self.offsets.load() if self.offsets is not None else None
+            self.offset = stored if stored is not None else src.initial_offset()
+            src.open(self.offset)
+            src.commit(self.offset)
+        start = self.offset
+        if once:
+            src.prepare_available_now()
+        while not self.stopping.is_set():
+            end = src.latest_offset(start, self.max_events)
+            if end == start:
+                if once or src.is_finished(start):
+                    return
+                continue
+            for unit in src.plan(start, end):
+                yield from unit.read()
+            self._commit(end)
+            start = end
+
+    def events(self, once: bool = False) -> Iterator[Event]:
+        for batch in self.batches(once):
+            yield from batch.rows()
+
+    def status(self) -> dict[str, Any]:
+        return self.source.status(self.offset)
+
+    def close(self) -> None:
+        self.source.close()

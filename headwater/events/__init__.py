@@ -1,0 +1,1 @@
+"""Change events: Kafka Connect schemas, Debezium's envelope, and their JSON serialization."""

@@ -1,0 +1,117 @@
+"""A columnar batch of change events: what connectors produce and the Spark source hands to Spark.
+
+One row per event, in the layout of ARCHITECTURE.md: `topic`, `key` and `value` (Debezium JSON
+text, `value` null for a tombstone), `op`, `headers`, and Spark's change-feed columns
+`_change_type`, `_commit_version` and `_commit_timestamp`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
+
+ARROW_SCHEMA = pa.schema([
+    ("topic", pa.string()),
+    ("key", pa.string()),
+    ("value", pa.string()),
+    ("op", pa.string()),
+    ("headers", HEADER_TYPE),
+    ("_change_type", pa.string()),
+    ("_commit_version", pa.int64()),
+    ("_commit_timestamp", pa.timestamp("us", tz="UTC")),
+])
+
+SPARK_SCHEMA_DDL = (
+    "topic STRING, key STRING, value STRING, op STRING, "
+    "headers ARRAY<STRUCT<key: STRING, value: STRING>>, _change_type STRING, "
+    "_commit_version BIGINT, _commit_timestamp TIMESTAMP"
+)
+
+CHANGE_TYPES = {"c": "insert", "r": "insert", "u": "update_postimage", "d": "delete"}
+
+
+@dataclass
+class Event:
+    """One change event as a row (used by the embedded engine's iterator)."""
+
+    topic: str
+    key: str | None
+    value: str | None
+    op: str | None
+    headers: list[tuple[str, str]] | None
+    change_type: str | None
+    commit_version: int
+    commit_ts_us: int
+
+    def key_json(self):
+        import orjson
+
+        return None if self.key is None else orjson.loads(self.key)
+
+    def value_json(self):
+        import orjson
+
+        return None if self.value is None else orjson.loads(self.value)
+
+
+@dataclass
+class EventBatch:
+    """Events as columns; `append` one at a time, then `to_arrow()` or iterate `rows()`."""
+
+    topic: list[str] = field(default_factory=list)
+    key: list[str | None] = field(default_factory=list)
+    value: list[str | None] = field(default_factory=list)
+    op: list[str | None] = field(default_factory=list)
+    headers: list[list[tuple[str, str]] | None] = field(default_factory=list)
+    commit_version: list[int] = field(default_factory=list)
+    commit_ts_us: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.topic)
+
+    def append(self, topic: str, key: str | None, value: str | None, op: str | None,
+               commit_version: int, commit_ts_us: int,
+               headers: list[tuple[str, str]] | None = None) -> None:
+        self.topic.append(topic)
+        self.key.append(key)
+        self.value.append(value)
+        self.op.append(op)
+        self.headers.append(headers)
+        self.commit_version.append(commit_version)
+        self.commit_ts_us.append(commit_ts_us)
+
+    def rows(self) -> Iterator[Event]:
+        for i in range(len(self.topic)):
+            op = self.op[i]
+            yield Event(self.topic[i], self.key[i], self.value[i], op, self.headers[i],
+                        CHANGE_TYPES.get(op) if self.value[i] is not None else None,
+                        self.commit_version[i], self.commit_ts_us[i])
+
+    def to_arrow(self) -> pa.RecordBatch:
+        ops = self.op
+        change = [CHANGE_TYPES.get(o) if v is not None else None for o, v in zip(ops, self.value, strict=True)]
+        headers = None
+        if any(h for h in self.headers):
+            headers = pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in self.headers],
+                               type=HEADER_TYPE)
+        else:
+            headers = pa.nulls(len(ops), type=HEADER_TYPE)
+        return pa.RecordBatch.from_arrays([
+            pa.array(self.topic, type=pa.string()),
+            pa.array(self.key, type=pa.string()),
+            pa.array(self.value, type=pa.string()),
+            pa.array(ops, type=pa.string()),
+            headers,
+            pa.array(change, type=pa.string()),
+            pa.array(self.commit_version, type=pa.int64()),
+            pa.array(self.commit_ts_us, type=pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        ], schema=ARROW_SCHEMA)
+
+
+def micros_to_datetime(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)

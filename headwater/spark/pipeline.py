@@ -1,0 +1,97 @@
+"""A configuration file as a Spark Structured Streaming query: headwater source -> sink.
+
+`start_query` builds the query; `checkpoint_offsets` reads the positions Spark's checkpoint holds
+(for `headwater status`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from headwater.config.loader import PipelineConfig
+
+SOURCE_NAME = "headwater"
+
+
+def spark_session(cfg: PipelineConfig):
+    """A SparkSession for `cfg` (Python workers run this interpreter)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = (SparkSession.builder.master(cfg.spark.master)
+               .appName(cfg.spark.app_name or f"headwater-{cfg.name}")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+               .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
+               .config("spark.python.worker.reuse", "true"))
+    for k, v in cfg.spark.conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    from headwater.spark.source import register
+
+    register(spark)
+    return spark
+
+
+def source_options(cfg: PipelineConfig, parallelism: int) -> dict[str, str]:
+    props = cfg.source.as_properties()
+    schemas = cfg.sink.schemas_enable or cfg.sink.type == "parquet"
+    opts = {
+        "headwater.properties": json.dumps(props),
+        "schemas.enable": "true" if schemas else "false",
+        "replace.null.with.default": "true" if cfg.sink.replace_null_with_default else "false",
+        "parallelism": str(parallelism),
+    }
+    if cfg.spark.max_events_per_trigger:
+        opts["maxEventsPerTrigger"] = str(cfg.spark.max_events_per_trigger)
+    return opts
+
+
+def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
+    """Start the streaming query for `cfg`; `once` processes what is available now, then stops."""
+    parallelism = spark.sparkContext.defaultParallelism
+    df = spark.readStream.format(SOURCE_NAME).options(**source_options(cfg, parallelism)).load()
+    checkpoint = str(Path(cfg.spark.checkpoint).expanduser())
+    sink = cfg.sink
+    if sink.type == "jsonl":
+        writer = df.writeStream.format("headwater-jsonl").option("path", sink.path)
+    elif sink.type == "parquet":
+        writer = df.writeStream.format("headwater-parquet").option("path", sink.path)
+    else:
+        from headwater.spark.console import console_batch
+
+        writer = df.writeStream.foreachBatch(console_batch(console))
+    writer = writer.option("checkpointLocation", checkpoint).queryName(f"headwater_{cfg.name}")
+    writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=cfg.spark.trigger_interval)
+    return writer.start()
+
+
+def checkpoint_offsets(checkpoint: str | Path) -> dict[str, Any]:
+    """The last committed and the last planned source offsets in a Spark checkpoint."""
+    root = Path(checkpoint)
+
+    def latest(d: Path) -> int | None:
+        ids = [int(p.name) for p in d.glob("[0-9]*") if p.name.isdigit()] if d.exists() else []
+        return max(ids) if ids else None
+
+    def offset_of(batch: int) -> dict | None:
+        lines = (root / "offsets" / str(batch)).read_text().splitlines()
+        return json.loads(lines[2]) if len(lines) > 2 and lines[2] != "-" else None
+
+    out: dict[str, Any] = {"checkpoint": str(root)}
+    committed = latest(root / "commits")
+    planned = latest(root / "offsets")
+    if committed is not None:
+        out["committed_batch"] = committed
+        out["committed_offset"] = offset_of(committed)
+    if planned is not None and planned != committed:
+        out["planned_batch"] = planned
+        out["planned_offset"] = offset_of(planned)
+    return out

@@ -1,0 +1,134 @@
+"""Exactly-once file sinks for change events: `headwater-jsonl` and `headwater-parquet`.
+
+Both are Spark Python streaming writers. Each task writes its partition to a temporary file under
+`<path>/_tmp/`; the driver's `commit(batchId)` then removes whatever an earlier attempt of the
+same batch left and moves the new files to their final names, `batch-<id>-part-<n>` (so the names
+sort in event order). A batch replayed after a crash therefore replaces its own earlier output:
+with a source that yields the same events for a replayed batch, each change is written once.
+Readers should take only files with the final extension (`.jsonl`, `.parquet`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
+
+TMP = "_tmp"
+
+
+@dataclass
+class FileCommit(WriterCommitMessage):
+    """What a task wrote: its partition index and temporary files (and rows, for progress)."""
+
+    partition: int
+    files: list[tuple[str, str]]  # (temporary path, subdirectory of the final file: "" or a topic)
+    rows: int
+
+
+def _partition_id() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+def batch_prefix(batch_id: int) -> str:
+    return f"batch-{batch_id:012d}-"
+
+
+def commit_files(root: Path, batch_id: int, messages: list, ext: str) -> int:
+    """Replace batch `batch_id`'s output under `root`: delete what any earlier attempt of the batch
+    left (in `root` and its topic directories), move the new temporary files to their final names
+    `[<topic dir>/]batch-<id>-part-<n><ext>`, and clear the temporary directory."""
+    prefix = batch_prefix(batch_id)
+    for dirpath, dirnames, files in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != TMP]
+        for f in files:
+            if f.startswith(prefix) and f.endswith(ext):
+                os.unlink(os.path.join(dirpath, f))
+    rows = 0
+    for msg in sorted((m for m in messages if m is not None), key=lambda m: m.partition):
+        rows += msg.rows
+        for tmp, subdir in msg.files:
+            target = root / subdir if subdir else root
+            target.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target / f"{prefix}part-{msg.partition:05d}{ext}")
+    shutil.rmtree(root / TMP, ignore_errors=True)
+    return rows
+
+
+def jsonl_lines(batch: pa.RecordBatch) -> Iterator[bytes]:
+    """One line per event: {"topic", "key", "value"[, "headers"]} with key/value embedded as JSON."""
+    cols = batch.to_pydict()
+    topics, keys, values, headers = cols["topic"], cols["key"], cols["value"], cols["headers"]
+    for i in range(len(topics)):
+        line = b'{"topic":' + orjson.dumps(topics[i]) + b',"key":' + \
+            (keys[i].encode() if keys[i] is not None else b"null") + b',"value":' + \
+            (values[i].encode() if values[i] is not None else b"null")
+        h = headers[i]
+        if h:
+            line += b',"headers":{' + b",".join(
+                orjson.dumps(e["key"]) + b":" + (e["value"].encode() if e["value"] is not None else b"null")
+                for e in h) + b"}"
+        yield line + b"}\n"
+
+
+class JsonlStreamWriter(DataSourceStreamArrowWriter):
+    """Writes Debezium JSON lines, one file per partition per batch."""
+
+    def __init__(self, path: str):
+        self.root = Path(path)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
+        pid = _partition_id()
+        tmpdir = self.root / TMP
+        tmpdir.mkdir(parents=True, exist_ok=True)
+        tmp = tmpdir / f"{uuid.uuid4().hex}-{pid}.tmp"
+        rows = 0
+        with open(tmp, "wb", buffering=1 << 20) as f:
+            for batch in iterator:
+                rows += batch.num_rows
+                f.writelines(jsonl_lines(batch))
+            f.flush()
+            os.fsync(f.fileno())
+        if rows == 0:
+            tmp.unlink()
+            return FileCommit(pid, [], 0)
+        return FileCommit(pid, [(str(tmp), "")], rows)
+
+    def commit(self, messages, batchId: int) -> None:
+        commit_files(self.root, batchId, messages, ".jsonl")
+
+    def abort(self, messages, batchId: int) -> None:
+        for m in messages:
+            for tmp, _ in (m.files if m else []):
+                Path(tmp).unlink(missing_ok=True)
+
+
+class JsonlSink(DataSource):
+    """`df.writeStream.format("headwater-jsonl").option("path", ...)`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "headwater-jsonl"
+
+    def streamWriter(self, schema, overwrite: bool) -> JsonlStreamWriter:
+        path = self.options.get("path")
+        if not path:
+            raise ValueError("the headwater-jsonl sink needs option path")
+        return JsonlStreamWriter(path)
+
+
+def register_sinks(spark) -> None:
+    from headwater.spark.parquet import ParquetSink
+
+    spark.dataSource.register(JsonlSink)
+    spark.dataSource.register(ParquetSink)

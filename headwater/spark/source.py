@@ -1,0 +1,158 @@
+"""The `headwater` Spark data source: change events as a Spark stream.
+
+    spark.dataSource.register(HeadwaterDataSource)
+    df = spark.readStream.format("headwater").options(**connector_properties).load()
+
+Options are the connector's properties (Debezium's names) plus `maxEventsPerTrigger`,
+`schemas.enable` and `replace.null.with.default` (how key and value JSON are written, as Kafka's
+JsonConverter would). Offsets are the connector's positions; the database is told a position is
+consumed only in `commit(end)`, which Spark calls once the batch ending there is committed (and,
+for the last committed batch, when the stream starts again: `latestOffset` acknowledges `start`).
+
+The reader lives in Spark's long-lived driver-side Python process; only partitions, each holding
+one connector `WorkUnit`, travel to executors, where `read()` yields Arrow record batches.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from headwater.config.properties import ConnectorConfig, canonical_names, validate_connector
+from headwater.connectors.base import SourceConnector, WorkUnit, create_source
+from headwater.events.batch import SPARK_SCHEMA_DDL
+
+log = logging.getLogger("headwater.spark")
+
+# Spark lower-cases option keys; the exact properties (a hash salt's case matters) can be passed
+# as one JSON option instead.
+PROPERTIES_OPTION = "headwater.properties"
+
+READER_OPTIONS = ("maxeventspertrigger", "schemas.enable", "replace.null.with.default", "parallelism",
+                  PROPERTIES_OPTION)
+
+
+class UnitPartition(InputPartition):
+    """One Spark partition: one connector work unit."""
+
+    def __init__(self, index: int, unit: WorkUnit):
+        super().__init__(index)
+        self.unit = unit
+
+
+def connector_config(options: dict[str, str]) -> ConnectorConfig:
+    if options.get(PROPERTIES_OPTION):
+        return validate_connector(json.loads(options[PROPERTIES_OPTION]))
+    return validate_connector(canonical_names({k: v for k, v in options.items()
+                                               if k.lower() not in READER_OPTIONS}))
+
+
+def _flag(options: dict[str, str], name: str, default: bool) -> bool:
+    value = options.get(name)
+    return default if value is None else str(value).lower() == "true"
+
+
+class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """A DataSourceStreamReader over a headwater connector."""
+
+    def __init__(self, options: dict[str, str]):
+        self.options = {k.lower(): v for k, v in options.items()}
+        max_events = self.options.get("maxeventspertrigger")
+        self.max_events = int(max_events) if max_events else None
+        self._source: SourceConnector | None = None
+        self._opened = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_source"] = None  # connections and threads stay on the driver
+        state["_opened"] = False
+        return state
+
+    @property
+    def source(self) -> SourceConnector:
+        if self._source is None:
+            cfg = connector_config(self.options)
+            self._source = create_source(
+                cfg, parallelism=int(self.options.get("parallelism", 2)),
+                schemas_enable=_flag(self.options, "schemas.enable", False),
+                replace_null_with_default=_flag(self.options, "replace.null.with.default", True))
+            atexit.register(self._close)
+        return self._source
+
+    def _close(self) -> None:
+        if self._source is not None:
+            try:
+                self._source.close()
+            finally:
+                self._source = None
+
+    def _open(self, start: dict) -> None:
+        if not self._opened:
+            self.source.open(start)
+            self.source.commit(start)  # Spark has committed `start`: the database may release it
+            self._opened = True
+
+    def initialOffset(self) -> dict:
+        return self.source.initial_offset()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.max_events) if self.max_events else ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        self._open(start)
+        max_events = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return self.source.latest_offset(start, max_events)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.source.prepare_available_now()
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        self._open(start)
+        if start == end:
+            return []
+        return [UnitPartition(i, u) for i, u in enumerate(self.source.plan(start, end))]
+
+    def read(self, partition: InputPartition) -> Iterator:
+        assert isinstance(partition, UnitPartition)
+        for batch in partition.unit.read():
+            yield batch.to_arrow()
+
+    def commit(self, end: dict) -> None:
+        self.source.commit(end)
+
+    def stop(self) -> None:
+        self._close()
+
+
+class HeadwaterDataSource(DataSource):
+    """`spark.readStream.format("headwater")`: change events from a headwater connector."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "headwater"
+
+    def schema(self) -> str:
+        return SPARK_SCHEMA_DDL
+
+    def streamReader(self, schema) -> DataSourceStreamReader:
+        connector_config(dict(self.options))  # refuse bad properties before the query starts
+        return HeadwaterStreamReader(dict(self.options))
+
+
+def register(spark) -> None:
+    """Register the `headwater` source and the headwater sinks with a SparkSession."""
+    from headwater.spark.sinks import register_sinks
+
+    spark.dataSource.register(HeadwaterDataSource)
+    register_sinks(spark)
