@@ -1,0 +1,307 @@
+"""What one contender's run measured, and how a child process is timed and its memory taken.
+
+Every contender runs in a child process of its own, so that its peak memory is its own and not
+that of the harness or of an earlier contender. `MeasuredProcess` starts the child and, while it
+runs, samples every `SAMPLE_INTERVAL` seconds from /proc the resident memory of the child and of
+all its descendants (summed: `sampled_peak_bytes`) and each process's own high-water mark
+(`VmHWM`, kept by the kernel, exact since the process's exec). The reported peak is the larger of
+the sampled tree sum and the largest high-water mark: exact for a single process (Debezium's JVM
+lives inside one Python process), a sampled sum for a tree (Spark's JVM and its Python workers).
+
+`ru_maxrss` from `os.wait4` is recorded too (`maxrss_bytes`) but not used: Linux carries the
+parent's resident size over fork into the child's maxrss, so for a small tool it shows the
+harness's ~35 MB rather than the tool's own. The database server's memory is never counted: it is
+the same server for every contender of a benchmark.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+SAMPLE_INTERVAL = 0.05
+PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+OK = "ok"
+NOT_MEASURED = "not measured yet"
+SKIPPED = "skipped"
+FAILED = "failed"
+
+
+@dataclass
+class Measurement:
+    """The result of one contender on one benchmark.
+
+    `seconds` is the headline wall time: from the moment the harness launched the contender to
+    the moment the last row was delivered (or the process ended, for a tool that writes to
+    /dev/null). Rates derived from it include the contender's start-up; `first_to_last_seconds`
+    (when known) is the steady part alone. `data_bytes` is the size of the rows moved, counted
+    the same way for every contender of a benchmark (the COPY text size of the table's rows), so
+    MB/s is comparable across contenders; what the contender itself wrote is in `details`.
+    """
+
+    contender: str
+    status: str = OK
+    note: str = ""
+    rows: int | None = None
+    seconds: float | None = None
+    first_to_last_seconds: float | None = None
+    startup_seconds: float | None = None
+    data_bytes: int | None = None
+    peak_rss_bytes: int | None = None
+    latency_ms: dict[str, float] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def rows_per_s(self) -> float | None:
+        if not self.ok or not self.rows or not self.seconds:
+            return None
+        return self.rows / self.seconds
+
+    @property
+    def steady_rows_per_s(self) -> float | None:
+        if not self.ok or not self.rows or not self.first_to_last_seconds:
+            return None
+        return self.rows / self.first_to_last_seconds
+
+    @property
+    def mb_per_s(self) -> float | None:
+        if not self.ok or not self.data_bytes or not self.seconds:
+            return None
+        return self.data_bytes / self.seconds / 1e6
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["rows_per_s"] = self.rows_per_s
+        out["steady_rows_per_s"] = self.steady_rows_per_s
+        out["mb_per_s"] = self.mb_per_s
+        return out
+
+    @classmethod
+    def not_measured(cls, contender: str, note: str = "") -> Measurement:
+        return cls(contender, status=NOT_MEASURED, note=note)
+
+    @classmethod
+    def skipped(cls, contender: str, note: str) -> Measurement:
+        return cls(contender, status=SKIPPED, note=note)
+
+    @classmethod
+    def failed(cls, contender: str, note: str) -> Measurement:
+        return cls(contender, status=FAILED, note=note)
+
+
+def from_event_times(name: str, res: ProcessResult, times: dict[str, Any], rows: int, data_bytes: int | None,
+                     **details: Any) -> Measurement:
+    """The Measurement of a child that reported its own event times.
+
+    `times` holds epoch seconds `first` and `last` (first and last row delivered), `count` (rows
+    delivered) and optionally `error` and `timed_out`, as a contender's child writes them to a
+    JSON file (`bench/debezium_driver.py` does). Times are measured from `res.launched`. Fewer
+    rows than `rows`, an error or a time-out make it a failed Measurement (with the figures kept
+    in `details`).
+    """
+    count = int(times.get("count") or 0)
+    details = {"events": count, "exit_code": res.returncode, "wall_until_process_exit_s": res.seconds,
+               **res.memory(), **details}
+    if times.get("error") or times.get("timed_out") or count < rows or not times.get("last"):
+        why = times.get("error") or ("timed out" if times.get("timed_out") else "")
+        m = Measurement.failed(name, f"{count} of {rows} rows; {why}".strip("; "))
+        m.details = details
+        return m
+    return Measurement(
+        name, rows=count, seconds=times["last"] - res.launched, first_to_last_seconds=times["last"] - times["first"],
+        startup_seconds=times["first"] - res.launched, data_bytes=data_bytes, peak_rss_bytes=res.peak_rss_bytes,
+        details=details,
+    )
+
+
+def percentiles(values_ms: list[float]) -> dict[str, float]:
+    """p50/p90/p99/max/mean (nearest rank) of a list of latencies in milliseconds, and their count."""
+    if not values_ms:
+        return {"count": 0}
+    xs = sorted(values_ms)
+    n = len(xs)
+
+    def rank(q: float) -> float:
+        return xs[min(n - 1, max(0, int(q * n + 0.999999) - 1))]
+
+    return {"count": n, "p50": rank(0.50), "p90": rank(0.90), "p99": rank(0.99), "max": xs[-1],
+            "mean": sum(xs) / n}
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    out.extend(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def _rss(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE_SIZE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _hwm(pid: int) -> int:
+    """The kernel's resident high-water mark of `pid` (VmHWM), in bytes."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
+def tree(pid: int) -> list[int]:
+    """`pid` and all its descendants right now."""
+    out, todo, seen = [], [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        out.append(p)
+        todo.extend(_children(p))
+    return out
+
+
+def tree_rss(pid: int) -> int:
+    """Resident memory of `pid` and all its descendants right now, in bytes."""
+    return sum(_rss(p) for p in tree(pid))
+
+
+@dataclass
+class ProcessResult:
+    """How a measured child process ended."""
+
+    returncode: int
+    launched: float
+    ended: float
+    peak_rss_bytes: int
+    sampled_peak_bytes: int
+    maxrss_bytes: int
+    largest_hwm_bytes: int
+
+    @property
+    def seconds(self) -> float:
+        return self.ended - self.launched
+
+    def memory(self) -> dict[str, int]:
+        """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
+        return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
+                "wait4_maxrss_bytes": self.maxrss_bytes}
+
+
+class MeasuredProcess:
+    """A child process whose wall time and peak memory (itself plus descendants) are measured.
+
+    `launched` is the epoch time taken just before the process was created: contenders that
+    report their own event times (epoch seconds, same clock) measure from it.
+    """
+
+    def __init__(self, cmd: list[str], *, cwd: str | Path | None = None, env: dict[str, str] | None = None,
+                 stdout: int | IO[Any] | None = subprocess.DEVNULL, stderr: int | IO[Any] | None = None,
+                 stdin: int | IO[Any] | None = subprocess.DEVNULL) -> None:
+        self.cmd = cmd
+        self._sampled_peak = 0
+        self._hwm: dict[int, int] = {}
+        self._stop = threading.Event()
+        self.launched = time.time()
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin)
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+        self.result: ProcessResult | None = None
+        _LIVE.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            pids = tree(self.proc.pid)
+            self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
+            for p in pids:
+                self._hwm[p] = max(self._hwm.get(p, 0), _hwm(p))
+            self._stop.wait(SAMPLE_INTERVAL)
+
+    def signal(self, sig: int = signal.SIGTERM) -> None:
+        """Send `sig` to the child (only while it has not been reaped)."""
+        if self.result is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, sig)
+
+    def wait(self, timeout: float | None = None, kill_on_timeout: bool = True) -> ProcessResult:
+        """Reap the child (killing it after `timeout` seconds if asked) and return what it used."""
+        if self.result is not None:
+            return self.result
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            pid, status, usage = os.wait4(self.proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                if not kill_on_timeout:
+                    raise TimeoutError(f"{self.cmd[0]} still running after {timeout}s")
+                self.signal(signal.SIGTERM)
+                time.sleep(2.0)
+                self.signal(signal.SIGKILL)
+                deadline = None
+            time.sleep(0.01)
+        ended = time.time()
+        _LIVE.discard(self)
+        self._stop.set()
+        self._sampler.join()
+        code = os.waitstatus_to_exitcode(status)
+        self.proc.returncode = code
+        maxrss = usage.ru_maxrss * 1024
+        hwm = max(self._hwm.values(), default=0)
+        peak = max(self._sampled_peak, hwm) if hwm else maxrss
+        self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm)
+        return self.result
+
+
+_LIVE: set[MeasuredProcess] = set()
+
+
+def stop_all_live() -> None:
+    """Terminate (then kill) every measured child still running: used when the harness is interrupted."""
+    for proc in list(_LIVE):
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=0.0)
+
+
+def run_measured(cmd: list[str], *, timeout: float | None = None, **kwargs: Any) -> ProcessResult:
+    """Run `cmd` to completion as a `MeasuredProcess`."""
+    return MeasuredProcess(cmd, **kwargs).wait(timeout)
+
+
+def loadavg() -> float:
+    """The 1-minute load average: how busy the shared machine was (recorded with each run)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError):
+        return float("nan")

@@ -1,0 +1,238 @@
+"""Runs the PostgreSQL benchmarks: a fresh server per benchmark, the contenders one after the other.
+
+For each benchmark the runner starts a new throwaway PostgreSQL server, prepares the data, then
+calls each contender in turn on that same data and records its `Measurement`; afterwards it drops
+every replication slot it created and stops the server, whatever happened.
+
+- snapshot: the table is loaded, frozen, checkpointed and read once (warm caches) before the
+  first contender; each contender gets a fresh slot name (dropped after it, if it made one).
+- stream: one slot per contender is created *before* the load, so every contender consumes the
+  very same changes (the load only, nothing else) from its own slot, one after the other.
+- latency: each contender gets a slot created just before its own run and its own steady load.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import data
+from bench.cases import LatencyCase, SnapshotCase, StreamCase
+from bench.contenders import Benchmark, Contender, Options
+from bench.measure import Measurement, loadavg, stop_all_live
+from headwater.devservers.postgres import PostgresServer
+
+
+@dataclass
+class BenchmarkResult:
+    benchmark: Benchmark
+    measurements: list[Measurement] = field(default_factory=list)
+    workload: dict[str, Any] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+    error: str | None = None
+    interrupted: bool = False
+
+
+Progress = Callable[[str], None]
+
+
+def slot_name(benchmark: str, contender: str) -> str:
+    raw = f"bench_{benchmark}_{contender}_{uuid.uuid4().hex[:6]}"
+    return re.sub(r"[^a-z0-9_]", "_", raw.lower())[:63]
+
+
+def pending(c: Contender) -> Measurement | None:
+    """The row to record instead of running `c` (placeholder or skipped), or None to run it."""
+    if c.placeholder:
+        return Measurement.not_measured(c.name)
+    why = c.skip()
+    if why:
+        return Measurement.skipped(c.name, why)
+    return None
+
+
+def call(c: Contender, case: Any, progress: Progress) -> Measurement:
+    """Run one contender on `case`, turning an exception into a failed Measurement."""
+    progress(f"  {c.name} ...")
+    before = loadavg()
+    started = time.time()
+    try:
+        m = c.run(case)
+    except Exception as exc:
+        m = Measurement.failed(c.name, f"{type(exc).__name__}: {exc}")
+        m.details["traceback"] = traceback.format_exc()
+    m.details.setdefault("loadavg_1m_before", before)
+    m.details.setdefault("loadavg_1m_after", loadavg())
+    m.details.setdefault("harness_seconds", time.time() - started)
+    progress(f"  {c.name}: {m.status}" + (f", {m.rows_per_s:,.0f} rows/s" if m.rows_per_s else "")
+             + (f", p99 {m.latency_ms['p99']:,.0f} ms" if m.latency_ms and "p99" in m.latency_ms else "")
+             + (f" ({m.note})" if m.note else ""))
+    return m
+
+
+def call_best(c: Contender, make_case: Callable[[int], Any], progress: Progress) -> Measurement:
+    """Run `c` `c.repeat` times on `make_case(i)` and keep the fastest successful run."""
+    runs = [call(c, make_case(i), progress) for i in range(c.repeat)]
+    if len(runs) == 1:
+        return runs[0]
+    good = [m for m in runs if m.ok and m.seconds]
+    best = min(good, key=lambda m: m.seconds or 0.0) if good else runs[-1]
+    best.details["runs_seconds"] = [m.seconds for m in runs]
+    best.details["best_of"] = len(runs)
+    return best
+
+
+def _cleanup(server: PostgresServer | None, dirs: list[Path]) -> None:
+    stop_all_live()
+    if server is not None:
+        try:
+            for s in data.slots(server):
+                data.drop_slot(server, s)
+        except Exception:
+            pass
+        server.stop()
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_snapshot(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    result = BenchmarkResult(b)
+    server, dirs = None, []
+    try:
+        server = data.new_server()
+        progress(f"  loading {b.params['rows']:,} rows ...")
+        wl = data.load_snapshot_table(server, b.params["rows"])
+        result.workload = {"rows": wl.rows, "data_bytes": wl.data_bytes, "load_seconds": wl.load_seconds}
+        for c in b.contenders:
+            m = pending(c)
+            if m is None:
+
+                def case(i: int, c: Contender = c) -> SnapshotCase:
+                    wd = data.workdir(c.name.replace(" ", "_"))
+                    dirs.append(wd)
+                    return SnapshotCase(server, wl.rows, wl.data_bytes, wd, slot_name(b.key, c.name))
+
+                m = call_best(c, case, progress)
+                for s in data.slots(server):  # the slots a contender made for its snapshot
+                    data.drop_slot(server, s)
+            result.measurements.append(m)
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    except KeyboardInterrupt:
+        result.error, result.interrupted = "interrupted", True
+    finally:
+        _cleanup(server, dirs)
+        result.ended = time.time()
+    return result
+
+
+def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    result = BenchmarkResult(b)
+    server, dirs = None, []
+    try:
+        server = data.new_server()
+        data.create_table(server)
+        todo = {c.name: pending(c) for c in b.contenders}
+        slots = {c.name: [slot_name(b.key, c.name) for _ in range(c.repeat)]
+                 for c in b.contenders if todo[c.name] is None}
+        for c in b.contenders:
+            for slot in slots.get(c.name, []):
+                data.create_slot(server, slot, c.slot_plugin)
+        start_lsn = data.current_lsn(server)
+        rows = b.params["rows"]
+        progress(f"  loading {rows:,} rows ({'one transaction' if b.params['one_transaction'] else 'one per row'}) ...")
+        if b.params["one_transaction"]:
+            wl = data.load_one_transaction(server, rows)
+        else:
+            wl = data.load_single_row_transactions(server, rows)
+        end_lsn = data.current_lsn(server)
+        result.workload = {"rows": wl.rows, "transactions": wl.transactions, "data_bytes": wl.data_bytes,
+                           "load_seconds": wl.load_seconds, "start_lsn": start_lsn, "end_lsn": end_lsn}
+        for c in b.contenders:
+            m = todo[c.name]
+            if m is None:
+
+                def case(i: int, c: Contender = c) -> StreamCase:
+                    wd = data.workdir(c.name.replace(" ", "_"))
+                    dirs.append(wd)
+                    return StreamCase(server, wl.rows, wl.transactions, wl.data_bytes, wd, slots[c.name][i],
+                                      start_lsn, end_lsn)
+
+                m = call_best(c, case, progress)
+                for slot in slots[c.name]:
+                    data.drop_slot(server, slot)
+            result.measurements.append(m)
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    except KeyboardInterrupt:
+        result.error, result.interrupted = "interrupted", True
+    finally:
+        _cleanup(server, dirs)
+        result.ended = time.time()
+    return result
+
+
+def run_latency(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    result = BenchmarkResult(b)
+    server, dirs = None, []
+    try:
+        server = data.new_server()
+        data.create_table(server)
+        result.workload = dict(b.params)
+        for c in b.contenders:
+            m = pending(c)
+            if m is None:
+                wd = data.workdir(c.name)
+                dirs.append(wd)
+                slot = slot_name(b.key, c.name)
+                data.create_slot(server, slot, c.slot_plugin)
+                m = call(c, LatencyCase(server, b.params["rate"], b.params["seconds"], wd, slot,
+                                              warmup_seconds=b.params["warmup_seconds"]), progress)
+                data.drop_slot(server, slot)
+            result.measurements.append(m)
+    except Exception as exc:
+        result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    except KeyboardInterrupt:
+        result.error, result.interrupted = "interrupted", True
+    finally:
+        _cleanup(server, dirs)
+        result.ended = time.time()
+    return result
+
+
+RUNNERS: dict[str, Callable[[Benchmark, Progress], BenchmarkResult]] = {
+    "snapshot": run_snapshot,
+    "stream": run_stream,
+    "latency": run_latency,
+}
+
+
+def run(benchmarks: list[Benchmark], opts: Options, progress: Progress) -> list[BenchmarkResult]:
+    """Run each benchmark with the runner for its source and kind."""
+    from bench import mariadb
+
+    results = []
+    for b in benchmarks:
+        progress(f"[{b.key}] {b.title}")
+        runner = mariadb.RUNNERS.get(b.kind) if b.source == "mariadb" else RUNNERS.get(b.kind)
+        if runner is None:
+            raise ValueError(f"no runner for {b.source} {b.kind}")
+        try:
+            result = runner(b, progress)
+        except KeyboardInterrupt:  # between two steps of a runner that did not catch it
+            progress("interrupted: reporting what was measured so far")
+            break
+        results.append(result)
+        if result.interrupted:
+            # The runner has cleaned up (children ended, slots dropped, server stopped).
+            progress("interrupted: reporting what was measured so far")
+            break
+    return results
