@@ -22,7 +22,7 @@ class Progress:
         self.cfg = cfg
         self.query = query
         self.interactive = interactive
-        self.console = Console(stderr=True, highlight=False)
+        self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.live: Live | None = None
         self.last_batch = -1
         self.total_events = 0

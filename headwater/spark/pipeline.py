@@ -21,10 +21,16 @@ def spark_session(cfg: PipelineConfig):
     """A SparkSession for `cfg` (Python workers run this interpreter)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if cfg.spark.master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    log4j = Path(__file__).with_name("log4j2.properties")
     builder = (SparkSession.builder.master(cfg.spark.master)
                .appName(cfg.spark.app_name or f"headwater-{cfg.name}")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+               .config("spark.executor.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
                .config("spark.ui.enabled", "false")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")

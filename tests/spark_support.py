@@ -1,0 +1,65 @@
+"""Helpers for pipeline tests: write a configuration, run the real `headwater` CLI, read the jsonl sink."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+def write_config(tmp: Path, pg_server, dbname: str, source: dict[str, Any] | None = None,
+                 sink: dict[str, Any] | None = None, spark: dict[str, Any] | None = None,
+                 name: str = "test") -> Path:
+    cfg = {
+        "name": name,
+        "source": {"connector.class": "postgres", **pg_server.connector_properties(dbname),
+                   "topic.prefix": "golden", "slot.name": f"{name}_slot", **(source or {})},
+        "sink": {"type": "jsonl", "path": str(tmp / "out"), **(sink or {})},
+        "spark": {"master": "local[2]", "checkpoint": str(tmp / "state" / "checkpoint"), **(spark or {})},
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def cli(*args: str, timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "headwater.cli.main", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"headwater {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def start_cli(*args: str, log: Path) -> subprocess.Popen:
+    """`headwater ...` in its own process group (so a test can kill the whole group)."""
+    out = open(log, "ab")
+    return subprocess.Popen([sys.executable, "-m", "headwater.cli.main", *args], stdout=out, stderr=out,
+                            start_new_session=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=60)
+
+
+def read_sink(path: Path) -> list[dict[str, Any]]:
+    """Every event in a jsonl sink directory, in order (file names sort in event order)."""
+    events = []
+    for f in sorted(path.glob("*.jsonl")):
+        with open(f) as fh:
+            events.extend(json.loads(line) for line in fh)
+    return events
+
+
+def committed_batches(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
