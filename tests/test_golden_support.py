@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from golden_support import (
+from tests.golden_support import (
     Scenario,
     assert_events_equal,
     collapse_heartbeats,

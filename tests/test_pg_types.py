@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from golden_support import load_scenario, run_psql_script
+from tests.golden_support import load_scenario, run_psql_script
 
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv

@@ -2,22 +2,55 @@
 
 Connection parameters come from Debezium's `database.*` properties. Errors raised here never
 carry the password.
+
+`CopyBothStream` drives a replication connection's COPY BOTH phase through libpq directly (the
+libpq psycopg2 itself uses), instead of psycopg2's `read_message`: psycopg2 answers server
+keepalives itself and moves the flush position it reports up to the server's WAL end whenever
+the client has confirmed the last message it received, so the slot would be confirmed past what
+the caller has durably processed. Here the flush LSN sent is only ever the one the caller gives.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import logging
+import struct
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extensions
 import psycopg2.extras
 
 from headwater.config.properties import ConnectorConfig
 
+log = logging.getLogger("headwater.postgres")
+T = TypeVar("T")
+
 
 class SourceError(RuntimeError):
     """A problem with the source database that the user must act on; the message says what to do."""
+
+
+class ConnectError(SourceError):
+    """The server could not be reached (retriable while streaming, per `errors.max.retries`)."""
+
+
+# connection failures that retrying cannot mend: the database, the role or its rights are missing
+_FATAL_CONNECT = ("does not exist", "password authentication failed", "no pg_hba.conf entry",
+                  "permission denied", "must be superuser or replication role", "is not permitted to log in")
+
+
+def _connect_error(msg: str) -> type[SourceError]:
+    return SourceError if any(s in msg for s in _FATAL_CONNECT) else ConnectError
+
+
+class SlotLost(SourceError):
+    """The replication slot is gone or can no longer serve the position asked for."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +134,8 @@ def connect(params: ConnectionParams, autocommit: bool = True) -> psycopg2.exten
     try:
         conn = psycopg2.connect(**params.kwargs())
     except psycopg2.OperationalError as exc:
-        raise SourceError(f"cannot connect to PostgreSQL at {params.where()}: {_clean(exc, params)}") from None
+        msg = _clean(exc, params)
+        raise _connect_error(msg)(f"cannot connect to PostgreSQL at {params.where()}: {msg}") from None
     conn.autocommit = autocommit
     if params.initial_statements:
         with conn.cursor() as cur:
@@ -121,4 +155,156 @@ def connect_replication(params: ConnectionParams) -> psycopg2.extras.LogicalRepl
         if "replication" in msg and ("pg_hba" in msg or "permission" in msg or "must be" in msg):
             hint = (" -- the user needs the REPLICATION attribute (ALTER ROLE ... REPLICATION) and a "
                     "pg_hba.conf line allowing it to connect to this database")
-        raise SourceError(f"cannot open a replication connection to {params.where()}: {msg}{hint}") from None
+        cls = SourceError if hint else _connect_error(msg)
+        raise cls(f"cannot open a replication connection to {params.where()}: {msg}{hint}") from None
+
+
+PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in Unix microseconds
+_XLOGDATA = struct.Struct(">QQq")  # data start, WAL end, send time
+_KEEPALIVE = struct.Struct(">QqB")  # WAL end, send time, reply requested
+_STATUS = struct.Struct(">cQQQqB")  # 'r', write, flush, apply, client time, reply requested
+_PGRES_FATAL_ERROR = 7
+_PG_DIAG_SQLSTATE = ord("C")
+_libpq_handle: Any = None
+
+
+def _libpq() -> Any:
+    """The libpq psycopg2 is linked with (a PGconn must only be used with the library that made it)."""
+    global _libpq_handle
+    if _libpq_handle is None:
+        import psycopg2._psycopg as ext
+
+        lib = ctypes.CDLL(ext.__file__)  # dlsym searches the module's dependencies: its libpq
+        vp, ip = ctypes.c_void_p, ctypes.c_int
+        for name, args, res in (
+            ("PQgetCopyData", [vp, ctypes.POINTER(vp), ip], ip),
+            ("PQconsumeInput", [vp], ip),
+            ("PQputCopyData", [vp, ctypes.c_char_p, ip], ip),
+            ("PQflush", [vp], ip),
+            ("PQfreemem", [vp], None),
+            ("PQerrorMessage", [vp], ctypes.c_char_p),
+            ("PQgetResult", [vp], vp),
+            ("PQresultStatus", [vp], ip),
+            ("PQresultErrorField", [vp, ip], ctypes.c_char_p),
+            ("PQresultErrorMessage", [vp], ctypes.c_char_p),
+            ("PQclear", [vp], None),
+        ):
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+        _libpq_handle = lib
+    return _libpq_handle
+
+
+@dataclass
+class XLogData:
+    """One message of the replication stream: `payload` is a pgoutput message starting at `data_start`."""
+
+    data_start: int
+    payload: bytes
+
+
+class CopyBothStream:
+    """The COPY BOTH phase of a replication connection after START_REPLICATION, read and answered here.
+
+    `read()` returns the next XLogData message, or None when none is buffered; keepalives update
+    `wal_end` (every transaction committing before it has been sent) and set `reply_requested`.
+    `send_status(write, flush)` sends a standby status update. A lost connection or a server error
+    raises the psycopg2 exception for its SQLSTATE (`OperationalError` when there is none).
+    """
+
+    def __init__(self, conn: psycopg2.extensions.connection):
+        self.conn = conn
+        self.lib = _libpq()
+        self.ptr = ctypes.c_void_p(conn.pgconn_ptr)
+        self.fd = conn.fileno()
+        self.wal_end = 0
+        self.reply_requested = False
+        self._buf = ctypes.c_void_p()
+
+    def read(self) -> XLogData | None:
+        lib, ptr, buf = self.lib, self.ptr, self._buf
+        consumed = False
+        while True:
+            n = lib.PQgetCopyData(ptr, ctypes.byref(buf), 1)
+            if n > 0:
+                try:
+                    raw = ctypes.string_at(buf, n)
+                finally:
+                    lib.PQfreemem(buf)
+                kind = raw[0]
+                if kind == 0x77:  # 'w' XLogData
+                    start, _, _ = _XLOGDATA.unpack_from(raw, 1)
+                    return XLogData(start, raw[_XLOGDATA.size + 1:])
+                if kind == 0x6B:  # 'k' primary keepalive
+                    wal_end, _, reply = _KEEPALIVE.unpack_from(raw, 1)
+                    self.wal_end = max(self.wal_end, wal_end)
+                    self.reply_requested = self.reply_requested or bool(reply)
+                    continue
+                raise psycopg2.OperationalError(f"unexpected replication message type {chr(kind)!r}")
+            if n == 0:
+                if consumed:
+                    return None
+                if not lib.PQconsumeInput(ptr):
+                    raise psycopg2.OperationalError(self._error_message())
+                consumed = True
+                continue
+            if n == -1:
+                raise self._end_error()
+            raise psycopg2.OperationalError(self._error_message())
+
+    def send_status(self, write: int, flush: int, reply: bool = False) -> None:
+        now = time.time_ns() // 1000 - PG_EPOCH_US
+        data = _STATUS.pack(b"r", write, flush, flush, now, 1 if reply else 0)
+        if self.lib.PQputCopyData(self.ptr, data, len(data)) != 1 or self.lib.PQflush(self.ptr) != 0:
+            raise psycopg2.OperationalError(self._error_message())
+        self.reply_requested = False
+
+    def _error_message(self) -> str:
+        msg = self.lib.PQerrorMessage(self.ptr)
+        return (msg or b"").decode("utf-8", "replace").strip() or "the replication connection was lost"
+
+    def _end_error(self) -> Exception:
+        """The server ended the COPY: the error it sent, as the psycopg2 exception for its SQLSTATE."""
+        lib = self.lib
+        res = lib.PQgetResult(self.ptr)
+        if not res:
+            return psycopg2.OperationalError(self._error_message())
+        try:
+            if lib.PQresultStatus(res) != _PGRES_FATAL_ERROR:
+                return psycopg2.OperationalError("the server ended the replication stream")
+            code = (lib.PQresultErrorField(res, _PG_DIAG_SQLSTATE) or b"").decode()
+            text = (lib.PQresultErrorMessage(res) or b"").decode("utf-8", "replace").strip()
+        finally:
+            lib.PQclear(res)
+        cls: type[Exception] = psycopg2.OperationalError
+        if code:
+            with contextlib.suppress(KeyError):
+                cls = psycopg2.errors.lookup(code)
+        return cls(text or f"replication stream ended with SQLSTATE {code}")
+
+
+@dataclass
+class Reconnecting:
+    """Runs an operation that uses the normal connection again after that connection was lost
+    (a server restart), `max_retries` times (-1: without limit) `wait_s` apart, as
+    `errors.max.retries` and `retriable.restart.connector.wait.ms` say."""
+
+    reset: Callable[[], None]  # forget the broken connection, so the next use opens a new one
+    max_retries: int = -1
+    wait_s: float = 10.0
+
+    def __call__(self, what: str, fn: Callable[[], T]) -> T:
+        failures = 0
+        while True:
+            try:
+                return fn()
+            except (psycopg2.OperationalError, psycopg2.InterfaceError, ConnectError) as exc:
+                failures += 1
+                text = " ".join(str(exc).split()) or type(exc).__name__
+                if 0 <= self.max_retries < failures:
+                    raise SourceError(f"{what} failed after {failures - 1} retries "
+                                      f"(errors.max.retries={self.max_retries}): {text}") from None
+                log.warning("%s: lost the connection (%s); retrying in %.1fs (attempt %d)",
+                            what, text, self.wait_s, failures)
+                self.reset()
+                time.sleep(self.wait_s)

@@ -6,7 +6,8 @@ at or before `lsn_commit` is delivered, plus the first `msg` data messages of th
 exactly the transactions that commit after it, so the same position always means the same events.
 
 Offsets carry Debezium's names (`lsn`, `lsn_commit`, `lsn_proc`, `txId`, `ts_usec`, `snapshot`) so
-a user can read them; `msg` is headwater's own.
+a user can read them; `msg`, `last_commit_lsn` and `last_commit_ts` are headwater's own (the last two
+make a batch read again from this position yield the same `source.sequence` and message times).
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ STREAMING = "streaming"
 class StreamPosition:
     """Where the next batch starts in the change stream."""
 
-    lsn_commit: int  # end LSN of the last fully delivered transaction (0: the slot's own position)
+    lsn_commit: int  # end LSN of the last fully delivered transaction (0 in an offset: the slot's position)
     txid: int | None = None  # transaction partly delivered, if any
     msg: int = 0  # data messages of `txid` already delivered
     lsn: int | None = None  # LSN of the last delivered event (information only)
     ts_usec: int | None = None  # commit time of the last delivered event (information only)
-    last_commit_lsn: int | None = None  # commit LSN of the last delivered transaction (for source.sequence)
+    last_commit_lsn: int | None = None  # commit LSN of the last delivered transaction, None before the first
+    # (for source.sequence)
+    last_commit_ts: int | None = None  # its commit time (the time of a non-transactional message after it)
     heartbeat_ms: int | None = None  # set when the batch ending here is a heartbeat
 
     def to_offset(self) -> dict[str, Any]:
@@ -40,8 +43,9 @@ class StreamPosition:
             off["lsn"] = self.lsn
         if self.ts_usec is not None:
             off["ts_usec"] = self.ts_usec
-        if self.last_commit_lsn is not None:
-            off["last_commit_lsn"] = self.last_commit_lsn
+        off["last_commit_lsn"] = self.last_commit_lsn  # null too: no transaction since the snapshot
+        if self.last_commit_ts is not None:
+            off["last_commit_ts"] = self.last_commit_ts
         if self.heartbeat_ms is not None:
             off["heartbeat_ms"] = self.heartbeat_ms
         return off
@@ -54,7 +58,9 @@ class StreamPosition:
             msg=int(off.get("msg") or 0),
             lsn=off.get("lsn"),
             ts_usec=off.get("ts_usec"),
-            last_commit_lsn=off.get("last_commit_lsn"),
+            # offsets written without it: the last commit is the one ending at lsn_commit
+            last_commit_lsn=off["last_commit_lsn"] if "last_commit_lsn" in off else (off.get("lsn_commit") or None),
+            last_commit_ts=off.get("last_commit_ts"),
             heartbeat_ms=off.get("heartbeat_ms"),
         )
 

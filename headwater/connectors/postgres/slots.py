@@ -8,9 +8,11 @@ failure says what to run to fix it.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import psycopg2.errors
 from psycopg2 import sql
 
 from headwater.connectors.postgres.connection import SourceError
@@ -79,16 +81,41 @@ def validate_slot(slot: SlotState, dbname: str) -> None:
     if slot.database != dbname:
         raise SourceError(f"replication slot {slot.name!r} belongs to database {slot.database!r}, "
                           f"not {dbname!r}: give each connector its own slot.name")
-    if slot.wal_status == "lost":
-        raise SourceError(f"replication slot {slot.name!r} is invalidated (wal_status = lost): the WAL "
-                          "it needed was removed, so changes were lost; re-snapshot with snapshot.mode=always "
-                          "or when_needed after dropping the slot")
 
 
 def drop_slot(conn, name: str) -> None:
     with conn.cursor() as cur:
         cur.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = %s",
                     (name,))
+
+
+def drop_slot_when_inactive(conn, name: str, timeout_s: float = 10.0) -> None:
+    """Drop the slot once no walsender holds it any more (a connection just closed lets go of its
+    slot only when its backend has exited)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            drop_slot(conn, name)
+            return
+        except psycopg2.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise SourceError(f"cannot drop replication slot {name!r}: it is still in use by another "
+                                  "process") from None
+            time.sleep(0.1)
+
+
+def wait_for_exit(conn, pid: int, timeout_s: float = 10.0) -> bool:
+    """Wait until backend `pid` has exited (a walsender whose client closed the connection holds its
+    slot until then); False if it is still there after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))
+            if cur.fetchone() is None:
+                return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
 
 
 def terminate_slot_holder(conn, slot: SlotState) -> None:

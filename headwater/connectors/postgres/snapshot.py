@@ -23,9 +23,9 @@ from headwater.connectors.base import WorkUnit
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.connection import ConnectionParams, SourceError, connect
-from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.pgvalues import unescape_copy_text
 from headwater.connectors.postgres.records import EventContext, RecordMaker, TableEvents
+from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.streaming import sequence
 from headwater.events.batch import EventBatch
 
@@ -189,7 +189,6 @@ class SnapshotChunk(WorkUnit):
         return q
 
     def read(self) -> Iterator[EventBatch]:
-        ctx = self.ctx
         q: queue.Queue = queue.Queue(maxsize=4)
         done = object()
         stop = threading.Event()

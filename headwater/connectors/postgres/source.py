@@ -4,7 +4,13 @@ Offsets move through three phases (`snapshot` key): `pending` (a snapshot is due
 (the snapshot batch ran; streaming starts at the slot's own position, which is the snapshot's
 consistent point), and `streaming` (a `StreamPosition`). `epoch` counts snapshots, so a later
 re-snapshot (`snapshot.mode=always` on restart, or `when_needed` after a lost slot) is a new
-batch from `streaming` to `completed`.
+batch from `streaming` to `completed`. Streaming positions are absolute LSNs: the slot's own
+position is read once when streaming begins after a snapshot.
+
+A slot that cannot serve the stored position -- dropped, invalidated (`wal_status = lost`), or
+confirmed past it (dropped and re-created by someone else) -- fails loudly before streaming, or
+mid-stream when it goes while the connector runs; with `snapshot.mode=when_needed` (or `always`)
+it is a new snapshot instead. Debezium silently skips the lost changes here.
 
 A snapshot batch creates the slot with an exported snapshot and keeps the replication connection
 that exported it open and idle until the batch is over, so every chunk, in any process, reads under
@@ -15,8 +21,9 @@ snapshots again; the sinks replace a replayed batch's output, so the result stay
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import time
+from dataclasses import replace
 from typing import Any
 
 from headwater.config.properties import ConnectorConfig
@@ -24,6 +31,8 @@ from headwater.connectors.base import Offset, SourceConnector, WorkUnit
 from headwater.connectors.postgres import catalog, slots
 from headwater.connectors.postgres.connection import (
     ConnectionParams,
+    Reconnecting,
+    SlotLost,
     SourceError,
     connect,
     connect_replication,
@@ -67,6 +76,9 @@ class PostgresSource(SourceConnector):
         self.target_lsn: int | None = None
         self.server_version = 0
         self.opened = False
+        self.base_lsn: int | None = None  # where streaming after a snapshot starts: the slot's consistent point
+        self.db = Reconnecting(self._reset_connection, config["errors.max.retries"],
+                               config["retriable.restart.connector.wait.ms"] / 1000)
 
     # ------------------------------------------------------------------ lifecycle
     def initial_offset(self) -> Offset:
@@ -78,6 +90,11 @@ class PostgresSource(SourceConnector):
         if self.conn is None or self.conn.closed:
             self.conn = connect(self.params)
         return self.conn
+
+    def _reset_connection(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
 
     def _prepare_database(self) -> list[catalog.TableId]:
         conn = self._connection()
@@ -108,6 +125,10 @@ class PostgresSource(SourceConnector):
             self._lost(f"replication slot {self.slot!r} does not exist any more")
             return
         slots.validate_slot(state, self.params.dbname)
+        if state.wal_status == "lost":
+            self._lost(f"replication slot {self.slot!r} is invalidated (wal_status = lost): the WAL it needed "
+                       "was removed (max_slot_wal_keep_size)")
+            return
         if pos.lsn_commit and state.confirmed_flush_lsn and state.confirmed_flush_lsn > pos.lsn_commit:
             self._lost(f"replication slot {self.slot!r} has confirmed {lsn_text(state.confirmed_flush_lsn)}, "
                        f"past the last position headwater processed ({lsn_text(pos.lsn_commit)})")
@@ -116,22 +137,47 @@ class PostgresSource(SourceConnector):
             self.resnapshot = True
 
     def _lost(self, why: str) -> None:
+        """The slot cannot serve the stored position: re-snapshot when the mode allows, else fail."""
         if self.mode == "when_needed" or self.mode == "always":
             log.warning("%s: taking a new snapshot (snapshot.mode=%s)", why, self.mode)
             self.resnapshot = True
             return
-        raise SourceError(f"{why}; changes may have been lost. Re-snapshot with snapshot.mode=when_needed "
-                          "(or always), or drop the stored offsets (the Spark checkpoint) to start over")
+        raise SourceError(_lost_message(why)) from None
+
+    def _position(self, offset: Offset) -> StreamPosition:
+        """The streaming position of an offset. Streaming after a snapshot (or from a new slot) starts
+        at the slot's confirmed position, its consistent point: read once, it makes every later
+        position an absolute LSN, which a slot that moved past it can be checked against."""
+        pos = StreamPosition.from_offset(offset) if phase(offset) == STREAMING else None
+        if pos is not None and pos.lsn_commit:
+            return pos
+        if self.base_lsn is None:
+            state = slots.get_slot(self._connection(), self.slot)
+            if state is None or state.confirmed_flush_lsn is None:
+                raise SlotLost(f"replication slot {self.slot!r} does not exist any more")
+            self.base_lsn = state.confirmed_flush_lsn
+        if pos is None:
+            return StreamPosition(self.base_lsn)
+        return replace(pos, lsn_commit=self.base_lsn)
+
+    def _stop_streaming(self) -> None:
+        """Stop the reader, and wait until its walsender has exited and let go of the slot."""
+        if self.reader is not None:
+            self.reader.close()
+            pids = self.reader.backend_pids[-1:]
+            if pids and self.conn is not None and not self.conn.closed:
+                with contextlib.suppress(Exception):
+                    slots.wait_for_exit(self.conn, pids[0])
+        self.reader, self.planner = None, None
+        self.base_lsn = None
 
     def close(self) -> None:
-        if self.reader is not None:
-            self.reader.stop()
-            self.reader = None
+        self._stop_streaming()
         self._release_snapshot()
         if self.config["slot.drop.on.stop"] and self.opened:
             try:
-                slots.drop_slot(self._connection(), self.slot)
-            except Exception as exc:  # the slot may be busy if the reader did not stop in time
+                slots.drop_slot_when_inactive(self._connection(), self.slot)
+            except Exception as exc:
                 log.warning("could not drop slot %s: %s", self.slot, exc)
         if self.conn is not None:
             self.conn.close()
@@ -139,10 +185,8 @@ class PostgresSource(SourceConnector):
 
     def _release_snapshot(self) -> None:
         if self.snapshot_holder is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.snapshot_holder.close()
-            except Exception:
-                pass
             self.snapshot_holder = None
         self.snapshot_plan = None
 
@@ -155,9 +199,13 @@ class PostgresSource(SourceConnector):
         if ph == SNAPSHOT_COMPLETED and self.mode == "initial_only":
             return start
         self._release_snapshot()  # the snapshot batch is over once the next batch is planned
-        planner = self._stream_planner(start)
-        end = planner.latest(StreamPosition(0) if ph == SNAPSHOT_COMPLETED else StreamPosition.from_offset(start),
-                             max_events, self.target_lsn)
+        try:
+            planner = self._stream_planner(start)
+            end = planner.latest(self._position(start), max_events, self.target_lsn)
+        except SlotLost as exc:
+            self._stop_streaming()
+            self._lost(str(exc))
+            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": epoch + 1}
         if end is None:
             return start
         return {**end.to_offset(), "epoch": epoch}
@@ -171,8 +219,11 @@ class PostgresSource(SourceConnector):
             return self._plan_snapshot(int(end.get("epoch", 1)))
         if phase(end) != STREAMING:
             return []
-        startpos = StreamPosition(0) if phase(start) == SNAPSHOT_COMPLETED else StreamPosition.from_offset(start)
-        return self._stream_planner(start).plan(startpos, StreamPosition.from_offset(end), self.parallelism)
+        try:
+            planner = self._stream_planner(start)
+            return planner.plan(self._position(start), StreamPosition.from_offset(end), self.parallelism)
+        except SlotLost as exc:
+            raise SourceError(_lost_message(str(exc))) from None
 
     def commit(self, end: Offset) -> None:
         if phase(end) != STREAMING:
@@ -182,9 +233,12 @@ class PostgresSource(SourceConnector):
             self.reader.confirm(pos.lsn_commit)
 
     def prepare_available_now(self) -> None:
-        with self._connection().cursor() as cur:
-            cur.execute("SELECT pg_current_wal_flush_lsn()::text")
-            self.target_lsn = slots.lsn_int(cur.fetchone()[0])
+        def current() -> int | None:
+            with self._connection().cursor() as cur:
+                cur.execute("SELECT pg_current_wal_flush_lsn()::text")
+                return slots.lsn_int(cur.fetchone()[0])
+
+        self.target_lsn = self.db("reading the server's WAL position", current)
 
     # ------------------------------------------------------------------ snapshot
     def _create_slot(self, export: bool):
@@ -206,9 +260,7 @@ class PostgresSource(SourceConnector):
     def _plan_snapshot(self, epoch: int) -> list[WorkUnit]:
         if self.snapshot_plan is not None and self.snapshot_plan[0] == epoch and self.snapshot_holder is not None:
             return self.snapshot_plan[1]
-        if self.reader is not None:
-            self.reader.stop()
-            self.reader, self.planner = None, None
+        self._stop_streaming()
         self._release_snapshot()
         tables = self._prepare_database()
         conn = self._connection()
@@ -216,12 +268,7 @@ class PostgresSource(SourceConnector):
         if state is not None:
             log.info("dropping replication slot %s to take a consistent snapshot", self.slot)
             slots.terminate_slot_holder(conn, state)
-            for _ in range(50):
-                try:
-                    slots.drop_slot(conn, self.slot)
-                    break
-                except Exception:
-                    time.sleep(0.2)
+            slots.drop_slot_when_inactive(conn, self.slot)
         holder, consistent_point, snapshot_name = self._create_slot(export=True)
         self.snapshot_holder = holder
         units = plan_snapshot(self.params, snapshot_name, consistent_point, tables, self.context, self.config)
@@ -236,7 +283,7 @@ class PostgresSource(SourceConnector):
             return self.planner
         if not self.opened:
             self.open(start)
-        pos = StreamPosition(0) if phase(start) == SNAPSHOT_COMPLETED else StreamPosition.from_offset(start)
+        pos = self._position(start)
         cfg = self.config
         self.reader = ReplicationReader(
             self.params, self.slot, self.publication,
@@ -248,9 +295,11 @@ class PostgresSource(SourceConnector):
             flush_enabled=cfg["flush.lsn.source"],
             extra_options=_stream_params(cfg.get("slot.stream.params")),
             server_version=self.server_version or 150000,
+            slot_retries=cfg["slot.max.retries"],
+            slot_retry_delay_s=cfg["slot.retry.delay.ms"] / 1000,
         )
-        self.reader.start(pos.lsn_commit)
-        self.planner = StreamPlanner(self.reader, self.params, self.context, self._connection)
+        self.reader.start(pos.lsn_commit, pos.last_commit_ts)
+        self.planner = StreamPlanner(self.reader, self.params, self.context, self._connection, self.db)
         return self.planner
 
     def status(self, offset: Offset | None) -> dict[str, Any]:
@@ -269,6 +318,11 @@ class PostgresSource(SourceConnector):
         if state.confirmed_flush_lsn is not None:
             out["lag_bytes"] = max(0, current - state.confirmed_flush_lsn)
         return out
+
+
+def _lost_message(why: str) -> str:
+    return (f"{why}; changes may have been lost. Re-snapshot with snapshot.mode=when_needed (or always), "
+            "or drop the stored offsets (the Spark checkpoint) to start over")
 
 
 def _stream_params(value: str | None) -> dict[str, str]:

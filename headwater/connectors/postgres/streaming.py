@@ -21,9 +21,9 @@ import orjson
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
-from headwater.connectors.postgres.connection import ConnectionParams, SourceError
+from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting, SourceError
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
-from headwater.connectors.postgres.positions import StreamPosition
+from headwater.connectors.postgres.positions import StreamPosition, lsn_text
 from headwater.connectors.postgres.records import EventContext, RecordMaker, TableEvents, TxnCounters, now_ts
 from headwater.connectors.postgres.replication import DATA_KINDS, ReplicationReader, Txn
 from headwater.events.batch import EventBatch
@@ -262,8 +262,9 @@ class StreamPlanner:
     """Driver-side planning over a `ReplicationReader`'s buffer."""
 
     def __init__(self, reader: ReplicationReader, params: ConnectionParams, ctx: EventContext,
-                 connection: Callable):
+                 connection: Callable, db: Reconnecting | None = None):
         self.reader = reader
+        self.db = db or Reconnecting(lambda: None, max_retries=0)
         self.params = params
         self.ctx = ctx
         self.catalog = CatalogCache(connection, ctx.filters)
@@ -323,7 +324,8 @@ class StreamPlanner:
         lsn = start.lsn_commit
         if not buf.txns and buf.received_lsn > lsn:
             lsn = buf.received_lsn
-        return StreamPosition(lsn, last_commit_lsn=_last_commit(start), heartbeat_ms=time.time_ns() // 1_000_000)
+        return StreamPosition(lsn, last_commit_lsn=_last_commit(start), last_commit_ts=start.last_commit_ts,
+                              heartbeat_ms=time.time_ns() // 1_000_000)
 
     def _heartbeat_action(self) -> None:
         ctx = self.ctx
@@ -332,14 +334,18 @@ class StreamPlanner:
         if (time.monotonic() - self.last_action) * 1000 < ctx.heartbeat_interval_ms:
             return
         self.last_action = time.monotonic()
-        with self.catalog.connection().cursor() as cur:
-            cur.execute(ctx.heartbeat_query)
+
+        def action() -> None:
+            with self.catalog.connection().cursor() as cur:
+                cur.execute(ctx.heartbeat_query)
+
+        self.db("running heartbeat.action.query", action)
 
     def _walk(self, start: StreamPosition, max_events: int | None, target: int | None) -> StreamPosition | None:
         left = max_events if max_events else None
         end = None
         prev_end = start.lsn_commit
-        last_commit = _last_commit(start)
+        last_commit, last_ts = _last_commit(start), start.last_commit_ts
         first = True
         for t in self.reader.buffer.txns:
             if t.complete and t.end_lsn <= start.lsn_commit:
@@ -352,14 +358,15 @@ class StreamPlanner:
             if t.complete and (left is None or avail <= left):
                 if left is not None:
                     left -= avail
-                end = StreamPosition(t.end_lsn, lsn=t.commit_lsn, ts_usec=t.commit_ts, last_commit_lsn=t.end_lsn)
+                end = StreamPosition(t.end_lsn, lsn=t.commit_lsn, ts_usec=t.commit_ts, last_commit_lsn=t.end_lsn,
+                                     last_commit_ts=t.commit_ts)
                 prev_end = t.end_lsn
-                last_commit = t.end_lsn
+                last_commit, last_ts = t.end_lsn, t.commit_ts
                 continue
             take = avail if left is None else min(avail, left)
             if take > 0:
                 end = StreamPosition(prev_end, txid=t.xid, msg=skip + take, lsn=t.commit_lsn,
-                                     ts_usec=t.commit_ts, last_commit_lsn=last_commit)
+                                     ts_usec=t.commit_ts, last_commit_lsn=last_commit, last_commit_ts=last_ts)
             break
         return end
 
@@ -372,8 +379,8 @@ class StreamPlanner:
         units: list[WorkUnit] = []
         if end.txid is not None or self._has_txns(start, end) or end.heartbeat_ms is None:
             self._wait_for(end)
-            units = self._slices(start, end, parallelism)
-            self._keep_partial_counters(start, end)
+            units = self.db("reading table metadata", lambda: self._slices(start, end, parallelism))
+            self.db("reading table metadata", lambda: self._keep_partial_counters(start, end))
         if end.heartbeat_ms is not None:
             units.append(HeartbeatUnit(self.ctx, end.heartbeat_ms, end.lsn_commit))
         self.reader.buffer.trim(end)
@@ -393,7 +400,7 @@ class StreamPlanner:
         if _same_place(self.position, start):
             return
         log.info("restarting the replication stream at %s", start)
-        self.reader.restart(start.lsn_commit)
+        self.reader.restart(start.lsn_commit, start.last_commit_ts)
         self.position = start
 
     def _wait_for(self, end: StreamPosition) -> None:
@@ -412,6 +419,11 @@ class StreamPlanner:
             for t in buf.txns:
                 if t.xid == end.txid and not (t.complete and t.end_lsn <= end.lsn_commit):
                     return t.n_data >= end.msg
+            if end.lsn is not None and buf.received_lsn > end.lsn:
+                # everything committing before the transaction's commit has been received: it will not come
+                raise SourceError(f"the replication slot no longer serves {end}: transaction {end.txid} is not "
+                                  f"in the stream read from LSN {lsn_text(self.position.lsn_commit if self.position else 0)}"
+                                  "; the slot has moved past the start of this batch")
             return False
         return buf.received_lsn >= end.lsn_commit
 
@@ -434,8 +446,12 @@ class StreamPlanner:
                 break
             msgs: list[tuple[int, bytes]] = []
             di = t.first_index  # data messages already trimmed off this transaction's front
+            messages = t.messages()
+            if t.spill is not None and skip:
+                di, sent, messages = t.spill.read_from(skip)  # seek near the piece's start
+                relations.update(sent)
             at_start = dict(relations)
-            for lsn, p in t.messages():
+            for lsn, p in messages:
                 k = p[0]
                 if k in DATA_KINDS:
                     if di < skip:
@@ -581,9 +597,7 @@ class StreamPlanner:
 
 
 def _last_commit(pos: StreamPosition) -> int | None:
-    if pos.last_commit_lsn is not None:
-        return pos.last_commit_lsn
-    return pos.lsn_commit or None
+    return pos.last_commit_lsn
 
 
 def _same_place(a: StreamPosition, b: StreamPosition) -> bool:
