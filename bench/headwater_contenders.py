@@ -34,11 +34,16 @@ writes its event times to a JSON file, read back by the contender).
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from bench.cases import LatencyCase, SnapshotCase, StreamCase
-from bench.measure import Measurement
+from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_event_times
 
 NAME = "headwater"
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,25 +59,94 @@ def is_placeholder(func: Callable[..., Any]) -> bool:
     return bool(getattr(func, "__bench_placeholder__", False))
 
 
-@placeholder
+DRIVER = Path(__file__).with_name("headwater_driver.py")
+
+
+def properties(case: SnapshotCase | StreamCase | LatencyCase, slot: str, snapshot_mode: str) -> dict[str, str]:
+    return {
+        "connector.class": "postgres",
+        **case.server.connector_properties(case.dbname),
+        "topic.prefix": "bench",
+        "table.include.list": f"{case.schema}.{case.table}",
+        "slot.name": slot,
+        "publication.name": case.publication,
+        "publication.autocreate.mode": "disabled",
+        "snapshot.mode": snapshot_mode,
+    }
+
+
+def _run(props: dict, workdir: Path, runner: str, *extra: str, timeout: float) -> tuple[ProcessResult, dict]:
+    props_file = workdir / f"headwater-{runner}.json"
+    props_file.write_text(json.dumps(props))
+    result = workdir / f"headwater-{runner}-result.json"
+    with open(workdir / f"headwater-{runner}.log", "w") as log:
+        proc = MeasuredProcess([sys.executable, str(DRIVER), str(props_file), str(result), "--runner", runner,
+                                "--workdir", str(workdir / runner), "--max-wait", str(timeout), *extra],
+                               cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        res = proc.wait(timeout=timeout + 120)
+    try:
+        got = json.loads(result.read_text())
+    except (OSError, ValueError):
+        got = {}
+    return res, got
+
+
+def _measure(name: str, res: ProcessResult, got: dict, rows: int, data_bytes: int, workdir: Path,
+             runner: str) -> Measurement:
+    if not got or got.get("error"):
+        tail = (workdir / f"headwater-{runner}.log").read_text(errors="replace")[-600:]
+        return Measurement.failed(name, got.get("error") or f"no result (exit {res.returncode}): {tail}")
+    details = {}
+    if got.get("spark_started"):
+        details["spark_start_s"] = got["spark_started"] - res.launched
+    return from_event_times(name, res, got, rows, data_bytes, **details)
+
+
 def postgres_snapshot(case: SnapshotCase) -> Measurement:
-    """headwater's PostgreSQL initial snapshot of `case.table` (CTID-range chunks read in parallel)."""
-    return Measurement.not_measured(NAME)
+    """headwater's PostgreSQL initial snapshot of `case.table` on local Spark (CTID-range chunks read in
+    parallel by the executors) into the jsonl sink: launch -> snapshot batch committed."""
+    props = properties(case, case.slot_name, "initial")
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
 
 
-@placeholder
 def postgres_stream(case: StreamCase) -> Measurement:
-    """headwater streaming the pre-created slot `case.slot` until all `case.rows` changes are delivered."""
-    return Measurement.not_measured(NAME)
+    """headwater streaming the pre-created slot `case.slot` on local Spark into the jsonl sink."""
+    props = properties(case, case.slot, "no_data")
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
 
 
-@placeholder
 def postgres_latency(case: LatencyCase) -> Measurement:
-    """headwater under the steady load: arrival at the sink − commit time, p50/p99."""
-    return Measurement.not_measured(NAME)
+    """headwater under the steady load: the batch holding a row committed in the sink - the row's commit time."""
+    props = properties(case, case.slot, "no_data")
+    ready = case.workdir / "headwater-ready"
+    props_file = case.workdir / "headwater-latency.json"
+    props_file.write_text(json.dumps(props))
+    result = case.workdir / "headwater-latency-result.json"
+    max_wait = case.warmup_seconds + case.seconds + case.ready_timeout + 300
+    with open(case.workdir / "headwater-latency.log", "w") as log:
+        proc = MeasuredProcess([sys.executable, str(DRIVER), str(props_file), str(result), "--runner", "spark",
+                                "--mode", "latency", "--ready-file", str(ready), "--workdir",
+                                str(case.workdir / "latency"), "--max-wait", str(max_wait)],
+                               cwd=case.workdir, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+        try:
+            case.run_load(ready.exists)
+        finally:
+            res = proc.wait(timeout=case.ready_timeout + 300)
+    try:
+        got = json.loads(result.read_text())
+    except (OSError, ValueError):
+        return Measurement.failed(NAME, f"no result (exit {res.returncode})")
+    m = case.latency_measurement(NAME, got.get("latencies_ms", []), res.peak_rss_bytes, **res.memory())
+    if got.get("error") or got.get("timed_out"):
+        m.note = got.get("error") or "timed out before the sentinel"
+    return m
 
 
 @placeholder
 def mariadb_stream(case: Any) -> Measurement:
-    """headwater streaming MariaDB's binlog (`bench.mariadb.MariaDBStreamCase`) until all rows are delivered."""
+    """headwater streaming MariaDB's binlog: the MariaDB connector is not implemented yet."""
     return Measurement.not_measured(NAME)

@@ -1,0 +1,179 @@
+"""headwater as a benchmark contender, in its own process: the Spark pipeline or the in-process engine.
+
+    python bench/headwater_driver.py PROPS RESULT --runner spark|engine --mode count|latency
+        [--expect N] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR]
+
+`spark` runs the real pipeline, `headwater`'s streaming source into the jsonl sink on local Spark
+(what `headwater run` does), and times each micro-batch when Spark reports it committed (a
+StreamingQueryListener): an event has arrived when the batch holding it is committed in the sink.
+`engine` runs the connector in this process with no sink (the capture and decoding alone).
+The result file gets `{"first", "last", "count"}` (epoch seconds of the first and last event
+delivered, events delivered), and in latency mode `latencies_ms` of the LOAD rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+WARMUP, LOAD, SENTINEL = 0, 1, 2
+
+
+def parse_ts(text: str) -> float:
+    return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("props")
+    ap.add_argument("result")
+    ap.add_argument("--runner", choices=("spark", "engine"), default="spark")
+    ap.add_argument("--mode", choices=("count", "latency"), default="count")
+    ap.add_argument("--expect", type=int, default=0)
+    ap.add_argument("--ready-file")
+    ap.add_argument("--max-wait", type=float, default=3600)
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--workdir", default=".")
+    args = ap.parse_args()
+    started = time.time()
+    props = json.loads(Path(args.props).read_text())
+    out: dict = {"script_start": started, "first": None, "last": None, "count": 0}
+    try:
+        if args.runner == "engine":
+            run_engine(props, args, out)
+        else:
+            run_spark(props, args, out)
+    except BaseException as exc:  # reported in the result file
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    Path(args.result).write_text(json.dumps(out))
+    return 0
+
+
+def run_engine(props: dict, args, out: dict) -> None:
+    from headwater.config.properties import validate_connector
+    from headwater.engine import Engine
+
+    engine = Engine(validate_connector(props))
+    deadline = time.time() + args.max_wait
+    try:
+        while out["count"] < args.expect and time.time() < deadline:
+            for batch in engine.batches(once=True):
+                now = time.time()
+                rows = sum(1 for v in batch.value if v is not None)
+                if rows and out["first"] is None:
+                    out["first"] = now
+                out["count"] += rows
+                out["last"] = now
+    finally:
+        engine.close()
+
+
+def run_spark(props: dict, args, out: dict) -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql.streaming import StreamingQueryListener
+
+    from headwater.config.loader import parse_config
+    from headwater.spark.pipeline import spark_session, start_query
+
+    work = Path(args.workdir)
+    sink = work / "sink"
+    cfg = parse_config({"name": "bench", "source": props, "sink": {"type": "jsonl", "path": str(sink)},
+                        "spark": {"master": args.master, "checkpoint": str(work / "checkpoint"),
+                                  "trigger.interval": "0 seconds"}})
+    spark = spark_session(cfg)
+    out["spark_started"] = time.time()
+    committed: dict[int, float] = {}
+    counts: dict[int, int] = {}
+
+    class Timer(StreamingQueryListener):
+        def onQueryStarted(self, event) -> None:
+            pass
+
+        def onQueryProgress(self, event) -> None:
+            p = event.progress
+            committed[p.batchId] = time.time()
+            counts[p.batchId] = p.numInputRows
+
+        def onQueryIdle(self, event) -> None:
+            pass
+
+        def onQueryTerminated(self, event) -> None:
+            pass
+
+    spark.streams.addListener(Timer())
+    query = start_query(spark, cfg)
+    deadline = time.time() + args.max_wait
+    seen_files: set[str] = set()
+    latencies: list[float] = []
+    done = False
+    while not done and time.time() < deadline and query.isActive:
+        time.sleep(0.05)
+        if args.mode == "latency" and out["first"] is None and any(counts.values()):
+            out["first"] = time.time()
+        if args.mode == "count":
+            # an event has arrived when its batch's files are committed in the sink (polled every 50 ms)
+            total = _data_events(sink, seen_files, out)
+            now = time.time()
+            if total and out["first"] is None:
+                out["first"] = now
+            if total > out["count"]:
+                out["last"] = now
+            out["count"] = total
+            done = total >= args.expect
+        else:
+            if args.ready_file and out["first"] is not None:
+                Path(args.ready_file).touch()
+            done = _latencies(sink, seen_files, committed, latencies, out)
+    query.stop()
+    spark.stop()
+    if args.mode == "latency":
+        out["latencies_ms"] = latencies
+    if not done:
+        out["timed_out"] = True
+
+
+def _data_events(sink: Path, seen: set[str], out: dict) -> int:
+    """Events (tombstones aside) in sink files not counted yet, added to the count so far."""
+    total = out.get("count", 0)
+    for f in sorted(sink.glob("*.jsonl")):
+        if f.name in seen:
+            continue
+        seen.add(f.name)
+        with open(f, "rb") as fh:
+            total += sum(1 for line in fh if not line.rstrip().endswith(b'"value":null}'))
+    return total
+
+
+def _latencies(sink: Path, seen: set[str], committed: dict[int, float], latencies: list[float], out: dict) -> bool:
+    finished = False
+    for f in sorted(sink.glob("*.jsonl")):
+        if f.name in seen:
+            continue
+        batch = int(f.name.split("-")[1])
+        arrived = committed.get(batch)
+        if arrived is None:
+            continue  # committed in the sink but not reported yet: look again
+        seen.add(f.name)
+        for line in f.read_text().splitlines():
+            value = json.loads(line)["value"]
+            if not value or value.get("op") != "c":
+                continue
+            after = value["after"]
+            out["count"] = out.get("count", 0) + 1
+            out["last"] = arrived
+            if after["qty"] == LOAD:
+                latencies.append((arrived - parse_ts(after["ts"])) * 1000)
+            elif after["qty"] == SENTINEL:
+                finished = True
+    return finished
+
+
+if __name__ == "__main__":
+    sys.exit(main())
