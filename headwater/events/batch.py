@@ -64,7 +64,7 @@ class EventBatch:
     """Events as columns; `append` one at a time, then `to_arrow()` or iterate `rows()`."""
 
     topic: list[str] = field(default_factory=list)
-    key: list[str | None] = field(default_factory=list)
+    key: list[str | None] = field(default_factory=list)  # JSON text
     value: list[str | None] = field(default_factory=list)
     op: list[str | None] = field(default_factory=list)
     headers: list[list[tuple[str, str]] | None] = field(default_factory=list)
@@ -88,8 +88,9 @@ class EventBatch:
     def rows(self) -> Iterator[Event]:
         for i in range(len(self.topic)):
             op = self.op[i]
-            yield Event(self.topic[i], self.key[i], self.value[i], op, self.headers[i],
-                        CHANGE_TYPES.get(op) if self.value[i] is not None else None,
+            key, value, headers = self.key[i], self.value[i], self.headers[i]
+            yield Event(self.topic[i], key, value, op, headers,
+                        CHANGE_TYPES.get(op) if value is not None else None,
                         self.commit_version[i], self.commit_ts_us[i])
 
     def to_arrow(self) -> pa.RecordBatch:

@@ -73,7 +73,6 @@ class ColumnOptions:
     key_columns: tuple[tuple[re.Pattern[str], tuple[str, ...]], ...] = ()
     schema_adjust: str = "none"
     field_adjust: str = "none"
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: ConnectorConfig) -> ColumnOptions:

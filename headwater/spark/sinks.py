@@ -19,6 +19,7 @@ from pathlib import Path
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 TMP = "_tmp"
@@ -65,20 +66,39 @@ def commit_files(root: Path, batch_id: int, messages: list, ext: str) -> int:
     return rows
 
 
-def jsonl_lines(batch: pa.RecordBatch) -> Iterator[bytes]:
-    """One line per event: {"topic", "key", "value"[, "headers"]} with key/value embedded as JSON."""
-    cols = batch.to_pydict()
-    topics, keys, values, headers = cols["topic"], cols["key"], cols["value"], cols["headers"]
-    for i in range(len(topics)):
-        line = b'{"topic":' + orjson.dumps(topics[i]) + b',"key":' + \
-            (keys[i].encode() if keys[i] is not None else b"null") + b',"value":' + \
-            (values[i].encode() if values[i] is not None else b"null")
-        h = headers[i]
-        if h:
-            line += b',"headers":{' + b",".join(
-                orjson.dumps(e["key"]) + b":" + (e["value"].encode() if e["value"] is not None else b"null")
-                for e in h) + b"}"
-        yield line + b"}\n"
+def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
+    """One line per event, built column-wise in Arrow: {"topic", "key", "value"[, "headers"]} with key
+    and value embedded as JSON (they already are JSON text)."""
+    topic = pc.replace_substring(pc.replace_substring(batch.column("topic"), "\\", "\\\\"), '"', '\\"')
+    key = pc.coalesce(batch.column("key"), "null")
+    value = pc.coalesce(batch.column("value"), "null")
+    headers = batch.column("headers")
+    if headers.null_count == len(headers):
+        extra = pa.nulls(len(headers), pa.string()).fill_null("")
+    else:
+        extra = pa.array([_headers_json(h) for h in headers.to_pylist()], type=pa.string())
+    return pc.binary_join_element_wise('{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", "")
+
+
+def _headers_json(entries) -> str:
+    if not entries:
+        return ""
+    parts = [orjson.dumps(e["key"]).decode() + ":" + (e["value"] if e["value"] is not None else "null")
+             for e in entries]
+    return ',"headers":{' + ",".join(parts) + "}"
+
+
+def write_lines(f, lines: pa.Array) -> None:
+    """Write an Arrow string array's characters (each element a line) without making Python strings."""
+    lines = pc.cast(lines, pa.large_string()) if lines.type == pa.string() else lines
+    if lines.offset == 0 and lines.null_count == 0:
+        offsets = lines.buffers()[1]
+        data = lines.buffers()[2]
+        end = int.from_bytes(memoryview(offsets)[-8:], "little")
+        f.write(memoryview(data)[:end])
+    else:
+        for v in lines.to_pylist():
+            f.write(v.encode())
 
 
 class JsonlStreamWriter(DataSourceStreamArrowWriter):
@@ -96,7 +116,7 @@ class JsonlStreamWriter(DataSourceStreamArrowWriter):
         with open(tmp, "wb", buffering=1 << 20) as f:
             for batch in iterator:
                 rows += batch.num_rows
-                f.writelines(jsonl_lines(batch))
+                write_lines(f, jsonl_lines(batch))
             f.flush()
             os.fsync(f.fileno())
         if rows == 0:

@@ -88,7 +88,6 @@ class EventContext:
     schemas_enable: bool = False
     replace_null_with_default: bool = True
     batch_rows: int = 10_000
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,
@@ -228,6 +227,21 @@ class TableEvents:
         return None if key is None else self.key_out.dumps(key)
 
 
+_TABLES: dict[tuple, TableEvents] = {}
+
+
+def table_events(ctx: EventContext, table: TableSchema, layout: Sequence[ColumnInfo], streaming: bool) -> TableEvents:
+    """`TableEvents`, built once per process for a table, layout and configuration (building them
+    compiles every column's converter; a Spark worker decodes many slices of the same tables)."""
+    key = (ctx, table, tuple(layout), streaming)
+    te = _TABLES.get(key)
+    if te is None:
+        if len(_TABLES) > 256:
+            _TABLES.clear()
+        te = _TABLES[key] = TableEvents(ctx, table, layout, streaming)
+    return te
+
+
 def layout_index(layout: Sequence[ColumnInfo], name: str) -> int:
     for i, c in enumerate(layout):
         if c.name == name:
@@ -263,29 +277,59 @@ class TxnCounters:
         return cls(int(data.get("total", 0)), dict(data.get("per_collection", {})))
 
 
+class Clock:
+    """Processing time for the envelope's ts_ms/ts_us/ts_ns, read once per 256 events (a wall-clock
+    field: Debezium reads it per event; to the millisecond the difference does not show)."""
+
+    __slots__ = ("n", "now")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.now = (0, 0, 0)
+
+    def __call__(self) -> tuple[int, int, int]:
+        if self.n & 255 == 0:
+            self.now = now_ts()
+        self.n += 1
+        return self.now
+
+
 class RecordMaker:
     """Appends Debezium records to an `EventBatch`."""
 
     def __init__(self, ctx: EventContext, out: EventBatch):
         self.ctx = ctx
         self.out = out
-        self.source_base = {"version": SOURCE_VERSION, "connector": "postgresql", "name": ctx.prefix}
+        self.clock = Clock()
         self.txn_key = Serializer(TRANSACTION_KEY, ctx.schemas_enable)
         self.txn_value = Serializer(TRANSACTION_VALUE, ctx.schemas_enable)
+        self._head = (b'{"version":' + orjson.dumps(SOURCE_VERSION) + b',"connector":"postgresql","name":'
+                      + orjson.dumps(ctx.prefix) + b',"ts_ms":')
+        self._db = orjson.dumps(ctx.dbname)
+        self._src_key: tuple | None = None
+        self._src_parts = (b"", b"")
 
     # ---- source block
     def source(self, t: TableEvents | None, ts_us: int, snapshot: str, sequence: str | None,
-               txid: int | None, lsn: int | None, schema: str | None = None, table: str | None = None):
-        return {
-            **self.source_base, "ts_ms": ts_us // 1000, "snapshot": snapshot, "db": self.ctx.dbname,
-            "sequence": sequence, "ts_us": ts_us, "ts_ns": ts_us * 1000,
-            "schema": t.schema_name if t is not None else schema,
-            "table": t.table_name if t is not None else table,
-            "txId": txid, "lsn": lsn, "xmin": None, "origin": None, "origin_lsn": None,
-        }
+               txid: int | None, lsn: int | None, schema: str | None = None,
+               table: str | None = None) -> orjson.Fragment:
+        """The `source` block, serialized from a template that only changes with the transaction."""
+        key = (t, ts_us, snapshot, txid, schema, table)
+        if key != self._src_key:
+            self._src_key = key
+            sch = t.schema_name if t is not None else schema
+            tab = t.table_name if t is not None else table
+            self._src_parts = (
+                self._head + b"%d" % (ts_us // 1000) + b',"snapshot":' + orjson.dumps(snapshot) + b',"db":'
+                + self._db + b',"sequence":',
+                b',"ts_us":%d,"ts_ns":%d,"schema":' % (ts_us, ts_us * 1000) + orjson.dumps(sch) + b',"table":'
+                + orjson.dumps(tab) + b',"txId":' + orjson.dumps(txid) + b',"lsn":')
+        head, mid = self._src_parts
+        return orjson.Fragment(head + orjson.dumps(sequence) + mid + orjson.dumps(lsn)
+                               + b',"xmin":null,"origin":null,"origin_lsn":null}')
 
     def _envelope(self, t: TableEvents, op: str, before, after, source, transaction) -> str:
-        ms, us, ns = now_ts()
+        ms, us, ns = self.clock()
         return t.value_out.dumps({"before": before, "after": after, "source": source,
                                   "transaction": transaction, "op": op, "ts_ms": ms, "ts_us": us, "ts_ns": ns})
 

@@ -24,12 +24,13 @@ from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.connection import ConnectionParams, SourceError, connect
 from headwater.connectors.postgres.pgvalues import unescape_copy_text
-from headwater.connectors.postgres.records import EventContext, RecordMaker, TableEvents
+from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
 from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.streaming import sequence
 from headwater.events.batch import EventBatch
 
 BLOCK_ROWS_GUESS = 60  # rows per page when the table has no statistics yet
+MIN_SPLIT_PAGES = 64  # tables smaller than this many pages per core are not split for parallelism
 
 
 @dataclass
@@ -77,7 +78,7 @@ def _probe(cur, table: sql.Composable, npages: int, last: bool) -> str | None:
 
 
 def plan_snapshot(params: ConnectionParams, snapshot_name: str, lsn: int, tables: list,
-                  ctx: EventContext, cfg: ConnectorConfig) -> list[WorkUnit]:
+                  ctx: EventContext, cfg: ConnectorConfig, parallelism: int = 1) -> list[WorkUnit]:
     """Chunks for every captured table, under the exported snapshot `snapshot_name`."""
     conn = connect(params, autocommit=True)
     try:
@@ -112,6 +113,9 @@ def plan_snapshot(params: ConnectionParams, snapshot_name: str, lsn: int, tables
                 last = _probe(cur, ident, npages, last=True)
                 density = (reltuples / relpages) if relpages and reltuples and reltuples > 0 else BLOCK_ROWS_GUESS
                 pages_per_chunk = max(1, int(chunk_rows / max(density, 1.0)))
+                if npages >= MIN_SPLIT_PAGES * parallelism:
+                    # at least two chunks per executor core, so that every core has work to the end
+                    pages_per_chunk = min(pages_per_chunk, max(1, -(-npages // (2 * parallelism))))
                 ranges: list[tuple[int | None, int | None]] = []
                 start = 0
                 while start + pages_per_chunk < npages:
@@ -235,7 +239,7 @@ class _RowWriter:
         self.queue = out
         self.stop = stop
         ctx = chunk.ctx
-        self.te = TableEvents(ctx, chunk.table, chunk.table.columns, streaming=False)
+        self.te = table_events(ctx, chunk.table, chunk.table.columns, streaming=False)
         self.batch = EventBatch()
         self.maker = RecordMaker(ctx, self.batch)
         self.limit = ctx.batch_rows

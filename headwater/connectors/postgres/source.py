@@ -271,7 +271,8 @@ class PostgresSource(SourceConnector):
             slots.drop_slot_when_inactive(conn, self.slot)
         holder, consistent_point, snapshot_name = self._create_slot(export=True)
         self.snapshot_holder = holder
-        units = plan_snapshot(self.params, snapshot_name, consistent_point, tables, self.context, self.config)
+        units = plan_snapshot(self.params, snapshot_name, consistent_point, tables, self.context, self.config,
+                              self.parallelism)
         self.snapshot_plan = (epoch, units)
         self.resnapshot = False
         log.info("snapshot of %d tables in %d chunks at LSN %s", len(tables), len(units), lsn_text(consistent_point))

@@ -24,7 +24,13 @@ from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
 from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting, SourceError
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition, lsn_text
-from headwater.connectors.postgres.records import EventContext, RecordMaker, TableEvents, TxnCounters, now_ts
+from headwater.connectors.postgres.records import (
+    EventContext,
+    RecordMaker,
+    TableEvents,
+    TxnCounters,
+    table_events,
+)
 from headwater.connectors.postgres.replication import DATA_KINDS, ReplicationReader, Txn
 from headwater.events.batch import EventBatch
 
@@ -33,6 +39,7 @@ log = logging.getLogger("headwater.postgres")
 _FRAME = struct.Struct(">QI")
 MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partition
 POLL_S = 0.25
+GATHER_S = 0.5  # how long a batch may wait for more of a transaction that is still arriving
 REPLAY_WAIT_S = 600.0
 
 
@@ -123,7 +130,7 @@ class SliceDecoder:
         schema = self.tables.get(oid)
         rel = self.relations.get(oid)
         if schema is not None and rel is not None:
-            te = TableEvents(self.ctx, schema, schema.layout_for(rel.columns), streaming=True)
+            te = table_events(self.ctx, schema, schema.layout_for(rel.columns), streaming=True)
         self.events[oid] = te
         return te
 
@@ -239,7 +246,7 @@ def _txn_block(counters: TxnCounters | None, te: TableEvents, xid: int | None, l
 
 
 def maker_truncate(maker: RecordMaker, te: TableEvents, source, block) -> str:
-    ms, us, ns = now_ts()
+    ms, us, ns = maker.clock()
     return te.value_out.dumps({"before": None, "after": None, "source": source, "transaction": block,
                                "op": "t", "ts_ms": ms, "ts_us": us, "ts_ns": ns})
 
@@ -250,7 +257,7 @@ def emit_message(maker: RecordMaker, msg, lsn: int, xid: int | None, ts: int, se
 
     ctx = maker.ctx
     src = maker.source(None, ts, "false", seq, xid, lsn, schema="", table="")
-    ms, _, _ = now_ts()
+    ms, _, _ = maker.clock()
     key = Serializer(MESSAGE_KEY, ctx.schemas_enable).dumps({"prefix": msg.prefix})
     value = Serializer(message_value_schema(ctx), ctx.schemas_enable).dumps({
         "op": "m", "ts_ms": ms, "source": src, "transaction": None,
@@ -280,11 +287,17 @@ class StreamPlanner:
         buf = self.reader.buffer
         deadline = time.monotonic() + (REPLAY_WAIT_S if target is not None else POLL_S)
         self._heartbeat_action()
+        gather_until = time.monotonic() + GATHER_S
         with buf.cond:
             while True:
                 self.reader.check()
                 end = self._walk(start, max_events, target)
                 if end is not None:
+                    # a transaction still arriving: let a bit more of it come, rather than cut a
+                    # stream of tiny batches (each costs a plan and, on Spark, a micro-batch)
+                    if self._growing_tail(end, max_events) and time.monotonic() < gather_until:
+                        buf.cond.wait(0.02)
+                        continue
                     return self._with_heartbeat(end)
                 if target is not None and buf.received_lsn >= target:
                     return self._idle_heartbeat(start)
@@ -301,6 +314,16 @@ class StreamPlanner:
                 if target is not None:
                     self.reader.request_position()
                 buf.cond.wait(min(left, 1.0))
+
+    def _growing_tail(self, end: StreamPosition, max_events: int | None) -> bool:
+        """Whether `end` stops at the last message received of a transaction still arriving, with
+        fewer messages than a batch may hold."""
+        if end.txid is None:
+            return False
+        for t in self.reader.buffer.txns:
+            if t.xid == end.txid and not t.complete:
+                return end.msg >= t.n_data and (max_events is None or end.msg < max_events)
+        return False
 
     def _heartbeat_due(self) -> bool:
         interval = self.ctx.heartbeat_interval_ms
