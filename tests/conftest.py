@@ -33,14 +33,12 @@ def pg_db(pg_server):
     pg_server.create_database(name)
     yield name
     slots = pg_server.query(f"SELECT slot_name, active_pid FROM pg_replication_slots WHERE database = '{name}'")
-    for slot, pid in slots:
+    for _, pid in slots:
         if pid:
             pg_server.execute(f"SELECT pg_terminate_backend({pid})")
     for slot, _ in slots:
-        try:
+        with contextlib.suppress(Exception):
             pg_server.execute(f"SELECT pg_drop_replication_slot('{slot}')")
-        except Exception:
-            pass
     pg_server.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -38,16 +39,14 @@ def cli(*args: str, timeout: float = 600, check: bool = True) -> subprocess.Comp
 
 def start_cli(*args: str, log: Path) -> subprocess.Popen:
     """`headwater ...` in its own process group (so a test can kill the whole group)."""
-    out = open(log, "ab")
+    out = open(log, "ab")  # noqa: SIM115 - the child writes to it for its whole life
     return subprocess.Popen([sys.executable, "-m", "headwater.cli.main", *args], stdout=out, stderr=out,
                             start_new_session=True, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
 
 
 def kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait(timeout=60)
 
 

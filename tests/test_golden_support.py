@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from tests.golden_support import (
     Scenario,
     assert_events_equal,

@@ -20,7 +20,7 @@ import pytest
 
 from headwater.config.properties import validate_connector
 from headwater.engine import Engine
-from tests.golden_support import assert_events_equal, load_scenario, psql_env, run_psql_script, scenario_dirs
+from tests.golden_support import assert_events_equal, load_scenario, psql_env, run_psql_script
 
 pytestmark = pytest.mark.live_debezium
 

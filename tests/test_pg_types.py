@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.golden_support import load_scenario, run_psql_script
 
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
@@ -37,6 +36,7 @@ from headwater.connectors.postgres.types import (
     build_converters,
     source_type_parameters,
 )
+from tests.golden_support import load_scenario, run_psql_script
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "postgres"
 SCENARIOS = sorted(p.name for p in GOLDEN.glob("types_*") if (p / "debezium.jsonl").exists())

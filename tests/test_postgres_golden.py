@@ -85,8 +85,8 @@ def run_headwater(pg_server, scenario) -> list[dict]:
             engine.close()
         return events
     finally:
-        pg_server.execute(f"SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-                          f"WHERE slot_name = 'golden_slot'")
+        pg_server.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                          "WHERE slot_name = 'golden_slot'")
         pg_server.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 

@@ -59,7 +59,7 @@ def test_parquet_sink_has_typed_columns_per_topic(pg_server, pg_db, tmp_path):
     assert first["price"] == decimal.Decimal("2.50")
     assert first["added"] == dt.date(2024, 2, 29)
     assert first["seen"] == dt.datetime(2024, 1, 2, 3, 4, 5, 123456)
-    assert first["at"] == dt.datetime(2024, 1, 2, 1, 4, 5, tzinfo=dt.timezone.utc)
+    assert first["at"] == dt.datetime(2024, 1, 2, 1, 4, 5, tzinfo=dt.UTC)
     assert first["ok"] is True and first["raw"] == b"\x01\x02"
     assert str(table.schema.field("price").type) == "decimal128(8, 2)"
     assert rows[2]["price"] == decimal.Decimal("3.75")

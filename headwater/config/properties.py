@@ -146,6 +146,8 @@ POSTGRES: list[Property] = [
     _p("headwater.pgoutput.protocol.version", "int", 2, doc="pgoutput protocol version: 1 or 2"),
     _p("headwater.stream.buffer.bytes", "int", 256 * 1024 * 1024,
        doc="memory the driver-side replication reader may buffer before it stops reading"),
+    _p("headwater.max.batch.events", "int", 200_000,
+       doc="the most change messages one batch takes (bounds the driver's memory; maxEventsPerTrigger may lower it)"),
     _p("headwater.snapshot.chunk.rows", "int", 200_000,
        doc="target rows per snapshot chunk (one chunk = one Spark partition)"),
 ]
@@ -360,9 +362,9 @@ def validate_connector(props: Mapping[str, Any]) -> ConnectorConfig:
             values[name] = value
 
     for prop in definitions.values():
-        if prop.required and values.get(prop.name) in (None, "", []):
-            if prop.name not in [e.property for e in errors]:
-                errors.append(ConfigError(prop.name, "is required", f"add {prop.name}: <value> to the source block"))
+        if prop.required and values.get(prop.name) in (None, "", []) and \
+                prop.name not in [e.property for e in errors]:
+            errors.append(ConfigError(prop.name, "is required", f"add {prop.name}: <value> to the source block"))
 
     for a, b in EXCLUSIVE_PAIRS:
         if values.get(a) and values.get(b):
@@ -394,7 +396,7 @@ def _check_ranges(values: dict[str, Any], errors: list[ConfigError]) -> None:
     if port is not None and not 0 < port < 65536:
         errors.append(ConfigError("database.port", f"{port} is not a TCP port", "use a number from 1 to 65535"))
     for name in ("max.batch.size", "max.queue.size", "snapshot.fetch.size", "snapshot.max.threads",
-                 "headwater.snapshot.chunk.rows", "headwater.stream.buffer.bytes"):
+                 "headwater.snapshot.chunk.rows", "headwater.stream.buffer.bytes", "headwater.max.batch.events"):
         if name in values and values[name] is not None and values[name] <= 0:
             errors.append(ConfigError(name, f"must be positive, got {values[name]}", "use a number above 0"))
     for name in ("heartbeat.interval.ms", "snapshot.delay.ms", "money.fraction.digits", "xmin.fetch.interval.ms",

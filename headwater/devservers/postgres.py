@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
@@ -56,7 +57,7 @@ class PostgresServer:
     superuser: str = "postgres"
     password: str = PASSWORD
 
-    def start(self) -> "PostgresServer":
+    def start(self) -> PostgresServer:
         self.user = service_user()
         self.root = Path(tempfile.mkdtemp(prefix="headwater-pg-"))
         os.chmod(self.root, 0o755)
@@ -98,10 +99,8 @@ class PostgresServer:
         """Stop the server and delete its files."""
         if self.root is None:
             return
-        try:
+        with contextlib.suppress(RuntimeError):
             self._pg_ctl("stop", "-w", "-m", "immediate")
-        except RuntimeError:
-            pass
         shutil.rmtree(self.root, ignore_errors=True)
         self.root = None
 
@@ -170,7 +169,7 @@ class PostgresServer:
                     raise
                 time.sleep(0.2)
 
-    def __enter__(self) -> "PostgresServer":
+    def __enter__(self) -> PostgresServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -9,6 +9,7 @@ directories in a temporary directory that `stop()` removes.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -46,7 +47,7 @@ class SparkCluster:
                 "SPARK_WORKER_DIR": str(self.root / "work"), "SPARK_NO_DAEMONIZE": "1"}
 
     def _start(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.root / f"{name}.log", "wb")
+        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the daemon writes to it until stop()
         cmd = [str(spark_home() / "bin" / "spark-class"), *args]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True)
         self.procs.append(proc)
@@ -82,10 +83,8 @@ class SparkCluster:
 
     def stop(self) -> None:
         for p in self.procs:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, 15)
-            except ProcessLookupError:
-                pass
         for p in self.procs:
             try:
                 p.wait(timeout=30)

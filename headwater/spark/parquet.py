@@ -35,7 +35,9 @@ META = [("_op", pa.string()), ("_change_type", pa.string()), ("_commit_version",
 def arrow_type(schema: dict) -> tuple[pa.DataType, Any]:
     """Arrow type for a Connect schema (JSON form), and a function from JSON value to Arrow value."""
     name, t = schema.get("name"), schema["type"]
-    ident = (lambda v: v)
+    def ident(v):
+        return v
+
     if name in ("io.debezium.time.Date", "org.apache.kafka.connect.data.Date"):
         return pa.date32(), lambda v: EPOCH_DATE + dt.timedelta(days=v)
     if name == "io.debezium.time.MicroTimestamp":

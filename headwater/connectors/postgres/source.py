@@ -199,6 +199,8 @@ class PostgresSource(SourceConnector):
         if ph == SNAPSHOT_COMPLETED and self.mode == "initial_only":
             return start
         self._release_snapshot()  # the snapshot batch is over once the next batch is planned
+        cap = self.config["headwater.max.batch.events"]
+        max_events = min(max_events, cap) if max_events else cap
         try:
             planner = self._stream_planner(start)
             end = planner.latest(self._position(start), max_events, self.target_lsn)

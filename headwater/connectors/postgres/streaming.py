@@ -16,8 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-import orjson
-
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
@@ -90,8 +88,9 @@ def unpack(blob: bytes) -> Iterator[tuple[int, bytes]]:
 
 
 def sequence(last_commit: int | None, lsn: int | None) -> str:
-    return orjson.dumps([None if last_commit is None else str(last_commit),
-                         None if lsn is None else str(lsn)]).decode()
+    """Debezium's `source.sequence`: a JSON array of the last commit LSN and the event's LSN, as strings."""
+    first = "null" if last_commit is None else f'"{last_commit}"'
+    return f'[{first},"{lsn}"]' if lsn is not None else f"[{first},null]"
 
 
 class StreamSlice(WorkUnit):
