@@ -103,42 +103,59 @@ def _cleanup(server: PostgresServer | None, dirs: list[Path]) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def run_snapshot(b: Benchmark, progress: Progress) -> BenchmarkResult:
-    result = BenchmarkResult(b)
-    server, dirs = None, []
+@dataclass
+class _Run:
+    """One benchmark's run: its result, and what to clean up after it."""
+
+    result: BenchmarkResult
+    server: Any = None
+    dirs: list[Path] = field(default_factory=list)
+
+    def workdir(self, name: str) -> Path:
+        wd = data.workdir(name.replace(" ", "_"))
+        self.dirs.append(wd)
+        return wd
+
+
+def _guarded(b: Benchmark, body: Callable[[_Run], None]) -> BenchmarkResult:
+    """Run `body`; whatever happens (an error, Ctrl-C), record it and clean up the server and dirs."""
+    run = _Run(BenchmarkResult(b))
     try:
-        server = data.new_server()
+        body(run)
+    except Exception as exc:
+        run.result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+    except KeyboardInterrupt:
+        run.result.error, run.result.interrupted = "interrupted", True
+    finally:
+        _cleanup(run.server, run.dirs)
+        run.result.ended = time.time()
+    return run.result
+
+
+def run_snapshot(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    def body(run: _Run) -> None:
+        server = run.server = data.new_server()
         progress(f"  loading {b.params['rows']:,} rows ...")
         wl = data.load_snapshot_table(server, b.params["rows"])
-        result.workload = {"rows": wl.rows, "data_bytes": wl.data_bytes, "load_seconds": wl.load_seconds}
+        run.result.workload = {"rows": wl.rows, "data_bytes": wl.data_bytes, "load_seconds": wl.load_seconds}
         for c in b.contenders:
             m = pending(c)
             if m is None:
 
                 def case(i: int, c: Contender = c) -> SnapshotCase:
-                    wd = data.workdir(c.name.replace(" ", "_"))
-                    dirs.append(wd)
-                    return SnapshotCase(server, wl.rows, wl.data_bytes, wd, slot_name(b.key, c.name))
+                    return SnapshotCase(server, wl.rows, wl.data_bytes, run.workdir(c.name), slot_name(b.key, c.name))
 
                 m = call_best(c, case, progress)
                 for s in data.slots(server):  # the slots a contender made for its snapshot
                     data.drop_slot(server, s)
-            result.measurements.append(m)
-    except Exception as exc:
-        result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-    except KeyboardInterrupt:
-        result.error, result.interrupted = "interrupted", True
-    finally:
-        _cleanup(server, dirs)
-        result.ended = time.time()
-    return result
+            run.result.measurements.append(m)
+
+    return _guarded(b, body)
 
 
 def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
-    result = BenchmarkResult(b)
-    server, dirs = None, []
-    try:
-        server = data.new_server()
+    def body(run: _Run) -> None:
+        server = run.server = data.new_server()
         data.create_table(server)
         todo = {c.name: pending(c) for c in b.contenders}
         slots = {c.name: [slot_name(b.key, c.name) for _ in range(c.repeat)]
@@ -154,58 +171,40 @@ def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
         else:
             wl = data.load_single_row_transactions(server, rows)
         end_lsn = data.current_lsn(server)
-        result.workload = {"rows": wl.rows, "transactions": wl.transactions, "data_bytes": wl.data_bytes,
-                           "load_seconds": wl.load_seconds, "start_lsn": start_lsn, "end_lsn": end_lsn}
+        run.result.workload = {"rows": wl.rows, "transactions": wl.transactions, "data_bytes": wl.data_bytes,
+                               "load_seconds": wl.load_seconds, "start_lsn": start_lsn, "end_lsn": end_lsn}
         for c in b.contenders:
             m = todo[c.name]
             if m is None:
 
                 def case(i: int, c: Contender = c) -> StreamCase:
-                    wd = data.workdir(c.name.replace(" ", "_"))
-                    dirs.append(wd)
-                    return StreamCase(server, wl.rows, wl.transactions, wl.data_bytes, wd, slots[c.name][i],
-                                      start_lsn, end_lsn)
+                    return StreamCase(server, wl.rows, wl.transactions, wl.data_bytes, run.workdir(c.name),
+                                      slots[c.name][i], start_lsn, end_lsn)
 
                 m = call_best(c, case, progress)
                 for slot in slots[c.name]:
                     data.drop_slot(server, slot)
-            result.measurements.append(m)
-    except Exception as exc:
-        result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-    except KeyboardInterrupt:
-        result.error, result.interrupted = "interrupted", True
-    finally:
-        _cleanup(server, dirs)
-        result.ended = time.time()
-    return result
+            run.result.measurements.append(m)
+
+    return _guarded(b, body)
 
 
 def run_latency(b: Benchmark, progress: Progress) -> BenchmarkResult:
-    result = BenchmarkResult(b)
-    server, dirs = None, []
-    try:
-        server = data.new_server()
+    def body(run: _Run) -> None:
+        server = run.server = data.new_server()
         data.create_table(server)
-        result.workload = dict(b.params)
+        run.result.workload = dict(b.params)
         for c in b.contenders:
             m = pending(c)
             if m is None:
-                wd = data.workdir(c.name)
-                dirs.append(wd)
                 slot = slot_name(b.key, c.name)
                 data.create_slot(server, slot, c.slot_plugin)
-                m = call(c, LatencyCase(server, b.params["rate"], b.params["seconds"], wd, slot,
-                                              warmup_seconds=b.params["warmup_seconds"]), progress)
+                m = call(c, LatencyCase(server, b.params["rate"], b.params["seconds"], run.workdir(c.name), slot,
+                                        warmup_seconds=b.params["warmup_seconds"]), progress)
                 data.drop_slot(server, slot)
-            result.measurements.append(m)
-    except Exception as exc:
-        result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
-    except KeyboardInterrupt:
-        result.error, result.interrupted = "interrupted", True
-    finally:
-        _cleanup(server, dirs)
-        result.ended = time.time()
-    return result
+            run.result.measurements.append(m)
+
+    return _guarded(b, body)
 
 
 RUNNERS: dict[str, Callable[[Benchmark, Progress], BenchmarkResult]] = {

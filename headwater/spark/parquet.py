@@ -17,15 +17,13 @@ import decimal
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter
 
-from headwater.spark.sinks import TMP, FileCommit, _partition_id, commit_files
+from headwater.spark.sinks import TMP, FileCommit, FileSink, FileStreamWriter, _partition_id
 
 EPOCH_DATE = dt.date(1970, 1, 1)
 META = [("_op", pa.string()), ("_change_type", pa.string()), ("_commit_version", pa.int64()),
@@ -131,9 +129,10 @@ def safe_dir(topic: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in topic)
 
 
-class ParquetStreamWriter(DataSourceStreamArrowWriter):
-    def __init__(self, path: str):
-        self.root = Path(path)
+class ParquetStreamWriter(FileStreamWriter):
+    """Writes one Parquet file per topic per partition per batch."""
+
+    extension = ".parquet"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
         pid = _partition_id()
@@ -163,24 +162,12 @@ class ParquetStreamWriter(DataSourceStreamArrowWriter):
             files.append((str(tmp), safe_dir(topic)))
         return FileCommit(pid, files, rows)
 
-    def commit(self, messages, batchId: int) -> None:
-        commit_files(self.root, batchId, messages, ".parquet")
 
-    def abort(self, messages, batchId: int) -> None:
-        for m in messages:
-            for tmp, _ in (m.files if m else []):
-                Path(tmp).unlink(missing_ok=True)
-
-
-class ParquetSink(DataSource):
+class ParquetSink(FileSink):
     """`df.writeStream.format("headwater-parquet").option("path", ...)`."""
+
+    writer = ParquetStreamWriter
 
     @classmethod
     def name(cls) -> str:
         return "headwater-parquet"
-
-    def streamWriter(self, schema, overwrite: bool) -> ParquetStreamWriter:
-        path = self.options.get("path")
-        if not path:
-            raise ValueError("the headwater-parquet sink needs option path")
-        return ParquetStreamWriter(path)

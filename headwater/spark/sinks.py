@@ -101,11 +101,39 @@ def write_lines(f, lines: pa.Array) -> None:
             f.write(v.encode())
 
 
-class JsonlStreamWriter(DataSourceStreamArrowWriter):
-    """Writes Debezium JSON lines, one file per partition per batch."""
+class FileStreamWriter(DataSourceStreamArrowWriter):
+    """A writer whose tasks leave temporary files and whose batch commit moves them into place."""
+
+    extension = ""
 
     def __init__(self, path: str):
         self.root = Path(path)
+
+    def commit(self, messages, batchId: int) -> None:
+        commit_files(self.root, batchId, messages, self.extension)
+
+    def abort(self, messages, batchId: int) -> None:
+        for m in messages:
+            for tmp, _ in (m.files if m else []):
+                Path(tmp).unlink(missing_ok=True)
+
+
+class FileSink(DataSource):
+    """A file sink: `df.writeStream.format(<name>).option("path", ...)`."""
+
+    writer: type[FileStreamWriter] = FileStreamWriter
+
+    def streamWriter(self, schema, overwrite: bool) -> FileStreamWriter:
+        path = self.options.get("path")
+        if not path:
+            raise ValueError(f"the {self.name()} sink needs option path")
+        return self.writer(path)
+
+
+class JsonlStreamWriter(FileStreamWriter):
+    """Writes Debezium JSON lines, one file per partition per batch."""
+
+    extension = ".jsonl"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
         pid = _partition_id()
@@ -124,27 +152,15 @@ class JsonlStreamWriter(DataSourceStreamArrowWriter):
             return FileCommit(pid, [], 0)
         return FileCommit(pid, [(str(tmp), "")], rows)
 
-    def commit(self, messages, batchId: int) -> None:
-        commit_files(self.root, batchId, messages, ".jsonl")
 
-    def abort(self, messages, batchId: int) -> None:
-        for m in messages:
-            for tmp, _ in (m.files if m else []):
-                Path(tmp).unlink(missing_ok=True)
-
-
-class JsonlSink(DataSource):
+class JsonlSink(FileSink):
     """`df.writeStream.format("headwater-jsonl").option("path", ...)`."""
+
+    writer = JsonlStreamWriter
 
     @classmethod
     def name(cls) -> str:
         return "headwater-jsonl"
-
-    def streamWriter(self, schema, overwrite: bool) -> JsonlStreamWriter:
-        path = self.options.get("path")
-        if not path:
-            raise ValueError("the headwater-jsonl sink needs option path")
-        return JsonlStreamWriter(path)
 
 
 def register_sinks(spark) -> None:

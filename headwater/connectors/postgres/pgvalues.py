@@ -519,50 +519,39 @@ def _java_format(negative: bool, digits: str, dec_exp: int) -> str:
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{e}"
 
 
-def java_float_to_string(x: float) -> str:
-    """Java 17's Float.toString of the float32 nearest to `x`."""
-    bits = struct.unpack("<I", struct.pack("<f", x))[0]
-    negative = bool(bits >> 31)
-    fract = bits & 0x7FFFFF
-    bin_exp = (bits >> 23) & 0xFF
-    if bin_exp == 0xFF:
+def _java_fp_to_string(bits: int, width: int) -> str:
+    """Java 17's Float.toString (width 32) or Double.toString (width 64) of an IEEE value's bits."""
+    frac_bits = 23 if width == 32 else 52
+    exp_bits = width - 1 - frac_bits
+    exp_max = (1 << exp_bits) - 1
+    negative = bool(bits >> (width - 1))
+    fract = bits & ((1 << frac_bits) - 1)
+    bin_exp = (bits >> frac_bits) & exp_max
+    if bin_exp == exp_max:
         return "NaN" if fract else ("-Infinity" if negative else "Infinity")
     if bin_exp == 0:
         if fract == 0:
             return "-0.0" if negative else "0.0"
-        lz = 32 - fract.bit_length()
-        shift = lz - 8
+        lz = width - fract.bit_length()
+        shift = lz - exp_bits
         fract <<= shift
         bin_exp = 1 - shift
-        n_sig = 32 - lz
+        n_sig = width - lz
     else:
-        fract |= 0x800000
-        n_sig = 24
-    digits, dec_exp = _java_dtoa(bin_exp - 127, fract << 29, n_sig)
+        fract |= 1 << frac_bits
+        n_sig = frac_bits + 1
+    digits, dec_exp = _java_dtoa(bin_exp - (exp_max >> 1), fract << (52 - frac_bits), n_sig)
     return _java_format(negative, digits, dec_exp)
+
+
+def java_float_to_string(x: float) -> str:
+    """Java 17's Float.toString of the float32 nearest to `x`."""
+    return _java_fp_to_string(struct.unpack("<I", struct.pack("<f", x))[0], 32)
 
 
 def java_double_to_string(x: float) -> str:
     """Java 17's Double.toString."""
-    bits = struct.unpack("<Q", struct.pack("<d", x))[0]
-    negative = bool(bits >> 63)
-    fract = bits & 0xFFFFFFFFFFFFF
-    bin_exp = (bits >> 52) & 0x7FF
-    if bin_exp == 0x7FF:
-        return "NaN" if fract else ("-Infinity" if negative else "Infinity")
-    if bin_exp == 0:
-        if fract == 0:
-            return "-0.0" if negative else "0.0"
-        lz = 64 - fract.bit_length()
-        shift = lz - 11
-        fract <<= shift
-        bin_exp = 1 - shift
-        n_sig = 64 - lz
-    else:
-        fract |= 1 << 52
-        n_sig = 53
-    digits, dec_exp = _java_dtoa(bin_exp - 1023, fract, n_sig)
-    return _java_format(negative, digits, dec_exp)
+    return _java_fp_to_string(struct.unpack("<Q", struct.pack("<d", x))[0], 64)
 
 
 # ------------------------------------------------------------------------ arrays, hstore
