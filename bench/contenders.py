@@ -41,6 +41,7 @@ class Options:
     latency_warmup: float = 10.0
     limit_repeat: int = 3
     only: list[str] = field(default_factory=list)
+    contenders: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -157,6 +158,8 @@ def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: 
                       "Debezium 3.6.3 PostgresConnector, snapshot.mode=no_data, slot made before the load",
                       skip=_debezium_skip(opts, big)),
             Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.postgres_stream, "headwater streaming"),
+            Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.postgres_stream_engine,
+                      "headwater's capture layer alone: the in-process engine, no Spark, no sink (information)"),
         ],
         targets,
         {"rows": rows, "one_transaction": one_txn},
@@ -206,4 +209,9 @@ def all_benchmarks(opts: Options) -> list[Benchmark]:
     out = postgres_benchmarks(opts) + mariadb_benchmarks(opts)
     if opts.only:
         out = [b for b in out if any(b.key.startswith(o) or b.source == o or b.kind == o for o in opts.only)]
+    if opts.contenders:
+        for b in out:
+            for c in b.contenders:
+                if c.name not in opts.contenders:
+                    c.skip = lambda: "not selected (--contender)"
     return out

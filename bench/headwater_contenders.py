@@ -46,6 +46,7 @@ from bench.cases import LatencyCase, SnapshotCase, StreamCase
 from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_event_times
 
 NAME = "headwater"
+ENGINE_NAME = "headwater engine"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -116,6 +117,14 @@ def postgres_stream(case: StreamCase) -> Measurement:
     props = properties(case, case.slot, "no_data")
     res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
     return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def postgres_stream_engine(case: StreamCase) -> Measurement:
+    """headwater's capture layer alone on `case.slot`: the connector in-process (no Spark, no sink), for
+    what the decoding costs and how much memory it needs without Spark's fixed footprint."""
+    props = properties(case, case.slot, "no_data")
+    res, got = _run(props, case.workdir, "engine", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
 def postgres_latency(case: LatencyCase) -> Measurement:

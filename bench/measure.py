@@ -7,6 +7,10 @@ all its descendants (summed: `sampled_peak_bytes`) and each process's own high-w
 (`VmHWM`, kept by the kernel, exact since the process's exec). The reported peak is the larger of
 the sampled tree sum and the largest high-water mark: exact for a single process (Debezium's JVM
 lives inside one Python process), a sampled sum for a tree (Spark's JVM and its Python workers).
+That sum counts a page shared by several processes (Spark forks its Python workers from daemons)
+once per process, so it overstates a tree; the tree's proportional set size (PSS, from
+/proc/PID/smaps_rollup, each shared page divided among its sharers) is sampled every
+`PSS_EVERY` samples and recorded beside it (`sampled_tree_pss_peak_bytes`).
 
 `ru_maxrss` from `os.wait4` is recorded too (`maxrss_bytes`) but not used: Linux carries the
 parent's resident size over fork into the child's maxrss, so for a small tool it shows the
@@ -27,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 SAMPLE_INTERVAL = 0.05
+PSS_EVERY = 10  # smaps_rollup walks page tables: read it every tenth sample only
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 
 OK = "ok"
@@ -162,6 +167,18 @@ def _rss(pid: int) -> int:
         return 0
 
 
+def _pss(pid: int) -> int:
+    """`pid`'s proportional set size in bytes (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, IndexError, ValueError):
+        pass
+    return 0
+
+
 def _hwm(pid: int) -> int:
     """The kernel's resident high-water mark of `pid` (VmHWM), in bytes."""
     try:
@@ -203,6 +220,7 @@ class ProcessResult:
     sampled_peak_bytes: int
     maxrss_bytes: int
     largest_hwm_bytes: int
+    pss_peak_bytes: int = 0
 
     @property
     def seconds(self) -> float:
@@ -211,7 +229,7 @@ class ProcessResult:
     def memory(self) -> dict[str, int]:
         """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
         return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
-                "wait4_maxrss_bytes": self.maxrss_bytes}
+                "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes}
 
 
 class MeasuredProcess:
@@ -226,6 +244,7 @@ class MeasuredProcess:
                  stdin: int | IO[Any] | None = subprocess.DEVNULL) -> None:
         self.cmd = cmd
         self._sampled_peak = 0
+        self._pss_peak = 0
         self._hwm: dict[int, int] = {}
         self._stop = threading.Event()
         self.launched = time.time()
@@ -240,9 +259,13 @@ class MeasuredProcess:
         return self.proc.pid
 
     def _sample(self) -> None:
+        n = 0
         while not self._stop.is_set():
             pids = tree(self.proc.pid)
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
+            if n % PSS_EVERY == 0:
+                self._pss_peak = max(self._pss_peak, sum(_pss(p) for p in pids))
+            n += 1
             for p in pids:
                 self._hwm[p] = max(self._hwm.get(p, 0), _hwm(p))
             self._stop.wait(SAMPLE_INTERVAL)
@@ -279,7 +302,7 @@ class MeasuredProcess:
         maxrss = usage.ru_maxrss * 1024
         hwm = max(self._hwm.values(), default=0)
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
-        self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm)
+        self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak)
         return self.result
 
 

@@ -77,6 +77,11 @@ def _mb(x: int | None) -> str:
     return "–" if x is None else f"{x / 1e6:,.0f}"
 
 
+def _pss(m: Measurement) -> str:
+    """The peak proportional set size of the contender's process tree (shared pages counted once)."""
+    return _mb(m.details.get("sampled_tree_pss_peak_bytes"))
+
+
 def _ratio(x: float | None) -> str:
     return "–" if x is None else (f"{x:.2f}×" if x < 10 else f"{x:.1f}×")
 
@@ -90,14 +95,14 @@ def throughput_table(r: BenchmarkResult) -> Table:
     t = Table(title=f"{r.benchmark.title}", title_justify="left", show_lines=False)
     for col, just in [("contender", "left"), ("role", "left"), ("status", "left"), ("rows", "right"),
                       ("wall s", "right"), ("rows/s", "right"), ("MB/s", "right"), ("steady rows/s", "right"),
-                      ("start-up s", "right"), ("peak RSS MB", "right"), ("× limit", "right"),
+                      ("start-up s", "right"), ("peak RSS MB", "right"), ("PSS MB", "right"), ("× limit", "right"),
                       ("× Debezium", "right"), ("note", "left")]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for m in r.measurements:
         q = ratios(r, m)
         t.add_row(m.contender, _role(r.benchmark, m.contender), _status_cell(m), _num(m.rows), _num(m.seconds, "{:.2f}"),
                   _num(m.rows_per_s), _num(m.mb_per_s, "{:.1f}"), _num(m.steady_rows_per_s),
-                  _num(m.startup_seconds, "{:.2f}"), _mb(m.peak_rss_bytes), _ratio(q["vs_limit"]),
+                  _num(m.startup_seconds, "{:.2f}"), _mb(m.peak_rss_bytes), _pss(m), _ratio(q["vs_limit"]),
                   _ratio(q["vs_reference"]), _note(m))
     return t
 
@@ -115,7 +120,7 @@ def latency_table(r: BenchmarkResult) -> Table:
     t = Table(title=f"{r.benchmark.title}", title_justify="left")
     for col, just in [("contender", "left"), ("role", "left"), ("status", "left"), ("events", "right"),
                       ("p50 ms", "right"), ("p90 ms", "right"), ("p99 ms", "right"), ("max ms", "right"),
-                      ("load rate/s", "right"), ("peak RSS MB", "right"), ("note", "left")]:
+                      ("load rate/s", "right"), ("peak RSS MB", "right"), ("PSS MB", "right"), ("note", "left")]:
         t.add_column(col, justify=just)  # type: ignore[arg-type]
     for m in r.measurements:
         lat = m.latency_ms or {}
@@ -125,7 +130,7 @@ def latency_table(r: BenchmarkResult) -> Table:
             note = (note + "; " if note else "") + f"vs source.ts_ms: p50 {src['p50']:,.0f} / p99 {src['p99']:,.0f}"
         t.add_row(m.contender, _role(r.benchmark, m.contender), _status_cell(m), _num(lat.get("count")),
                   _num(lat.get("p50"), "{:,.1f}"), _num(lat.get("p90"), "{:,.1f}"), _num(lat.get("p99"), "{:,.1f}"),
-                  _num(lat.get("max"), "{:,.1f}"), _num(m.details.get("rate_achieved")), _mb(m.peak_rss_bytes), note)
+                  _num(lat.get("max"), "{:,.1f}"), _num(m.details.get("rate_achieved")), _mb(m.peak_rss_bytes), _pss(m), note)
     return t
 
 

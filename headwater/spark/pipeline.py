@@ -35,7 +35,9 @@ def spark_session(cfg: PipelineConfig):
                .config("spark.ui.enabled", "false")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
                .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-               .config("spark.python.worker.reuse", "true"))
+               .config("spark.python.worker.reuse", "true")
+               # workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.daemon)
+               .config("spark.python.daemon.module", "headwater.spark.daemon"))
     for k, v in cfg.spark.conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()

@@ -165,16 +165,22 @@ _KEEPALIVE = struct.Struct(">QqB")  # WAL end, send time, reply requested
 _STATUS = struct.Struct(">cQQQqB")  # 'r', write, flush, apply, client time, reply requested
 _PGRES_FATAL_ERROR = 7
 _PG_DIAG_SQLSTATE = ord("C")
-_libpq_handle: Any = None
+_libpq_handles: dict[bool, Any] = {}
+# Calls that never wait: libpq's sockets are non-blocking, PQconsumeInput reads what has arrived and
+# PQgetCopyData is called in async mode. They keep the GIL (a call that released it would wait up to
+# the interpreter's switch interval, 5 ms, to get it back whenever another thread is busy decoding:
+# three times per message). The others (sending, which may wait for the socket, and results) release it.
+_NO_WAIT = ("PQgetCopyData", "PQconsumeInput", "PQfreemem")
 
 
-def _libpq() -> Any:
-    """The libpq psycopg2 is linked with (a PGconn must only be used with the library that made it)."""
-    global _libpq_handle
-    if _libpq_handle is None:
+def _libpq(no_wait: bool = False) -> Any:
+    """The libpq psycopg2 is linked with (a PGconn must only be used with the library that made it):
+    with `no_wait`, a handle whose calls keep the GIL (for the `_NO_WAIT` functions only)."""
+    if no_wait not in _libpq_handles:
         import psycopg2._psycopg as ext
 
-        lib = ctypes.CDLL(ext.__file__)  # dlsym searches the module's dependencies: its libpq
+        # dlsym searches the module's dependencies: its libpq
+        lib = ctypes.PyDLL(ext.__file__) if no_wait else ctypes.CDLL(ext.__file__)
         vp, ip = ctypes.c_void_p, ctypes.c_int
         for name, args, res in (
             ("PQgetCopyData", [vp, ctypes.POINTER(vp), ip], ip),
@@ -189,10 +195,12 @@ def _libpq() -> Any:
             ("PQresultErrorMessage", [vp], ctypes.c_char_p),
             ("PQclear", [vp], None),
         ):
+            if no_wait and name not in _NO_WAIT:
+                continue
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = args, res
-        _libpq_handle = lib
-    return _libpq_handle
+        _libpq_handles[no_wait] = lib
+    return _libpq_handles[no_wait]
 
 
 @dataclass
@@ -215,17 +223,19 @@ class CopyBothStream:
     def __init__(self, conn: psycopg2.extensions.connection):
         self.conn = conn
         self.lib = _libpq()
+        self.fast = _libpq(no_wait=True)
         self.ptr = ctypes.c_void_p(conn.pgconn_ptr)
         self.fd = conn.fileno()
         self.wal_end = 0
         self.reply_requested = False
         self._buf = ctypes.c_void_p()
+        self._buf_ref = ctypes.byref(self._buf)
 
     def read(self) -> XLogData | None:
-        lib, ptr, buf = self.lib, self.ptr, self._buf
+        lib, ptr, buf, buf_ref = self.fast, self.ptr, self._buf, self._buf_ref
         consumed = False
         while True:
-            n = lib.PQgetCopyData(ptr, ctypes.byref(buf), 1)
+            n = lib.PQgetCopyData(ptr, buf_ref, 1)
             if n > 0:
                 try:
                     raw = ctypes.string_at(buf, n)
