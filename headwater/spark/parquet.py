@@ -94,10 +94,16 @@ def row_schema(value_schema: dict) -> tuple[dict, bool]:
     return value_schema, False
 
 
-class _TopicTable:
-    def __init__(self, value_schema: dict):
-        schema, self.envelope = row_schema(value_schema)
-        self.columns = [(f["field"], *arrow_type(f)) for f in schema.get("fields", [])]
+class RowImages:
+    """Rows of one topic as typed Arrow columns: the row image of each event plus the META columns.
+
+    `schema` is the row's Connect schema (the envelope's `after`, or the whole payload for other
+    records, as `envelope` says); `columns` may replace the converters (name, Arrow type, function)."""
+
+    def __init__(self, schema: dict, envelope: bool, columns: list[tuple[str, pa.DataType, Any]] | None = None):
+        self.envelope = envelope
+        self.columns = columns if columns is not None else [(f["field"], *arrow_type(f))
+                                                            for f in schema.get("fields", [])]
         self.data: dict[str, list] = defaultdict(list)
 
     def add(self, payload: dict, op: str | None, change: str | None, version: int, ts) -> None:
@@ -136,7 +142,7 @@ class ParquetStreamWriter(FileStreamWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
         pid = _partition_id()
-        tables: dict[str, _TopicTable] = {}
+        tables: dict[str, RowImages] = {}
         rows = 0
         for batch in iterator:
             cols = batch.to_pydict()
@@ -150,7 +156,7 @@ class ParquetStreamWriter(FileStreamWriter):
                     raise ValueError("the headwater-parquet sink needs events written with schemas.enable=true")
                 t = tables.get(topic)
                 if t is None:
-                    t = tables[topic] = _TopicTable(record["schema"])
+                    t = tables[topic] = RowImages(*row_schema(record["schema"]))
                 t.add(record["payload"], op, change, version, ts)
                 rows += 1
         files = []
