@@ -199,7 +199,8 @@ def test_sigterm_stops_after_the_batch_in_flight(pg_server, tmp_path):
         assert len(events) == 120
         assert [e["value"]["after"]["v"] for e in events[-10:]] == [2] * 10
         status = cli("status", str(config)).stdout
-        assert "last committed batch" in status and "confirmed_flush_lsn" in status
+        assert "last committed batch" in status and "confirmed_flush_lsn" in status and "lag_bytes" in status
+        assert "last_delivered_commit" in status
     finally:
         drop_db(pg_server, db)
 

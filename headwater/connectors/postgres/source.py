@@ -22,7 +22,9 @@ snapshots again; the sinks replace a replayed batch's output, so the result stay
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -320,6 +322,12 @@ class PostgresSource(SourceConnector):
                    restart_lsn=lsn_text(state.restart_lsn), wal_status=state.wal_status)
         if state.confirmed_flush_lsn is not None:
             out["lag_bytes"] = max(0, current - state.confirmed_flush_lsn)
+        ts_usec = offset.get("ts_usec") if isinstance(offset, dict) else None
+        if ts_usec:
+            out["last_delivered_commit"] = dt.datetime.fromtimestamp(ts_usec / 1e6, dt.UTC).isoformat()
+            if out.get("lag_bytes"):
+                # WAL is pending past what was delivered: its first commit came after this one
+                out["lag_seconds_at_most"] = round(max(0.0, time.time() - ts_usec / 1e6), 1)
         return out
 
 
