@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.config.loader import PipelineConfig
+from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
 
@@ -23,6 +24,8 @@ def spark_session(cfg: PipelineConfig):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if cfg.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    # Python workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.workerpath)
+    os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
 
     log4j = Path(__file__).with_name("log4j2.properties")
@@ -35,9 +38,8 @@ def spark_session(cfg: PipelineConfig):
                .config("spark.ui.enabled", "false")
                .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
                .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-               .config("spark.python.worker.reuse", "true")
-               # workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.daemon)
-               .config("spark.python.daemon.module", "headwater.spark.daemon"))
+               .config("spark.executorEnv.PYTHONPATH", with_site_dir(None))
+               .config("spark.python.worker.reuse", "true"))
     for k, v in cfg.spark.conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
