@@ -43,13 +43,13 @@ dbz-venv:
 
 # Runs Debezium itself next to headwater on the same WAL.
 test-live: install dbz-venv
-	HEADWATER_DEBEZIUM_PYTHON=.dbz-venv/bin/python $(PY) -m pytest -m live_debezium -q
+	HEADWATER_DEBEZIUM_PYTHON=$(CURDIR)/.dbz-venv/bin/python $(PY) -m pytest -m live_debezium -q
 
 lint: install
 	$(VENV)/bin/ruff check headwater tests bench scripts
 
 bench: install dbz-venv
-	$(PY) -m bench --debezium-python .dbz-venv/bin/python
+	$(PY) -m bench --debezium-python $(CURDIR)/.dbz-venv/bin/python
 
 clean:
 	rm -rf $(VENV) .dbz-venv state out .pytest_cache

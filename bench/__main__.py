@@ -50,7 +50,7 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
     ap.add_argument("--list", action="store_true", help="list the benchmarks and contenders, run nothing")
     a = ap.parse_args(argv)
     if a.debezium_python:
-        os.environ["HEADWATER_BENCH_DEBEZIUM_PYTHON"] = a.debezium_python
+        os.environ["HEADWATER_BENCH_DEBEZIUM_PYTHON"] = os.path.abspath(a.debezium_python)  # children run elsewhere
     opts = Options(rows=a.rows, singles=a.singles, full=a.full, full_rows=a.full_rows,
                    skip_debezium=a.skip_debezium, skip_debezium_10m=a.skip_debezium_10m,
                    latency_rate=a.latency_rate, latency_seconds=a.latency_seconds,
