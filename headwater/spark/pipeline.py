@@ -13,13 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from headwater.config.loader import PipelineConfig
+from headwater.spark import classcache
 from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
 
 
-def spark_session(cfg: PipelineConfig):
-    """A SparkSession for `cfg` (Python workers run this interpreter)."""
+def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None):
+    """A SparkSession for `cfg` (Python workers run this interpreter). The driver JVM maps the
+    class archive of `headwater.spark.classcache` (building it in the background when missing);
+    `dump_classes_to` makes the JVM write a new one there as it exits instead."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if cfg.spark.master.startswith("local"):
@@ -29,9 +32,19 @@ def spark_session(cfg: PipelineConfig):
     from pyspark.sql import SparkSession
 
     log4j = Path(__file__).with_name("log4j2.properties")
+    driver_java = [f"-Dlog4j.configurationFile=file:{log4j}"]
+    if dump_classes_to:
+        driver_java.append(f"-XX:ArchiveClassesAtExit={dump_classes_to}")
+    elif mapped := classcache.java_options():
+        driver_java.append(mapped)
+    else:
+        classcache.build_in_background()
+    conf = dict(cfg.spark.conf)
+    if conf.get("spark.driver.extraJavaOptions"):  # the user's own options come after headwater's
+        driver_java.append(conf.pop("spark.driver.extraJavaOptions"))
     builder = (SparkSession.builder.master(cfg.spark.master)
                .appName(cfg.spark.app_name or f"headwater-{cfg.name}")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
+               .config("spark.driver.extraJavaOptions", " ".join(driver_java))
                .config("spark.executor.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "4")
@@ -50,7 +63,7 @@ def spark_session(cfg: PipelineConfig):
                .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
                .config("spark.executorEnv.PYTHONPATH", with_site_dir(None))
                .config("spark.python.worker.reuse", "true"))
-    for k, v in cfg.spark.conf.items():
+    for k, v in conf.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
