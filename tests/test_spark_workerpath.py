@@ -50,6 +50,14 @@ def test_a_worker_started_the_way_spark_does_imports_compiled_pyspark():
     assert ".zip" in _python(ZIPS, "import pyspark; print(pyspark.__file__)")  # what it does without
 
 
+def test_no_importer_of_the_dropped_zips_is_left_cached():
+    """pyspark calls importlib.invalidate_caches() for every task: a zip importer left in the cache
+    re-reads the zip's whole directory each time (~2.8 s of CPU per 1M-row snapshot)."""
+    code = f"import sys; print([p for p in sys.path_importer_cache if p in {ZIPS!r}])"
+    assert _python([*ZIPS, SITE_DIR], code).strip() == "[]"
+    assert _python(ZIPS, code).strip() != "[]"  # what it does without
+
+
 def test_the_sitecustomize_it_shadows_still_runs(tmp_path):
     (tmp_path / "sitecustomize.py").write_text("import builtins\nbuiltins.OTHER_SITE = 'ran'\n")
     out = _python([*ZIPS, SITE_DIR, str(tmp_path)], "print(OTHER_SITE)")

@@ -7,7 +7,7 @@ A connector has two halves:
   ("offsets", named like Debezium's), and tells the database a position is consumed only when
   the caller says it is durably processed (`commit`);
 - `WorkUnit`s, picklable pieces of one batch (a snapshot chunk, a slice of the change log), whose
-  `read()` turns them into `EventBatch`es anywhere: in the same process for the embedded engine,
+  `read()` turns them into batches of events (`events.batch.Events`) anywhere: in the same process for the embedded engine,
   or in a Spark executor.
 
 Reading the same (start, end] range twice yields the same events, so a batch replayed after a
@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from headwater.config.properties import ConnectorConfig
-from headwater.events.batch import EventBatch
+from headwater.events.batch import Events
 
 Offset = dict[str, Any]
 
@@ -30,7 +30,7 @@ class WorkUnit(ABC):
     """A picklable piece of a batch; `read()` may run in another process."""
 
     @abstractmethod
-    def read(self) -> Iterator[EventBatch]:
+    def read(self) -> Iterator[Events]:
         """The unit's events, in order, as batches of bounded size."""
 
     def describe(self) -> str:

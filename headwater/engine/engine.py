@@ -23,7 +23,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, create_source
-from headwater.events.batch import Event, EventBatch
+from headwater.events.batch import Event, Events
 
 log = logging.getLogger("headwater.engine")
 
@@ -73,7 +73,7 @@ class Engine:
         self.source.commit(offset)
         self.offset = offset
 
-    def batches(self, once: bool = False) -> Iterator[EventBatch]:
+    def batches(self, once: bool = False) -> Iterator[Events]:
         """Event batches until stopped (or, with `once`, until what the source held at the start)."""
         src = self.source
         if self.offset is None:

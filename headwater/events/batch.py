@@ -114,5 +114,32 @@ class EventBatch:
         ], schema=ARROW_SCHEMA)
 
 
+@dataclass
+class ArrowEvents:
+    """Events already built as an Arrow record batch (column-wise snapshot blocks)."""
+
+    batch: pa.RecordBatch
+
+    def __len__(self) -> int:
+        return self.batch.num_rows
+
+    def to_arrow(self) -> pa.RecordBatch:
+        return self.batch
+
+    def rows(self) -> Iterator[Event]:
+        b = self.batch
+        cols = [b.column(i).to_pylist() for i in range(6)]
+        versions = b.column(6).to_pylist()
+        ts = b.column(7).cast(pa.int64()).to_pylist()
+        for i in range(b.num_rows):
+            h = cols[4][i]
+            yield Event(cols[0][i], cols[1][i], cols[2][i], cols[3][i],
+                        None if h is None else [(e["key"], e["value"]) for e in h],
+                        cols[5][i], versions[i], ts[i])
+
+
+Events = EventBatch | ArrowEvents  # what a work unit yields: both have len(), to_arrow() and rows()
+
+
 def micros_to_datetime(us: int) -> datetime:
     return datetime.fromtimestamp(us / 1_000_000, tz=UTC)

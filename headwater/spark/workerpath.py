@@ -45,6 +45,9 @@ def installed_spark_zips(path: list[str]) -> list[str]:
 def drop_installed_spark_zips() -> None:
     for entry in installed_spark_zips(sys.path):
         sys.path.remove(entry)
+        # the zip's importer, cached while this very module was looked for: else every
+        # importlib.invalidate_caches() (pyspark calls it for each task) re-reads the zip's directory
+        sys.path_importer_cache.pop(entry, None)
 
 
 def with_site_dir(pythonpath: str | None) -> str:

@@ -24,7 +24,7 @@ from headwater.config.properties import ConnectorConfig
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import ColumnInfo, TableFilters, TableSchema
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
-from headwater.connectors.postgres.types import TypeSettings, column_converter
+from headwater.connectors.postgres.types import TypeSettings, column_converter, json_text_kind
 from headwater.events.batch import EventBatch
 from headwater.events.columns import ColumnOptions, adjust_field_name, adjust_schema_name
 from headwater.events.connect import BYTES, INT64, STRING, Schema, primitive, struct
@@ -140,7 +140,7 @@ class ValueColumn:
     """One column of a struct: where it is in the tuple and how to convert it."""
 
     __slots__ = ("index", "name", "from_text", "from_binary", "maskers", "optional", "missing",
-                 "null_value", "toast")
+                 "null_value", "toast", "text_kind")
 
     def __init__(self, index: int, name: str, conv, maskers, replace_null: bool, streaming: bool):
         self.index = index
@@ -153,6 +153,8 @@ class ValueColumn:
         # Kafka's JsonConverter writes a field's default in place of null (replace.null.with.default)
         self.null_value = conv.null_value if replace_null else None
         self.toast = conv.toast_placeholder
+        # snapshots build this column's JSON column-wise (see columnar.py) when the kind allows
+        self.text_kind = None if streaming or self.maskers else json_text_kind(conv)
 
 
 def compile_fill(columns: Sequence[ValueColumn]):
@@ -322,6 +324,12 @@ class RecordMaker:
                txid: int | None, lsn: int | None, schema: str | None = None,
                table: str | None = None) -> orjson.Fragment:
         """The `source` block, serialized from a template that only changes with the transaction."""
+        return orjson.Fragment(self.source_bytes(t, ts_us, snapshot, sequence, txid, lsn, schema, table))
+
+    def source_bytes(self, t: TableEvents | None, ts_us: int, snapshot: str, sequence: str | None,
+                     txid: int | None, lsn: int | None, schema: str | None = None,
+                     table: str | None = None) -> bytes:
+        """The `source` block's JSON."""
         key = (t, ts_us, snapshot, txid, schema, table)
         if key != self._src_key:
             self._src_key = key
@@ -333,8 +341,8 @@ class RecordMaker:
                 b',"ts_us":%d,"ts_ns":%d,"schema":' % (ts_us, ts_us * 1000) + orjson.dumps(sch) + b',"table":'
                 + orjson.dumps(tab) + b',"txId":' + orjson.dumps(txid) + b',"lsn":')
         head, mid = self._src_parts
-        return orjson.Fragment(head + orjson.dumps(sequence) + mid + orjson.dumps(lsn)
-                               + b',"xmin":null,"origin":null,"origin_lsn":null}')
+        return (head + orjson.dumps(sequence) + mid + orjson.dumps(lsn)
+                + b',"xmin":null,"origin":null,"origin_lsn":null}')
 
     def _envelope(self, t: TableEvents, op: str, before, after, source, transaction) -> str:
         ms, us, ns = self.clock()

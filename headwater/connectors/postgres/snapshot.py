@@ -16,18 +16,20 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from psycopg2 import sql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
+from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, parse_csv_block
 from headwater.connectors.postgres.connection import ConnectionParams, SourceError, connect
-from headwater.connectors.postgres.pgvalues import unescape_copy_text
 from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
 from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.streaming import sequence
-from headwater.events.batch import EventBatch
+from headwater.events.batch import ArrowEvents, EventBatch, Events
 
 BLOCK_ROWS_GUESS = 60  # rows per page when the table has no statistics yet
 MIN_SPLIT_PAGES = 64  # tables smaller than this many pages per core are not split for parallelism
@@ -192,7 +194,7 @@ class SnapshotChunk(WorkUnit):
             q = q + sql.SQL(" WHERE ") + sql.SQL(" AND ").join(where)
         return q
 
-    def read(self) -> Iterator[EventBatch]:
+    def read(self) -> Iterator[Events]:
         q: queue.Queue = queue.Queue(maxsize=4)
         done = object()
         stop = threading.Event()
@@ -204,8 +206,8 @@ class SnapshotChunk(WorkUnit):
                 try:
                     with conn.cursor() as cur:
                         import_snapshot(cur, info.snapshot_name)
-                        copy = sql.SQL("COPY ({}) TO STDOUT").format(self.query()).as_string(conn)
-                        writer = _RowWriter(self, q, stop)
+                        copy = sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv)").format(self.query()).as_string(conn)
+                        writer = _BlockWriter(self, q, stop)
                         cur.copy_expert(copy, writer)
                         writer.finish()
                         cur.execute("COMMIT")
@@ -231,58 +233,68 @@ class SnapshotChunk(WorkUnit):
             stop.set()
 
 
-class _RowWriter:
-    """psycopg2's COPY target: receives one row per write() and turns rows into records."""
+class _BlockWriter:
+    """psycopg2's COPY target: receives one CSV row per write(), encodes blocks of rows column-wise."""
 
     def __init__(self, chunk: SnapshotChunk, out: queue.Queue, stop: threading.Event):
         self.chunk = chunk
         self.queue = out
         self.stop = stop
         ctx = chunk.ctx
-        self.te = table_events(ctx, chunk.table, chunk.table.columns, streaming=False)
-        self.batch = EventBatch()
-        self.maker = RecordMaker(ctx, self.batch)
-        self.limit = ctx.batch_rows
+        te = table_events(ctx, chunk.table, chunk.table.columns, streaming=False)
         info = chunk.info
-        self.lsn, self.txid, self.ts, self.version = info.lsn, info.txid, info.ts_us, info.version
-        self.seq = sequence(None, info.lsn)
+        self.encoder = SnapshotBlockEncoder(te, RecordMaker(ctx, EventBatch()), lsn=info.lsn, txid=info.txid,
+                                            ts_us=info.ts_us, sequence=sequence(None, info.lsn),
+                                            version=info.version)
+        self.limit = ctx.batch_rows
         self.has_ctid = not chunk.override
-        self.pending: list | None = None  # override queries: hold one row to know which is last
-        self.first_pending = chunk.override is not None
+        self.ncols = len(chunk.table.columns) + (1 if self.has_ctid else 0)
+        self.rows: list[bytes] = []
+        self.first_block = True
+        self.pending: list[pa.Array] | None = None  # override queries: the last block waits for the end
 
     def write(self, data) -> None:
         if self.stop.is_set():
             raise SourceError("snapshot chunk reader stopped")
-        line = data.decode("utf-8") if isinstance(data, (bytes, bytearray, memoryview)) else data
-        fields = line[:-1].split("\t") if line.endswith("\n") else line.split("\t")
-        values = [unescape_copy_text(f) if "\\" in f else f for f in fields]
+        self.rows.append(data.encode() if isinstance(data, str) else bytes(data))
+        if len(self.rows) >= self.limit:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self.rows:
+            return
+        columns = parse_csv_block(b"".join(self.rows), self.ncols)
+        self.rows = []
+        c = self.chunk
         if self.has_ctid:
-            ctid = values[0]
-            values = values[1:]
-            c = self.chunk
-            first_row = ctid == c.first_ctid
-            last_row = ctid == c.last_ctid
-            self._emit(values, marker(c.first_table, c.last_table, first_row, last_row))
+            ctids, columns = columns[0], columns[1:]
+            ends = pc.or_(pc.equal(ctids, c.first_ctid), pc.equal(ctids, c.last_ctid))
+            markers = {}
+            for row in pc.indices_nonzero(pc.fill_null(ends, False)).to_pylist():
+                ctid = ctids[row].as_py()
+                markers[row] = marker(c.first_table, c.last_table, ctid == c.first_ctid, ctid == c.last_ctid)
+            self._emit(columns, markers)
         else:
             if self.pending is not None:
-                self._emit_pending(last_row=False)
-            self.pending = values
+                self._emit_pending(last_block=False)
+            self.pending = columns
 
-    def _emit_pending(self, last_row: bool) -> None:
-        c = self.chunk
-        self._emit(self.pending, marker(c.first_table, c.last_table, self.first_pending, last_row))
-        self.first_pending = False
+    def _emit_pending(self, last_block: bool) -> None:
+        c, columns = self.chunk, self.pending
+        n = len(columns[0])
+        markers: dict[int, str] = {}
+        for row in {0, n - 1}:
+            first_row, last_row = self.first_block and row == 0, last_block and row == n - 1
+            if first_row or last_row:
+                markers[row] = marker(c.first_table, c.last_table, first_row, last_row)
+        self.first_block = False
         self.pending = None
+        self._emit(columns, markers)
 
-    def _emit(self, values, mark: str) -> None:
-        self.maker.snapshot_row(self.te, values, mark, self.lsn, self.txid, self.ts, self.seq, self.version)
-        if len(self.batch) >= self.limit:
-            self.queue.put(self.batch)
-            self.batch = EventBatch()
-            self.maker.out = self.batch
+    def _emit(self, columns: list[pa.Array], markers: dict[int, str]) -> None:
+        self.queue.put(ArrowEvents(self.encoder.encode(columns, markers)))
 
     def finish(self) -> None:
+        self._flush()
         if self.pending is not None:
-            self._emit_pending(last_row=True)
-        if len(self.batch):
-            self.queue.put(self.batch)
+            self._emit_pending(last_block=True)

@@ -1219,3 +1219,27 @@ def build_converters(table: cat.TableSchema, settings: TypeSettings | None = Non
 
 # the name other modules use
 column_converter = build_converter
+
+
+def json_text_kind(conv: ColumnConverter) -> tuple[str, int] | None:
+    """How a column's snapshot text (COPY) maps to its JSON in an event when no Python object is
+    needed, with the kind's parameter: ("integer", 0) the text is the JSON number; ("boolean", 0)
+    't'/'f'; ("text", 0) the JSON string of the text; ("decimal", scale) a numeric of fixed scale,
+    precise mode (the base64 of its unscaled value's two's-complement bytes); ("timestamptz", digits)
+    its UTC text re-laid as ISO-8601. None: the value goes through `conv.from_text`."""
+    text, col = conv.from_text, conv.column
+    if text is int:
+        return "integer", 0
+    if text is _bool_text:
+        return "boolean", 0
+    if text is _identity:
+        return "text", 0
+    if col.is_array:
+        return None
+    variable = col.length in (0, cat.VARIABLE_NUMERIC_LENGTH) and not (col.scale or 0)
+    if col.root_oid == cat.NUMERIC and conv.settings.decimal_mode == "precise" and not variable \
+            and 0 <= (col.scale or 0) <= 18:  # unscaled values of up to 18 digits (int64)
+        return "decimal", col.scale or 0
+    if col.root_oid == cat.TIMESTAMPTZ:
+        return "timestamptz", 6 if col.scale is None else col.scale
+    return None
