@@ -12,8 +12,6 @@ import pytest
 
 from headwater.spark import classcache
 
-pytestmark = pytest.mark.slow
-
 # a Spark session made by headwater, its JVM logging where each class came from
 SESSION = textwrap.dedent("""
     import sys
@@ -48,6 +46,7 @@ def spark_context_source(log: str) -> str:
     return line.split(" source: ", 1)[1]
 
 
+@pytest.mark.slow
 def test_archive_is_built_mapped_and_a_damaged_one_is_ignored(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     path = classcache.archive_path()
@@ -70,3 +69,11 @@ def test_archive_is_built_mapped_and_a_damaged_one_is_ignored(tmp_path, monkeypa
     assert spark_context_source(log) == "shared objects file (top)"
     shared = sum(1 for x in log.splitlines() if "org.apache.spark." in x and "shared objects file" in x)
     assert shared > 1000
+
+
+def test_an_unwritable_cache_does_not_stop_spark(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert classcache.java_options() == ""
+    classcache.build_in_background()  # nothing to build into, and no error

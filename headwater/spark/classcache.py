@@ -18,6 +18,7 @@ it up front).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -94,7 +95,13 @@ def build(path: Path) -> bool:
 
 
 def build_in_background() -> None:
-    """Start `build()` in a detached, low-priority process unless one is already running."""
+    """Start `build()` in a detached, low-priority process unless one is already running (and not at
+    all where the cache directory cannot be written: the archive only makes Spark start sooner)."""
+    with contextlib.suppress(OSError):
+        _start_builder()
+
+
+def _start_builder() -> None:
     path = archive_path()
     if path is None or path.is_file():
         return
