@@ -30,13 +30,14 @@ _MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_c
 
 
 def parse_csv_block(data: bytes, ncols: int) -> list[pa.Array]:
-    """The string columns of a block of PostgreSQL CSV rows (NULL is an unquoted empty field)."""
+    """The string columns of a block of PostgreSQL CSV rows (NULL is an unquoted empty field, so a
+    one-column row holding NULL is an empty line)."""
     table = pacsv.read_csv(
         pa.py_buffer(data),
         read_options=pacsv.ReadOptions(column_names=[f"c{i}" for i in range(ncols)], use_threads=False,
                                        block_size=max(1 << 20, len(data) + 1)),
         parse_options=pacsv.ParseOptions(delimiter=",", quote_char='"', double_quote=True, escape_char=False,
-                                         newlines_in_values=True),
+                                         newlines_in_values=True, ignore_empty_lines=False),
         convert_options=pacsv.ConvertOptions(column_types={f"c{i}": pa.string() for i in range(ncols)},
                                              strings_can_be_null=True, null_values=[""],
                                              quoted_strings_can_be_null=False),
