@@ -66,7 +66,8 @@ def run_engine(props: dict, args, out: dict) -> None:
         while out["count"] < args.expect and time.time() < deadline:
             for batch in engine.batches(once=True):
                 now = time.time()
-                rows = sum(1 for v in batch.value if v is not None)
+                values = batch.to_arrow().column("value")
+                rows = len(values) - values.null_count
                 if rows and out["first"] is None:
                     out["first"] = now
                 out["count"] += rows

@@ -24,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from headwater.config.properties import validate_connector
@@ -197,7 +199,7 @@ class Sampler:
 # huge and aborted streamed transactions
 
 
-ROWS = 200_000
+ROWS = 400_000  # events ~200 MB: well above what a batch of 20,000 holds (RSS ~60 MB)
 
 
 def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path):
@@ -208,6 +210,7 @@ def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path)
     eng = engine(src, tmp_path / "offsets.json", max_events=20_000)
     prime(eng)
     pg_server.execute(f"INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, {ROWS}) g", pg_db)
+    pc.add(pa.array([1]), 1)  # the first Arrow compute call imports pandas (~45 MB, once per process)
     gc.collect()
     expected, batches, bad, event_bytes = 1, 0, [], 0
     started = time.monotonic()

@@ -1,8 +1,9 @@
-"""Snapshot events built column-wise: a block of `COPY ... (FORMAT csv)` rows -> Arrow -> Debezium JSON.
+"""Events built column-wise: a block of rows as Arrow string columns -> Debezium JSON.
 
 Building each event as a Python dict and serializing it cost ~17 us a row (py-spy: the line
 split, the converters, the source block, the envelope's `orjson.dumps`, appending to the batch).
-Here a block of rows is parsed by Arrow's CSV reader into string columns; each column becomes
+Here a block of rows arrives as string columns (a snapshot's `COPY ... (FORMAT csv)` parsed by
+Arrow's CSV reader, a run of streamed INSERTs by `insert_runs`); each column becomes
 its JSON text in one pass (`column_json`); keys and envelopes are then concatenated column-wise
 by Arrow kernels. Integer, boolean and plain-text columns never become Python objects: their
 COPY text is already their JSON (quoted and, where needed, escaped for text). Every other column
@@ -21,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from headwater.connectors.postgres.records import RecordMaker, TableEvents, ValueColumn, now_ts
-from headwater.events.batch import ARROW_SCHEMA, HEADER_TYPE
+from headwater.events.batch import ARROW_SCHEMA, CHANGE_TYPES, HEADER_TYPE
 
 # JSON must escape '"', '\' and the control characters; text without them is quoted as it is
 _NEEDS_ESCAPE = '["\\\\\\x00-\\x1f]'
@@ -133,7 +134,7 @@ def _base64_twos_complement(v: np.ndarray) -> pa.Array:
     if not pieces:
         return pa.array([], pa.binary())
     joined = pa.concat_arrays(pieces)
-    return joined.take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+    return joined.take(int64_array(np.argsort(np.concatenate(order), kind="stable")))
 
 
 _TSTZ_UTC = r"^(?P<d>\d{4}-\d\d-\d\d) (?P<t>\d\d:\d\d:\d\d)(?:\.(?P<f>\d{1,6}))?\+00$"
@@ -174,57 +175,91 @@ def _join(parts: list) -> pa.Array:
     return pc.binary_join_element_wise(*merged, b"")
 
 
+def encode_block(te: TableEvents, columns: Sequence[pa.Array], source: pa.Array, op: str,
+                 version: int | np.ndarray, ts_us: int | np.ndarray) -> pa.RecordBatch:
+    """Insert-shaped events (no before image) for rows whose values, in the table's layout order,
+    are `columns`, with each row's `source` block JSON, commit version and commit time."""
+    n = len(source)
+    cache: dict[tuple[int, bool], pa.Array] = {}
+
+    def frag(c: ValueColumn) -> pa.Array:
+        k = (c.index, bool(c.maskers))
+        if k not in cache:
+            cache[k] = column_json(columns[c.index], c)
+        return cache[k]
+
+    key = None
+    if te.key_columns:
+        parts: list = [te.key_out.head]
+        _struct_json(parts, [(c.name, frag(c)) for c in te.key_columns])
+        if te.key_out.schemas:
+            parts.append(b"}")
+        key = _join(parts).cast(pa.string())
+
+    ms, us, ns = now_ts()
+    parts = [te.value_out.head, b'{"before":null,"after":']
+    _struct_json(parts, [(c.name, frag(c)) for c in te.columns])
+    parts += [b',"source":', source, b',"transaction":null,"op":"%s","ts_ms":%d,"ts_us":%d,"ts_ns":%d}'
+              % (op.encode(), ms, us, ns)]
+    if te.value_out.schemas:
+        parts.append(b"}")
+    value = _join(parts).cast(pa.string())
+    return pa.RecordBatch.from_arrays([
+        pa.repeat(pa.scalar(te.topic, pa.string()), n),
+        key if key is not None else pa.nulls(n, pa.string()),
+        value,
+        pa.repeat(pa.scalar(op, pa.string()), n),
+        pa.nulls(n, HEADER_TYPE),
+        pa.repeat(pa.scalar(CHANGE_TYPES[op], pa.string()), n),
+        int64_array(np.broadcast_to(version, n)),
+        int64_array(np.broadcast_to(ts_us, n)).cast(pa.timestamp("us", tz="UTC")),
+    ], schema=ARROW_SCHEMA)
+
+
 class SnapshotBlockEncoder:
     """Turns blocks of one table's snapshot rows into Arrow record batches of change events."""
 
     def __init__(self, te: TableEvents, maker: RecordMaker, *, lsn: int, txid: int, ts_us: int, sequence: str,
                  version: int):
         self.te = te
-        self.maker = maker
-        self.lsn, self.txid, self.ts_us, self.sequence, self.version = lsn, txid, ts_us, sequence, version
+        self.ts_us, self.version = ts_us, version
         self.sources = pa.array([maker.source_bytes(te, ts_us, m, sequence, txid, lsn) for m in _MARKERS],
                                 pa.binary())
 
     def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> pa.RecordBatch:
         """Events for rows whose values (in the table's layout order) are `columns`; `markers` gives
         the `source.snapshot` value of the rows that are not plain "true" (first and last rows)."""
-        te = self.te
-        n = len(columns[0]) if columns else 0
-        cache: dict[tuple[int, bool], pa.Array] = {}
-
-        def frag(c: ValueColumn) -> pa.Array:
-            k = (c.index, bool(c.maskers))
-            if k not in cache:
-                cache[k] = column_json(columns[c.index], c)
-            return cache[k]
-
-        key = None
-        if te.key_columns:
-            parts: list = [te.key_out.head]
-            _struct_json(parts, [(c.name, frag(c)) for c in te.key_columns])
-            if te.key_out.schemas:
-                parts.append(b"}")
-            key = _join(parts).cast(pa.string())
-
-        which = np.zeros(n, dtype=np.int8)
+        which = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
         for row, marker in markers.items():
             which[row] = _MARKERS.index(marker)
-        source = pc.take(self.sources, pa.array(which))
-        ms, us, ns = now_ts()
-        parts = [te.value_out.head, b'{"before":null,"after":']
-        _struct_json(parts, [(c.name, frag(c)) for c in te.columns])
-        parts += [b',"source":', source,
-                  b',"transaction":null,"op":"r","ts_ms":%d,"ts_us":%d,"ts_ns":%d}' % (ms, us, ns)]
-        if te.value_out.schemas:
-            parts.append(b"}")
-        value = _join(parts).cast(pa.string())
-        return pa.RecordBatch.from_arrays([
-            pa.array([te.topic] * n, pa.string()),
-            key if key is not None else pa.nulls(n, pa.string()),
-            value,
-            pa.array(["r"] * n, pa.string()),
-            pa.nulls(n, HEADER_TYPE),
-            pa.array(["insert"] * n, pa.string()),
-            pa.array(np.full(n, self.version, dtype=np.int64)),
-            pa.array(np.full(n, self.ts_us, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")),
-        ], schema=ARROW_SCHEMA)
+        return encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r", self.version,
+                            self.ts_us)
+
+
+def int64_array(v: np.ndarray) -> pa.Array:
+    """An Arrow int64 array over a numpy array's buffer (`pa.array` would import pandas)."""
+    v = np.ascontiguousarray(v, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
+
+
+def bool_array(mask: np.ndarray) -> pa.Array:
+    """An Arrow boolean array from a numpy one (comparing in Arrow against a Python scalar imports
+    pandas: ~60 MB more in every process)."""
+    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
+
+
+def _decimal_text(v: np.ndarray) -> pa.Array:
+    return int64_array(v).cast(pa.string()).cast(pa.binary())
+
+
+def stream_sources(maker: RecordMaker, te: TableEvents, ts_us: np.ndarray, txid: np.ndarray,
+                   last_commit: np.ndarray, lsn: np.ndarray) -> pa.Array:
+    """The `source` blocks of streamed events: commit time, transaction id, the previous commit's
+    LSN (-1: none) and the event's LSN per row; `source.sequence` is `["<last commit>","<lsn>"]`."""
+    lsn_text = _decimal_text(lsn)
+    first = pc.if_else(bool_array(last_commit < 0), pa.scalar(b"null"),
+                       pc.binary_join_element_wise(b'\\"', _decimal_text(last_commit), b'\\"', b""))
+    fields = {"ts_ms": _decimal_text(ts_us // 1000), "ts_us": _decimal_text(ts_us),
+              "ts_ns": _decimal_text(ts_us * 1000), "txId": _decimal_text(txid), "lsn": lsn_text,
+              "sequence": pc.binary_join_element_wise(b'"[', first, b',\\"', lsn_text, b'\\"]"', b"")}
+    return _join([fields[p] if isinstance(p, str) else p for p in maker.source_template(te, "false")])

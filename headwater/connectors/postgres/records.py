@@ -153,8 +153,8 @@ class ValueColumn:
         # Kafka's JsonConverter writes a field's default in place of null (replace.null.with.default)
         self.null_value = conv.null_value if replace_null else None
         self.toast = conv.toast_placeholder
-        # snapshots build this column's JSON column-wise (see columnar.py) when the kind allows
-        self.text_kind = None if streaming or self.maskers else json_text_kind(conv)
+        # this column's JSON is built column-wise (see columnar.py) when the kind allows
+        self.text_kind = None if self.maskers else json_text_kind(conv, streaming)
 
 
 def compile_fill(columns: Sequence[ValueColumn]):
@@ -317,7 +317,7 @@ class RecordMaker:
                       + orjson.dumps(ctx.prefix) + b',"ts_ms":')
         self._db = orjson.dumps(ctx.dbname)
         self._src_key: tuple | None = None
-        self._src_parts = (b"", b"")
+        self._src_parts = (b"", b"", b"")
 
     # ---- source block
     def source(self, t: TableEvents | None, ts_us: int, snapshot: str, sequence: str | None,
@@ -326,6 +326,17 @@ class RecordMaker:
         """The `source` block, serialized from a template that only changes with the transaction."""
         return orjson.Fragment(self.source_bytes(t, ts_us, snapshot, sequence, txid, lsn, schema, table))
 
+    def source_template(self, t: TableEvents | None, snapshot: str, schema: str | None = None,
+                        table: str | None = None) -> list[bytes | str]:
+        """The `source` block's JSON as constant pieces between the names of its per-event fields
+        ("ts_ms", "sequence" (a JSON string), "ts_us", "ts_ns", "txId", "lsn"), in order."""
+        sch = t.schema_name if t is not None else schema
+        tab = t.table_name if t is not None else table
+        return [self._head, "ts_ms", b',"snapshot":' + orjson.dumps(snapshot) + b',"db":' + self._db
+                + b',"sequence":', "sequence", b',"ts_us":', "ts_us", b',"ts_ns":', "ts_ns", b',"schema":'
+                + orjson.dumps(sch) + b',"table":' + orjson.dumps(tab) + b',"txId":', "txId", b',"lsn":', "lsn",
+                b',"xmin":null,"origin":null,"origin_lsn":null}']
+
     def source_bytes(self, t: TableEvents | None, ts_us: int, snapshot: str, sequence: str | None,
                      txid: int | None, lsn: int | None, schema: str | None = None,
                      table: str | None = None) -> bytes:
@@ -333,16 +344,19 @@ class RecordMaker:
         key = (t, ts_us, snapshot, txid, schema, table)
         if key != self._src_key:
             self._src_key = key
-            sch = t.schema_name if t is not None else schema
-            tab = t.table_name if t is not None else table
-            self._src_parts = (
-                self._head + b"%d" % (ts_us // 1000) + b',"snapshot":' + orjson.dumps(snapshot) + b',"db":'
-                + self._db + b',"sequence":',
-                b',"ts_us":%d,"ts_ns":%d,"schema":' % (ts_us, ts_us * 1000) + orjson.dumps(sch) + b',"table":'
-                + orjson.dumps(tab) + b',"txId":' + orjson.dumps(txid) + b',"lsn":')
-        head, mid = self._src_parts
-        return (head + orjson.dumps(sequence) + mid + orjson.dumps(lsn)
-                + b',"xmin":null,"origin":null,"origin_lsn":null}')
+            fixed = {"ts_ms": b"%d" % (ts_us // 1000), "ts_us": b"%d" % ts_us, "ts_ns": b"%d" % (ts_us * 1000),
+                     "txId": orjson.dumps(txid)}
+            parts = [b""]  # the pieces around "sequence" and "lsn", the fields that change per event
+            for piece in self.source_template(t, snapshot, schema, table):
+                if isinstance(piece, bytes):
+                    parts[-1] += piece
+                elif piece in fixed:
+                    parts[-1] += fixed[piece]
+                else:
+                    parts.append(b"")
+            self._src_parts = tuple(parts)
+        head, mid, tail = self._src_parts
+        return head + orjson.dumps(sequence) + mid + orjson.dumps(lsn) + tail
 
     def _envelope(self, t: TableEvents, op: str, before, after, source, transaction) -> str:
         ms, us, ns = self.clock()

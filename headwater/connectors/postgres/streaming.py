@@ -16,10 +16,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+import numpy as np
+import pyarrow as pa
+
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
+from headwater.connectors.postgres.columnar import encode_block, stream_sources
 from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting, SourceError
+from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition, lsn_text
 from headwater.connectors.postgres.records import (
@@ -30,11 +35,12 @@ from headwater.connectors.postgres.records import (
     table_events,
 )
 from headwater.connectors.postgres.replication import DATA_KINDS, ReplicationReader, Txn
-from headwater.events.batch import EventBatch
+from headwater.events.batch import ArrowEvents, EventBatch, Events
 
 log = logging.getLogger("headwater.postgres")
 
 _FRAME = struct.Struct(">QI")
+MIN_RUN = 32  # INSERTs; a shorter run costs less row by row than column-wise
 MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partition
 POLL_S = 0.25
 GATHER_S = 0.5  # how long a batch may wait for more of a transaction that is still arriving
@@ -108,9 +114,49 @@ class StreamSlice(WorkUnit):
     def describe(self) -> str:
         return f"stream slice of {len(self.segments)} transaction segments ({len(self.blob)} bytes)"
 
-    def read(self) -> Iterator[EventBatch]:
+    def read(self) -> Iterator[Events]:
         decoder = SliceDecoder(self.ctx, self.tables, self.relations)
         yield from decoder.run(self.segments, unpack(self.blob), self.last_commit)
+
+
+class InsertRun:
+    """Consecutive INSERT messages of one relation, collected to be decoded column-wise."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.oid: bytes | None = None
+        self.te: TableEvents | None = None
+        self.ncols = 0
+        self.payloads: list[bytes] = []
+        self.lsns: list[int] = []
+        self.segments: list[tuple[int, Segment, int | None]] = []  # (first message, segment, last commit)
+
+    def start(self, oid: bytes, te: TableEvents, ncols: int) -> None:
+        self.oid, self.te, self.ncols = oid, te, ncols
+
+    def add(self, payload: bytes, lsn: int, seg: Segment, last_commit: int | None) -> None:
+        if not self.segments or self.segments[-1][1] is not seg:
+            self.segments.append((len(self.payloads), seg, last_commit))
+        self.payloads.append(payload)
+        self.lsns.append(lsn)
+
+    def encode(self, maker: RecordMaker, columns: list) -> pa.RecordBatch:
+        """The run's create events from its decoded columns."""
+        firsts = [first for first, _, _ in self.segments]
+        counts = np.diff(np.array([*firsts, len(self.payloads)], dtype=np.int64))
+
+        def per_row(values: list[int]) -> np.ndarray:
+            return np.repeat(np.array(values, dtype=np.int64), counts)
+
+        segs = [seg for _, seg, _ in self.segments]
+        ts_us = per_row([seg.commit_ts for seg in segs])
+        source = stream_sources(
+            maker, self.te, ts_us, per_row([seg.xid for seg in segs]),
+            per_row([-1 if last is None else last for _, _, last in self.segments]),
+            np.array(self.lsns, dtype=np.int64))
+        return encode_block(self.te, columns, source, "c", per_row([seg.commit_lsn for seg in segs]), ts_us)
 
 
 class SliceDecoder:
@@ -134,11 +180,13 @@ class SliceDecoder:
         return te
 
     def run(self, segments: list[Segment], messages: Iterator[tuple[int, bytes]],
-            last_commit: int | None) -> Iterator[EventBatch]:
+            last_commit: int | None) -> Iterator[Events]:
         ctx = self.ctx
-        out = EventBatch()
-        maker = RecordMaker(ctx, out)
+        maker = RecordMaker(ctx, EventBatch())
         limit = ctx.batch_rows
+        # runs of INSERTs are decoded column-wise (the events carry no transaction block)
+        runs = not ctx.transaction_metadata and "c" not in ctx.skipped
+        run = InsertRun()
         for seg in segments:
             counters = TxnCounters.from_json(seg.counters)
             meta = ctx.transaction_metadata and seg.transactional
@@ -149,17 +197,56 @@ class SliceDecoder:
                 last_commit = seg.end_lsn  # a non-transactional message is its own commit
             for _ in range(seg.count):
                 lsn, p = next(messages)
+                if runs and p[0] == 0x49 and seg.xid is not None:  # I
+                    oid = p[1:5]
+                    if oid != run.oid or len(run.payloads) >= limit:
+                        yield from self._flush(run, maker)
+                        rel_oid = int.from_bytes(oid, "big")
+                        te = self.table(rel_oid)
+                        if te is None:
+                            continue  # a table not captured
+                        run.start(oid, te, len(self.relations[rel_oid].columns))
+                    run.add(p, lsn, seg, last_commit)
+                    continue
+                if run.payloads:
+                    yield from self._flush(run, maker)
                 self.message(maker, p, lsn, seg, last_commit, counters if meta else None)
-                if len(out) >= limit:
-                    yield out
-                    out = EventBatch()
-                    maker.out = out
+                if len(maker.out) >= limit:
+                    yield maker.out
+                    maker.out = EventBatch()
             if seg.commit:
                 if meta:
                     maker.end(seg.xid, seg.end_lsn, ts, counters, version)
                 last_commit = seg.end_lsn
-        if len(out):
-            yield out
+        yield from self._flush(run, maker)
+        if len(maker.out):
+            yield maker.out
+
+    def _flush(self, run: InsertRun, maker: RecordMaker) -> Iterator[Events]:
+        """The events of a run of INSERTs: column-wise, or row by row for a short run or messages
+        the column-wise decoder does not take (which then get `pgoutput`'s checks)."""
+        if not run.payloads:
+            return
+        columns = decode_inserts(run.payloads, run.ncols) if len(run.payloads) >= MIN_RUN else None
+        if columns is None:
+            rows = iter(zip(run.payloads, run.lsns, strict=True))
+            for i, (first, seg, last_commit) in enumerate(run.segments):
+                upto = run.segments[i + 1][0] if i + 1 < len(run.segments) else len(run.payloads)
+                for _ in range(upto - first):
+                    p, lsn = next(rows)
+                    self.message(maker, p, lsn, seg, last_commit, None)
+            if len(maker.out) >= self.ctx.batch_rows:
+                yield maker.out
+                maker.out = EventBatch()
+        else:
+            if len(maker.out):
+                yield maker.out
+                maker.out = EventBatch()
+            yield ArrowEvents(run.encode(maker, columns))
+            # hand the block's intermediate buffers back to the system: mimalloc, Arrow's default
+            # pool, keeps freed pages, which doubled the engine's resident growth on a large transaction
+            pa.default_memory_pool().release_unused()
+        run.clear()
 
     def message(self, maker: RecordMaker, p: bytes, lsn: int, seg: Segment, last_commit: int | None,
                 counters: TxnCounters | None) -> None:
@@ -632,7 +719,7 @@ class HeartbeatUnit(WorkUnit):
     def __init__(self, ctx: EventContext, ts_ms: int, lsn: int):
         self.ctx, self.ts_ms, self.lsn = ctx, ts_ms, lsn
 
-    def read(self) -> Iterator[EventBatch]:
+    def read(self) -> Iterator[Events]:
         out = EventBatch()
         RecordMaker(self.ctx, out).heartbeat(self.ts_ms, self.lsn)
         yield out

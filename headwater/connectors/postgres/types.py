@@ -1084,6 +1084,7 @@ class ColumnConverter:
     fallback: Any
     null_value: Any
     toast_placeholder: Any
+    stream_text_as_snapshot: bool = False  # a streamed text value converts as a snapshot's does
 
     def __reduce__(self) -> tuple:
         return (build_converter, (self.column, self.settings, self.table_id))
@@ -1146,6 +1147,7 @@ def build_converter(column: cat.ColumnInfo, settings: TypeSettings | None = None
         from_text=text, from_stream_text=stream, from_binary=binary, from_stream_binary=stream_binary,
         binary_supported=binary_supported, type_fallback=kind.fallback, fallback=fallback,
         null_value=null_value, toast_placeholder=kind.toast,
+        stream_text_as_snapshot=kind.stream is None and not name_is_null,
     )
 
 
@@ -1221,12 +1223,14 @@ def build_converters(table: cat.TableSchema, settings: TypeSettings | None = Non
 column_converter = build_converter
 
 
-def json_text_kind(conv: ColumnConverter) -> tuple[str, int] | None:
-    """How a column's snapshot text (COPY) maps to its JSON in an event when no Python object is
+def json_text_kind(conv: ColumnConverter, streaming: bool = False) -> tuple[str, int] | None:
+    """How a column's text (COPY in a snapshot, pgoutput while `streaming`) maps to its JSON in an event when no Python object is
     needed, with the kind's parameter: ("integer", 0) the text is the JSON number; ("boolean", 0)
     't'/'f'; ("text", 0) the JSON string of the text; ("decimal", scale) a numeric of fixed scale,
     precise mode (the base64 of its unscaled value's two's-complement bytes); ("timestamptz", digits)
-    its UTC text re-laid as ISO-8601. None: the value goes through `conv.from_text`."""
+    its UTC text re-laid as ISO-8601. None: the value goes through the converter."""
+    if streaming and not conv.stream_text_as_snapshot:
+        return None
     text, col = conv.from_text, conv.column
     if text is int:
         return "integer", 0
