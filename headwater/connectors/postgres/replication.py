@@ -215,36 +215,36 @@ class StreamBuffer:
     def trim(self, upto: StreamPosition) -> None:
         """Drop what lies at or before `upto` (it has been handed out)."""
         with self.cond:
-            while self.txns:
-                t = self.txns[0]
-                if t.complete and t.end_lsn <= upto.lsn_commit:
-                    if t.spill is not None:
-                        self.head_relations.update(t.spill.relations)
-                    else:
-                        self._absorb_relations(t.msgs)
-                    self.nbytes -= t.nbytes
-                    if t.spill is not None:
-                        t.spill.discard()
-                    self.txns.pop(0)
-                    continue
-                if upto.txid is not None and t.xid == upto.txid and t.spill is None:
-                    drop = upto.msg - t.first_index
-                    if drop > 0:
-                        cut, seen = 0, 0
-                        for i, (_, p) in enumerate(t.msgs):
-                            if p[0] in DATA_KINDS:
-                                seen += 1
-                                cut = i + 1
-                                if seen == drop:
-                                    break
-                        gone = t.msgs[:cut]
-                        self._absorb_relations(gone)
-                        freed = sum(len(p) for _, p in gone)
-                        t.msgs = t.msgs[cut:]
-                        t.first_index += seen
-                        t.nbytes -= freed
-                        self.nbytes -= freed
-                break
+            done = 0  # complete transactions at the head that end by `upto` (dropped at once at the end)
+            for t in self.txns:
+                if not (t.complete and t.end_lsn <= upto.lsn_commit):
+                    break
+                done += 1
+                if t.spill is not None:
+                    self.head_relations.update(t.spill.relations)
+                    t.spill.discard()
+                else:
+                    self._absorb_relations(t.msgs)
+                self.nbytes -= t.nbytes
+            del self.txns[:done]
+            t = self.txns[0] if self.txns else None
+            if t is not None and upto.txid is not None and t.xid == upto.txid and t.spill is None:
+                drop = upto.msg - t.first_index
+                if drop > 0:
+                    cut, seen = 0, 0
+                    for i, (_, p) in enumerate(t.msgs):
+                        if p[0] in DATA_KINDS:
+                            seen += 1
+                            cut = i + 1
+                            if seen == drop:
+                                break
+                    gone = t.msgs[:cut]
+                    self._absorb_relations(gone)
+                    freed = sum(len(p) for _, p in gone)
+                    t.msgs = t.msgs[cut:]
+                    t.first_index += seen
+                    t.nbytes -= freed
+                    self.nbytes -= freed
             self.cond.notify_all()
 
     def _absorb_relations(self, msgs) -> None:

@@ -452,9 +452,7 @@ class StreamPlanner:
 
     def _walk(self, start: StreamPosition, max_events: int | None, target: int | None) -> StreamPosition | None:
         left = max_events if max_events else None
-        end = None
-        prev_end = start.lsn_commit
-        last_commit, last_ts = _last_commit(start), start.last_commit_ts
+        last: Txn | None = None  # the last whole transaction the batch takes
         first = True
         for t in self.reader.buffer.txns:
             if t.complete and t.end_lsn <= start.lsn_commit:
@@ -467,17 +465,21 @@ class StreamPlanner:
             if t.complete and (left is None or avail <= left):
                 if left is not None:
                     left -= avail
-                end = StreamPosition(t.end_lsn, lsn=t.commit_lsn, ts_usec=t.commit_ts, last_commit_lsn=t.end_lsn,
-                                     last_commit_ts=t.commit_ts)
-                prev_end = t.end_lsn
-                last_commit, last_ts = t.end_lsn, t.commit_ts
+                last = t
                 continue
             take = avail if left is None else min(avail, left)
             if take > 0:
-                end = StreamPosition(prev_end, txid=t.xid, msg=skip + take, lsn=t.commit_lsn,
-                                     ts_usec=t.commit_ts, last_commit_lsn=last_commit, last_commit_ts=last_ts)
+                if last is None:
+                    prev_end, last_commit, last_ts = start.lsn_commit, _last_commit(start), start.last_commit_ts
+                else:
+                    prev_end, last_commit, last_ts = last.end_lsn, last.end_lsn, last.commit_ts
+                return StreamPosition(prev_end, txid=t.xid, msg=skip + take, lsn=t.commit_lsn,
+                                      ts_usec=t.commit_ts, last_commit_lsn=last_commit, last_commit_ts=last_ts)
             break
-        return end
+        if last is None:
+            return None
+        return StreamPosition(last.end_lsn, lsn=last.commit_lsn, ts_usec=last.commit_ts, last_commit_lsn=last.end_lsn,
+                              last_commit_ts=last.commit_ts)
 
     # ---- work units for (start, end]
     def plan(self, start: StreamPosition, end: StreamPosition, parallelism: int) -> list[WorkUnit]:
@@ -558,8 +560,8 @@ class StreamPlanner:
             messages = t.messages()
             if t.spill is not None and skip:
                 di, sent, messages = t.spill.read_from(skip)  # seek near the piece's start
-                relations.update(sent)
-            at_start = dict(relations)
+                relations = {**relations, **sent}
+            at_start = relations  # (the relation maps are never changed in place: no copies)
             for lsn, p in messages:
                 k = p[0]
                 if k in DATA_KINDS:
@@ -572,12 +574,11 @@ class StreamPlanner:
                     msgs.append((lsn, p))
                 elif di < skip:
                     if k == 0x52:
-                        relations[pgoutput.peek(p)[1]] = p
-                        at_start = dict(relations)
+                        relations = at_start = {**relations, pgoutput.peek(p)[1]: p}
                 else:
                     msgs.append((lsn, p))
                     if k == 0x52:
-                        relations[pgoutput.peek(p)[1]] = p
+                        relations = {**relations, pgoutput.peek(p)[1]: p}
             pieces.append(Piece(t, skip, upto, commit, msgs, at_start))
             if end.txid is not None and t.xid == end.txid:
                 break
@@ -608,7 +609,8 @@ class StreamPlanner:
                                          cur_segs, pack(cur_msgs), cur_last_commit))
             cur_segs, cur_msgs, cur_rel, size = [], [], {}, 0
 
-        def add(pc: Piece, msgs: list, rel: dict, begin: bool, commit: bool, counters: TxnCounters | None) -> None:
+        def add(pc: Piece, msgs: list, ndata: int, rel: dict, begin: bool, commit: bool,
+                counters: TxnCounters | None) -> None:
             nonlocal cur_rel, cur_last_commit, size
             t = pc.txn
             if not cur_segs:
@@ -617,32 +619,31 @@ class StreamPlanner:
                                     t.transactional, begin, commit, len(msgs),
                                     counters.to_json() if counters is not None else None))
             cur_msgs.extend(msgs)
-            size += sum(1 for _, p in msgs if p[0] in DATA_KINDS)
+            size += ndata
 
         for pc in pieces:
             t = pc.txn
             counters = None
             if meta and t.transactional:
                 counters = self._start_counters(t, pc.skip) if pc.skip else TxnCounters()
-            rel = dict(pc.relations)
+            rel = part_rel = pc.relations  # (never changed in place)
             part: list[tuple[int, bytes]] = []
-            part_rel = dict(rel)
             part_data, begin = 0, pc.skip == 0
             remaining = pc.upto - pc.skip
             for lsn, p in pc.msgs:
                 part.append((lsn, p))
                 if p[0] == 0x52:
-                    rel[pgoutput.peek(p)[1]] = p
+                    rel = {**rel, pgoutput.peek(p)[1]: p}
                 elif p[0] in DATA_KINDS:
                     part_data += 1
                     remaining -= 1
                     if size + part_data >= target and remaining > 0:
-                        add(pc, part, part_rel, begin, False, counters)
+                        add(pc, part, part_data, part_rel, begin, False, counters)
                         flush()
                         if counters is not None:
                             counters = self._advance(counters, t, part, part_rel)
-                        part, part_rel, part_data, begin = [], dict(rel), 0, False
-            add(pc, part, part_rel, begin, pc.commit, counters)
+                        part, part_rel, part_data, begin = [], rel, 0, False
+            add(pc, part, part_data, part_rel, begin, pc.commit, counters)
             if pc.commit:
                 last_commit = t.end_lsn
             if size >= target:
