@@ -145,3 +145,55 @@ def test_one_column_rows_holding_null_survive_a_snapshot(pg_server, pg_db):
     marks = [json.loads(e.value)["source"]["snapshot"] for e in events]
     assert after == [None, "", "x", None]
     assert marks == ["first", "true", "true", "last"]
+
+
+PANDAS_FREE = """
+import json, sys
+import psycopg2
+from headwater.config.properties import validate_connector
+from headwater.engine import Engine
+from headwater.engine.engine import OffsetFile
+from headwater.events.batch import ArrowEvents
+from headwater.spark.sinks import jsonl_lines
+
+props, offsets, dsn = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+kinds, lines = [], 0
+for step in ("snapshot", "stream"):
+    if step == "stream":
+        with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+            cur.execute("INSERT INTO t SELECT g + 200000, g, g, true, 'x' || g, 'v', 'c', 1.5, 2, 3, 4, 5, now(), "
+                        "now(), now(), 1, current_date, '{}', NULL, 1, NULL, 'm' FROM generate_series(1, 100) g")
+            cur.execute("UPDATE t SET tx = 'updated' WHERE id = 1")
+        conn.close()
+    engine = Engine(validate_connector(props), OffsetFile(offsets))
+    try:
+        for batch in engine.batches(once=True):
+            kinds.append((step, isinstance(batch, ArrowEvents)))
+            lines += len(jsonl_lines(batch.to_arrow()))
+    finally:
+        engine.close()
+print(json.dumps({"pandas": "pandas" in sys.modules, "kinds": kinds, "lines": lines}))
+"""
+
+
+def test_event_building_and_the_jsonl_sink_leave_pandas_unimported(pg_server, pg_db, tmp_path):
+    """pyarrow's `pa.array`/`pa.scalar` import pandas (~50 MB and ~0.35 s in each Spark Python worker
+    that reads events): a snapshot, a streamed run of INSERTs, a row-by-row UPDATE and their jsonl
+    lines must not get there."""
+    import subprocess
+    import sys
+
+    pg_server.execute(TABLE + ";" + ROWS, pg_db)
+    props = {"connector.class": "postgres", **pg_server.connector_properties(pg_db), "topic.prefix": "p",
+             "table.include.list": "public.t", "slot.name": f"s_{pg_db}", "column.mask.with.4.chars": "public.t.masked"}
+    p = pg_server.connector_properties(pg_db)
+    dsn = (f"host={p['database.hostname']} port={p['database.port']} user={p['database.user']} "
+           f"password={p.get('database.password', '')} dbname={pg_db}")
+    out = subprocess.run([sys.executable, "-c", PANDAS_FREE, json.dumps(props), str(tmp_path / "offsets.json"), dsn],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["lines"] == 3006 + 100 + 1
+    kinds = {tuple(k) for k in result["kinds"]}
+    assert {("snapshot", True), ("stream", True), ("stream", False)} <= kinds  # column-wise blocks and the row path
+    assert result["pandas"] is False

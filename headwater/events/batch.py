@@ -11,7 +11,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import numpy as np
 import pyarrow as pa
+
+from headwater.events.arrays import int64_array, string_array
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
 
@@ -103,14 +106,14 @@ class EventBatch:
         else:
             headers = pa.nulls(len(ops), type=HEADER_TYPE)
         return pa.RecordBatch.from_arrays([
-            pa.array(self.topic, type=pa.string()),
-            pa.array(self.key, type=pa.string()),
-            pa.array(self.value, type=pa.string()),
-            pa.array(ops, type=pa.string()),
+            string_array(self.topic),
+            string_array(self.key),
+            string_array(self.value),
+            string_array(ops),
             headers,
-            pa.array(change, type=pa.string()),
-            pa.array(self.commit_version, type=pa.int64()),
-            pa.array(self.commit_ts_us, type=pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            string_array(change),
+            int64_array(np.array(self.commit_version, dtype=np.int64)),
+            int64_array(np.array(self.commit_ts_us, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC")),
         ], schema=ARROW_SCHEMA)
 
 

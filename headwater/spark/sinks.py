@@ -22,6 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from headwater.events.arrays import lit, string_array
+
 TMP = "_tmp"
 
 
@@ -70,14 +72,15 @@ def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
     """One line per event, built column-wise in Arrow: {"topic", "key", "value"[, "headers"]} with key
     and value embedded as JSON (they already are JSON text)."""
     topic = pc.replace_substring(pc.replace_substring(batch.column("topic"), "\\", "\\\\"), '"', '\\"')
-    key = pc.coalesce(batch.column("key"), "null")
-    value = pc.coalesce(batch.column("value"), "null")
+    key = pc.coalesce(batch.column("key"), lit("null"))
+    value = pc.coalesce(batch.column("value"), lit("null"))
     headers = batch.column("headers")
     if headers.null_count == len(headers):
-        extra = pa.nulls(len(headers), pa.string()).fill_null("")
+        extra = pa.nulls(len(headers), pa.string()).fill_null(lit(""))
     else:
-        extra = pa.array([_headers_json(h) for h in headers.to_pylist()], type=pa.string())
-    return pc.binary_join_element_wise('{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", "")
+        extra = string_array([_headers_json(h) for h in headers.to_pylist()])
+    parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", ""]
+    return pc.binary_join_element_wise(*(lit(p) for p in parts))
 
 
 def _headers_json(entries) -> str:

@@ -22,6 +22,15 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from headwater.connectors.postgres.records import RecordMaker, TableEvents, ValueColumn, now_ts
+from headwater.events.arrays import (
+    binary_array,
+    binary_scalar,
+    bool_array,
+    int64_array,
+    int64_values,
+    lit,
+    string_scalar,
+)
 from headwater.events.batch import ARROW_SCHEMA, CHANGE_TYPES, HEADER_TYPE
 
 # JSON must escape '"', '\' and the control characters; text without them is quoted as it is
@@ -56,10 +65,10 @@ def column_json(values: pa.Array, col: ValueColumn) -> pa.Array:
     if kind == "integer":
         out = values.cast(pa.binary())
     elif kind == "boolean":
-        out = pc.if_else(pc.equal(values, "t"), pa.scalar(b"true"), pa.scalar(b"false"))
+        out = pc.if_else(pc.equal(values, lit("t")), lit(b"true"), lit(b"false"))
     elif kind == "text":
-        out = pc.binary_join_element_wise(b'"', values.cast(pa.binary()), b'"', b"")
-        slow = pc.fill_null(pc.match_substring_regex(values, _NEEDS_ESCAPE), False)
+        out = _join([b'"', values.cast(pa.binary()), b'"'])
+        slow = pc.fill_null(pc.match_substring_regex(values, _NEEDS_ESCAPE), lit(False))
     elif kind == "decimal":
         out, slow = _decimal_json(values, param)
     else:
@@ -67,7 +76,7 @@ def column_json(values: pa.Array, col: ValueColumn) -> pa.Array:
     if slow is not None and pc.any(slow).as_py():
         out = pc.replace_with_mask(out, slow, _per_value(pc.filter(values, slow), col, null_json))
     if values.null_count:
-        out = pc.if_else(pc.is_null(values), pa.scalar(null_json, pa.binary()), out)
+        out = pc.if_else(pc.is_null(values), binary_scalar(null_json), out)
     return out
 
 
@@ -88,18 +97,18 @@ def _per_value(values: pa.Array, col: ValueColumn, null_json: bytes) -> pa.Array
         for m in maskers:
             v = m(v)
         texts.append(dumps(v))
-    return pa.array(texts, pa.binary())
+    return binary_array(texts)
 
 
 def _decimal_json(values: pa.Array, scale: int) -> tuple[pa.Array, pa.Array]:
     """numeric(p, scale) in precise mode: the base64 of the unscaled value's minimal big-endian
     two's-complement bytes (Java's BigInteger.toByteArray). Values of up to 18 digits."""
     pattern = r"^-?\d{1,18}$" if scale == 0 else rf"^-?\d+\.\d{{{scale}}}$"
-    ok = pc.and_(pc.fill_null(pc.match_substring_regex(values, pattern), False),
-                 pc.less_equal(pc.utf8_length(values), 19 + (1 if scale else 0)))
-    ok = pc.fill_null(ok, False)
+    ok = pc.and_(pc.fill_null(pc.match_substring_regex(values, pattern), lit(False)),
+                 pc.less_equal(pc.utf8_length(values), lit(19 + (1 if scale else 0))))
+    ok = pc.fill_null(ok, lit(False))
     digits = pc.replace_substring(values, ".", "") if scale else values
-    unscaled = pc.if_else(ok, digits, pa.scalar("0")).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    unscaled = int64_values(pc.if_else(ok, digits, lit("0")).cast(pa.int64()))
     return _base64_twos_complement(unscaled), pc.and_(pc.invert(ok), pc.is_valid(values))
 
 
@@ -132,7 +141,7 @@ def _base64_twos_complement(v: np.ndarray) -> pa.Array:
                       .cast(pa.binary()))
         order.append(rows)
     if not pieces:
-        return pa.array([], pa.binary())
+        return binary_array([])
     joined = pa.concat_arrays(pieces)
     return joined.take(int64_array(np.argsort(np.concatenate(order), kind="stable")))
 
@@ -144,14 +153,14 @@ def _timestamptz_json(values: pa.Array, digits: int) -> tuple[pa.Array, pa.Array
     """timestamptz written in UTC with a 4-digit year: "<date>T<time>[.<digits>]Z" (Debezium's
     ZonedTimestamp, the fraction padded or cut to the column's precision)."""
     parts = pc.extract_regex(values, _TSTZ_UTC)
-    ok = pc.fill_null(parts.is_valid(), False)
+    ok = pc.fill_null(parts.is_valid(), lit(False))
     pieces: list = [b'"', pc.struct_field(parts, "d").cast(pa.binary()), b"T",
                     pc.struct_field(parts, "t").cast(pa.binary())]
     if digits:
         frac = pc.utf8_slice_codeunits(pc.utf8_rpad(pc.struct_field(parts, "f"), digits, "0"), 0, digits)
         pieces += [b".", frac.cast(pa.binary())]
     pieces.append(b'Z"')
-    out = pc.binary_join_element_wise(*pieces, b"")
+    out = _join(pieces)
     return out, pc.and_(pc.invert(ok), pc.is_valid(values))
 
 
@@ -172,7 +181,7 @@ def _join(parts: list) -> pa.Array:
             merged[-1] += p
         else:
             merged.append(p)
-    return pc.binary_join_element_wise(*merged, b"")
+    return pc.binary_join_element_wise(*(lit(p) for p in merged), lit(b""))
 
 
 def encode_block(te: TableEvents, columns: Sequence[pa.Array], source: pa.Array, op: str,
@@ -205,12 +214,12 @@ def encode_block(te: TableEvents, columns: Sequence[pa.Array], source: pa.Array,
         parts.append(b"}")
     value = _join(parts).cast(pa.string())
     return pa.RecordBatch.from_arrays([
-        pa.repeat(pa.scalar(te.topic, pa.string()), n),
+        pa.repeat(string_scalar(te.topic), n),
         key if key is not None else pa.nulls(n, pa.string()),
         value,
-        pa.repeat(pa.scalar(op, pa.string()), n),
+        pa.repeat(string_scalar(op), n),
         pa.nulls(n, HEADER_TYPE),
-        pa.repeat(pa.scalar(CHANGE_TYPES[op], pa.string()), n),
+        pa.repeat(string_scalar(CHANGE_TYPES[op]), n),
         int64_array(np.broadcast_to(version, n)),
         int64_array(np.broadcast_to(ts_us, n)).cast(pa.timestamp("us", tz="UTC")),
     ], schema=ARROW_SCHEMA)
@@ -223,8 +232,7 @@ class SnapshotBlockEncoder:
                  version: int):
         self.te = te
         self.ts_us, self.version = ts_us, version
-        self.sources = pa.array([maker.source_bytes(te, ts_us, m, sequence, txid, lsn) for m in _MARKERS],
-                                pa.binary())
+        self.sources = binary_array([maker.source_bytes(te, ts_us, m, sequence, txid, lsn) for m in _MARKERS])
 
     def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> pa.RecordBatch:
         """Events for rows whose values (in the table's layout order) are `columns`; `markers` gives
@@ -236,18 +244,6 @@ class SnapshotBlockEncoder:
                             self.ts_us)
 
 
-def int64_array(v: np.ndarray) -> pa.Array:
-    """An Arrow int64 array over a numpy array's buffer (`pa.array` would import pandas)."""
-    v = np.ascontiguousarray(v, dtype=np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
-
-
-def bool_array(mask: np.ndarray) -> pa.Array:
-    """An Arrow boolean array from a numpy one (comparing in Arrow against a Python scalar imports
-    pandas: ~60 MB more in every process)."""
-    return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
-
-
 def _decimal_text(v: np.ndarray) -> pa.Array:
     return int64_array(v).cast(pa.string()).cast(pa.binary())
 
@@ -257,9 +253,8 @@ def stream_sources(maker: RecordMaker, te: TableEvents, ts_us: np.ndarray, txid:
     """The `source` blocks of streamed events: commit time, transaction id, the previous commit's
     LSN (-1: none) and the event's LSN per row; `source.sequence` is `["<last commit>","<lsn>"]`."""
     lsn_text = _decimal_text(lsn)
-    first = pc.if_else(bool_array(last_commit < 0), pa.scalar(b"null"),
-                       pc.binary_join_element_wise(b'\\"', _decimal_text(last_commit), b'\\"', b""))
+    first = pc.if_else(bool_array(last_commit < 0), lit(b"null"), _join([b'\\"', _decimal_text(last_commit), b'\\"']))
     fields = {"ts_ms": _decimal_text(ts_us // 1000), "ts_us": _decimal_text(ts_us),
               "ts_ns": _decimal_text(ts_us * 1000), "txId": _decimal_text(txid), "lsn": lsn_text,
-              "sequence": pc.binary_join_element_wise(b'"[', first, b',\\"', lsn_text, b'\\"]"', b"")}
+              "sequence": _join([b'"[', first, b',\\"', lsn_text, b'\\"]"'])}
     return _join([fields[p] if isinstance(p, str) else p for p in maker.source_template(te, "false")])

@@ -29,6 +29,7 @@ from headwater.connectors.postgres.connection import ConnectionParams, SourceErr
 from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
 from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.streaming import sequence
+from headwater.events.arrays import lit
 from headwater.events.batch import ArrowEvents, EventBatch, Events
 
 BLOCK_ROWS_GUESS = 60  # rows per page when the table has no statistics yet
@@ -268,9 +269,9 @@ class _BlockWriter:
         c = self.chunk
         if self.has_ctid:
             ctids, columns = columns[0], columns[1:]
-            ends = pc.or_(pc.equal(ctids, c.first_ctid), pc.equal(ctids, c.last_ctid))
+            ends = pc.or_(pc.equal(ctids, lit(c.first_ctid)), pc.equal(ctids, lit(c.last_ctid)))
             markers = {}
-            for row in pc.indices_nonzero(pc.fill_null(ends, False)).to_pylist():
+            for row in pc.indices_nonzero(pc.fill_null(ends, lit(False))).to_pylist():
                 ctid = ctids[row].as_py()
                 markers[row] = marker(c.first_table, c.last_table, ctid == c.first_ctid, ctid == c.last_ctid)
             self._emit(columns, markers)
