@@ -188,8 +188,8 @@ class SliceDecoder:
         runs = not ctx.transaction_metadata and "c" not in ctx.skipped
         run = InsertRun()
         for seg in segments:
-            counters = TxnCounters.from_json(seg.counters)
             meta = ctx.transaction_metadata and seg.transactional
+            counters = TxnCounters.from_json(seg.counters) if meta else None
             version, ts = seg.commit_lsn, seg.commit_ts
             if seg.begin and meta:
                 maker.begin(seg.xid, seg.begin_lsn, ts, version)
@@ -210,7 +210,7 @@ class SliceDecoder:
                     continue
                 if run.payloads:
                     yield from self._flush(run, maker)
-                self.message(maker, p, lsn, seg, last_commit, counters if meta else None)
+                self.message(maker, p, lsn, seg, last_commit, counters)
                 if len(maker.out) >= limit:
                     yield maker.out
                     maker.out = EventBatch()
