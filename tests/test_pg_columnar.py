@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
 
+import pyarrow as pa
 import pytest
 
 from headwater.config.properties import validate_connector
 from headwater.connectors.postgres import catalog as cat
-from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, parse_csv_block
+from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
 from headwater.connectors.postgres.pgvalues import unescape_copy_text
 from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
 from headwater.events.batch import EventBatch
@@ -48,8 +50,17 @@ INSERT INTO t (id, i2, i4, b, tx, vc, ch, n, n0, n4, nv, nn, ts, ts3, ts0, f8, d
  (100005, -1, -1, false, 'x', 'y', 'z', -0.01, -32768, -32769, -8388608, 0.1, NULL, NULL, NULL,
   NULL, NULL, NULL, NULL, NULL, NULL, NULL),
  (100006, 2, 2, true, 'y', 'z', 'w', 1234567890.12, 9223372036854775807, 92233720368547.75807,
-  -9223372036854775808, 1, '2024-06-01 12:00:00+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)
+  -9223372036854775808, 1, '2024-06-01 12:00:00+00', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+ (100007, 3, 3, false, 'q', 'r', 's', -0.10, 1234567890123456789, 999999999999999.9999, 2, 2.5,
+  '12345-06-07 08:09:10.5+00', '2024-06-01 12:00:00.12+00', '2024-06-01 12:00:00.9+00', NULL, NULL, NULL,
+  NULL, NULL, NULL, NULL)
 """
+
+
+def parse_csv_block(data: bytes, ncols: int) -> list[pa.Array]:
+    """All the string columns of a CSV text, read in small blocks (rows cross their bounds)."""
+    blocks = list(read_csv_blocks(pa.BufferReader(data), ncols, block_size=4096))
+    return [pa.concat_arrays([b[i] for b in blocks]) for i in range(ncols)]
 
 
 def _normalize(value: str | None) -> dict | None:
@@ -104,7 +115,7 @@ def test_column_wise_snapshot_equals_row_by_row(pg_server, pg_db, timezone, sche
                                    ts_us=1_700_000_000_000_000, sequence='[null,"1234"]', version=9)
     batch = encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks)
 
-    assert batch.num_rows == n == 3006
+    assert batch.num_rows == n == 3007
     assert batch.column("key").to_pylist() == row_wise.key
     got, want = batch.column("value").to_pylist(), row_wise.value
     for i in range(n):
@@ -193,7 +204,67 @@ def test_event_building_and_the_jsonl_sink_leave_pandas_unimported(pg_server, pg
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert result["lines"] == 3006 + 100 + 1
+    assert result["lines"] == 3007 + 100 + 1
     kinds = {tuple(k) for k in result["kinds"]}
     assert {("snapshot", True), ("stream", True), ("stream", False)} <= kinds  # column-wise blocks and the row path
     assert result["pandas"] is False
+
+
+BIG = ("CREATE TABLE big (id bigint PRIMARY KEY, name text NOT NULL); "
+       "INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, 200000) g")
+
+
+def _big_engine(pg_server, pg_db):
+    from headwater.engine import Engine
+
+    pg_server.execute(BIG, pg_db)
+    props = {"connector.class": "postgres", **pg_server.connector_properties(pg_db), "topic.prefix": "p",
+             "table.include.list": "public.big", "slot.name": f"s_{pg_db}", "snapshot.mode": "initial_only",
+             "headwater.snapshot.chunk.rows": "1000000"}
+    return Engine(validate_connector(props))
+
+
+def _copies(pg_server, pg_db) -> list[int]:
+    rows = pg_server.query(f"SELECT pid FROM pg_stat_activity WHERE datname = '{pg_db}' AND query LIKE 'COPY%' "
+                           "AND pid <> pg_backend_pid()")
+    return [r[0] for r in rows]
+
+
+def test_a_chunk_whose_copy_is_cut_short_fails_and_yields_no_partial_row(pg_server, pg_db):
+    """The connection of a chunk's COPY ends mid-table: the chunk fails with a clear error, and
+    every event it gave before is a whole row (the block a cut COPY may have left half a row in is
+    never given)."""
+    from headwater.connectors.postgres.connection import SourceError
+
+    engine = _big_engine(pg_server, pg_db)
+    got = []
+    try:
+        with pytest.raises(SourceError, match=r"reading snapshot of public\.big pages .* failed"):
+            for batch in engine.batches(once=True):
+                got += [json.loads(e.value)["after"] for e in batch.rows()]
+                if len(got) == len(batch) and got:  # after the first batch, while COPY is still going
+                    pids = _copies(pg_server, pg_db)
+                    assert pids, "the COPY had ended before the first batch"
+                    for pid in pids:
+                        pg_server.execute(f"SELECT pg_terminate_backend({pid})")
+    finally:
+        engine.close()
+    assert 0 < len(got) < 200000
+    assert all(len(a["name"]) == 256 for a in got)
+    assert [a["id"] for a in got] == list(range(1, len(got) + 1))
+
+
+def test_a_chunk_given_up_early_ends_its_copy(pg_server, pg_db):
+    """A consumer that stops after the first batch leaves no COPY running on the server."""
+    engine = _big_engine(pg_server, pg_db)
+    try:
+        batches = engine.batches(once=True)
+        next(batches)
+        assert _copies(pg_server, pg_db)
+        batches.close()
+    finally:
+        engine.close()
+    deadline = time.time() + 30
+    while _copies(pg_server, pg_db) and time.time() < deadline:
+        time.sleep(0.1)
+    assert _copies(pg_server, pg_db) == []

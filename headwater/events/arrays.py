@@ -39,6 +39,14 @@ def bool_array(mask: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.bool_(), len(mask), [None, pa.py_buffer(np.packbits(mask, bitorder="little"))])
 
 
+def bool_values(a: pa.Array) -> np.ndarray:
+    """A boolean array without nulls as numpy."""
+    if a.type != pa.bool_() or a.null_count:
+        raise ValueError("bool_values needs a boolean array without nulls")
+    packed = np.frombuffer(a.buffers()[1], dtype=np.uint8)
+    return np.unpackbits(packed, bitorder="little")[a.offset:a.offset + len(a)].astype(bool)
+
+
 def _validity(valid: np.ndarray) -> pa.Buffer | None:
     return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
 
@@ -61,6 +69,38 @@ def binary_array(values: Sequence[bytes | None], type: pa.DataType = pa.binary()
 def string_array(values: Sequence[str | None]) -> pa.Array:
     """A string array; None is null."""
     return binary_array([v.encode() if v is not None else None for v in values], pa.string())
+
+
+def string_layout(a: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A string or binary array's values as numpy views: (start of each value in `data`, its length in
+    bytes, `data`, the bytes). A null's length is 0."""
+    n = len(a)
+    bufs = a.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int32, count=n + 1, offset=a.offset * 4)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, dtype=np.uint8)
+    return offsets[:-1], np.diff(offsets), data
+
+
+def valid_mask(a: pa.Array) -> np.ndarray:
+    """Which values are not null, as a numpy bool array."""
+    n = len(a)
+    bits = a.buffers()[0]
+    if bits is None or not a.null_count:
+        return np.ones(n, dtype=bool)
+    packed = np.frombuffer(bits, dtype=np.uint8)
+    return np.unpackbits(packed, bitorder="little")[a.offset:a.offset + n].astype(bool)
+
+
+def ragged_binary(rows: np.ndarray, widths: np.ndarray) -> pa.Array:
+    """A binary array whose i-th value is the first `widths[i]` bytes of row i of a uint8 matrix."""
+    n, width = rows.shape
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    offsets[1:] = np.cumsum(widths)
+    if (widths == width).all():
+        data = np.ascontiguousarray(rows)
+    else:
+        data = rows[np.arange(width) < widths[:, None]]
+    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def binary_scalar(b: bytes) -> pa.Scalar:

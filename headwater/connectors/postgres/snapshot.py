@@ -10,7 +10,9 @@ so chunks can be read in parallel by Spark executors and still form one consiste
 
 from __future__ import annotations
 
-import queue
+import contextlib
+import fcntl
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -24,7 +26,7 @@ from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
-from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, parse_csv_block
+from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
 from headwater.connectors.postgres.connection import ConnectionParams, SourceError, connect
 from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
 from headwater.connectors.postgres.slots import lsn_int
@@ -33,6 +35,7 @@ from headwater.events.arrays import lit
 from headwater.events.batch import ArrowEvents, EventBatch, Events
 
 BLOCK_ROWS_GUESS = 60  # rows per page when the table has no statistics yet
+PIPE_BYTES = 1 << 20  # COPY text handed from the connection thread to the parser at a time
 MIN_SPLIT_PAGES = 64  # tables smaller than this many pages per core are not split for parallelism
 
 
@@ -196,51 +199,60 @@ class SnapshotChunk(WorkUnit):
         return q
 
     def read(self) -> Iterator[Events]:
-        q: queue.Queue = queue.Queue(maxsize=4)
-        done = object()
-        stop = threading.Event()
+        """The chunk's events. A thread streams COPY's CSV into a pipe (psycopg2 hands each row to
+        the pipe's buffered writer, with no Python code per row); Arrow's streaming CSV reader
+        parses it in blocks here. The last block waits until COPY has ended: a COPY cut short (a lost
+        connection) fails the chunk rather than ending it early."""
         info = self.info
+        rfd, wfd = os.pipe()
+        with contextlib.suppress(OSError):  # fewer, larger hand-offs (Linux; up to pipe-max-size)
+            fcntl.fcntl(wfd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        failed: list[BaseException] = []
 
         def produce() -> None:
             try:
-                conn = connect(info.params, autocommit=True)
-                try:
-                    with conn.cursor() as cur:
-                        import_snapshot(cur, info.snapshot_name)
-                        copy = sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv)").format(self.query()).as_string(conn)
-                        writer = _BlockWriter(self, q, stop)
-                        cur.copy_expert(copy, writer)
-                        writer.finish()
-                        cur.execute("COMMIT")
-                finally:
-                    conn.close()
-                q.put(done)
+                with open(wfd, "wb", buffering=1 << 16) as pipe:
+                    conn = connect(info.params, autocommit=True)
+                    try:
+                        with conn.cursor() as cur:
+                            import_snapshot(cur, info.snapshot_name)
+                            copy = sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv)").format(self.query())
+                            cur.copy_expert(copy.as_string(conn), pipe)
+                            cur.execute("COMMIT")
+                    finally:
+                        conn.close()
             except BaseException as exc:  # reported to the consumer
-                q.put(exc)
+                failed.append(exc)
 
         thread = threading.Thread(target=produce, name="headwater-snapshot-chunk", daemon=True)
         thread.start()
-        try:
-            while True:
-                item = q.get()
-                if item is done:
-                    return
-                if isinstance(item, BaseException):
-                    if isinstance(item, SourceError):
-                        raise item
-                    raise SourceError(f"reading {self.describe()} failed: {item}") from item
-                yield item
-        finally:
-            stop.set()
+        blocks = _Blocks(self)
+        # closing the pipe (also when the consumer stops early) makes an unfinished COPY fail at
+        # its next write, and its thread end
+        with open(rfd, "rb", buffering=PIPE_BYTES) as pipe:
+            held = None
+            try:
+                for columns in read_csv_blocks(pipe, blocks.ncols, PIPE_BYTES):
+                    if held is not None:
+                        yield from blocks.encode(held)
+                    held = columns
+            except pa.ArrowInvalid as exc:
+                thread.join()
+                if not failed and "Empty CSV" not in str(exc):
+                    raise SourceError(f"reading {self.describe()} failed: {exc}") from exc
+            thread.join()
+            if failed:
+                if isinstance(failed[0], SourceError):
+                    raise failed[0]
+                raise SourceError(f"reading {self.describe()} failed: {failed[0]}") from failed[0]
+            yield from blocks.encode(held, last=True)
 
 
-class _BlockWriter:
-    """psycopg2's COPY target: receives one CSV row per write(), encodes blocks of rows column-wise."""
+class _Blocks:
+    """Encodes the blocks of one chunk's rows, marking the table's first and last rows."""
 
-    def __init__(self, chunk: SnapshotChunk, out: queue.Queue, stop: threading.Event):
+    def __init__(self, chunk: SnapshotChunk):
         self.chunk = chunk
-        self.queue = out
-        self.stop = stop
         ctx = chunk.ctx
         te = table_events(ctx, chunk.table, chunk.table.columns, streaming=False)
         info = chunk.info
@@ -250,22 +262,12 @@ class _BlockWriter:
         self.limit = ctx.batch_rows
         self.has_ctid = not chunk.override
         self.ncols = len(chunk.table.columns) + (1 if self.has_ctid else 0)
-        self.rows: list[bytes] = []
         self.first_block = True
-        self.pending: list[pa.Array] | None = None  # override queries: the last block waits for the end
 
-    def write(self, data) -> None:
-        if self.stop.is_set():
-            raise SourceError("snapshot chunk reader stopped")
-        self.rows.append(data.encode() if isinstance(data, str) else bytes(data))
-        if len(self.rows) >= self.limit:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.rows:
+    def encode(self, columns: list[pa.Array] | None, last: bool = False) -> Iterator[Events]:
+        """Events of a block of rows, in batches of at most `batch_rows`; `last`: the chunk's last."""
+        if columns is None:
             return
-        columns = parse_csv_block(b"".join(self.rows), self.ncols)
-        self.rows = []
         c = self.chunk
         if self.has_ctid:
             ctids, columns = columns[0], columns[1:]
@@ -274,28 +276,17 @@ class _BlockWriter:
             for row in pc.indices_nonzero(pc.fill_null(ends, lit(False))).to_pylist():
                 ctid = ctids[row].as_py()
                 markers[row] = marker(c.first_table, c.last_table, ctid == c.first_ctid, ctid == c.last_ctid)
-            self._emit(columns, markers)
-        else:
-            if self.pending is not None:
-                self._emit_pending(last_block=False)
-            self.pending = columns
-
-    def _emit_pending(self, last_block: bool) -> None:
-        c, columns = self.chunk, self.pending
-        n = len(columns[0])
-        markers: dict[int, str] = {}
-        for row in {0, n - 1}:
-            first_row, last_row = self.first_block and row == 0, last_block and row == n - 1
-            if first_row or last_row:
-                markers[row] = marker(c.first_table, c.last_table, first_row, last_row)
+        else:  # an override query: its first and last rows
+            n = len(columns[0])
+            markers = {}
+            for row in {0, n - 1}:
+                first_row, last_row = self.first_block and row == 0, last and row == n - 1
+                if first_row or last_row:
+                    markers[row] = marker(c.first_table, c.last_table, first_row, last_row)
         self.first_block = False
-        self.pending = None
-        self._emit(columns, markers)
-
-    def _emit(self, columns: list[pa.Array], markers: dict[int, str]) -> None:
-        self.queue.put(ArrowEvents(self.encoder.encode(columns, markers)))
-
-    def finish(self) -> None:
-        self._flush()
-        if self.pending is not None:
-            self._emit_pending(last_block=True)
+        n = len(columns[0])
+        size = -(-n // -(-n // self.limit))  # equal parts of at most batch_rows
+        for start in range(0, n, size):
+            part = [col.slice(start, size) for col in columns]
+            marks = {row - start: m for row, m in markers.items() if start <= row < start + size}
+            yield ArrowEvents(self.encoder.encode(part, marks))
