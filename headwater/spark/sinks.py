@@ -25,6 +25,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from headwater.events.arrays import lit, string_array
 
 TMP = "_tmp"
+JSONL_COLUMNS = ("topic", "key", "value", "headers")  # all the jsonl sink reads of an event
 
 
 @dataclass
