@@ -176,6 +176,7 @@ def _dump(archive: str) -> None:
 
     from headwater.config.loader import parse_config
     from headwater.spark.pipeline import spark_session
+    from headwater.spark.sinks import JSONL_COLUMNS
 
     work = tempfile.mkdtemp(prefix="headwater-classcache-")
     try:
@@ -188,7 +189,7 @@ def _dump(archive: str) -> None:
         })
         spark = spark_session(cfg, dump_classes_to=archive)
         spark.dataSource.register(_WarmupSource)
-        query = (spark.readStream.format(_WarmupSource.name()).load()
+        query = (spark.readStream.format(_WarmupSource.name()).load().select(*JSONL_COLUMNS)  # as start_query
                  .writeStream.format("headwater-jsonl").option("path", f"{work}/sink")
                  .option("checkpointLocation", f"{work}/checkpoint").trigger(availableNow=True).start())
         query.awaitTermination()
