@@ -234,7 +234,7 @@ def test_a_chunk_whose_copy_is_cut_short_fails_and_yields_no_partial_row(pg_serv
     """The connection of a chunk's COPY ends mid-table: the chunk fails with a clear error, and
     every event it gave before is a whole row (the block a cut COPY may have left half a row in is
     never given)."""
-    from headwater.connectors.postgres.connection import SourceError
+    from headwater.connectors.errors import SourceError
 
     engine = _big_engine(pg_server, pg_db)
     got = []

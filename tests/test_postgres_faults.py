@@ -25,7 +25,7 @@ import psycopg2
 import pytest
 
 from headwater.config.properties import validate_connector
-from headwater.connectors.postgres.connection import SourceError
+from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres.slots import lsn_int
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile

@@ -30,8 +30,8 @@ import pytest
 
 from headwater.config.properties import validate_connector
 from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import streaming
-from headwater.connectors.postgres.connection import SourceError
 from headwater.connectors.postgres.replication import Spill
 from headwater.connectors.postgres.source import PostgresSource
 from headwater.connectors.postgres.streaming import StreamSlice

@@ -36,7 +36,7 @@ def _load(path: str):
 
 
 def _fail(exc: BaseException, debug: bool) -> None:
-    from headwater.connectors.postgres.connection import SourceError
+    from headwater.connectors.errors import SourceError
 
     if debug:
         raise exc

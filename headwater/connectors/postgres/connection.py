@@ -27,17 +27,10 @@ import psycopg2.extensions
 import psycopg2.extras
 
 from headwater.config.properties import ConnectorConfig
+from headwater.connectors.errors import ConnectError, PositionLost, SourceError
 
 log = logging.getLogger("headwater.postgres")
 T = TypeVar("T")
-
-
-class SourceError(RuntimeError):
-    """A problem with the source database that the user must act on; the message says what to do."""
-
-
-class ConnectError(SourceError):
-    """The server could not be reached (retriable while streaming, per `errors.max.retries`)."""
 
 
 # connection failures that retrying cannot mend: the database, the role or its rights are missing
@@ -49,7 +42,7 @@ def _connect_error(msg: str) -> type[SourceError]:
     return SourceError if any(s in msg for s in _FATAL_CONNECT) else ConnectError
 
 
-class SlotLost(SourceError):
+class SlotLost(PositionLost):
     """The replication slot is gone or can no longer serve the position asked for."""
 
 

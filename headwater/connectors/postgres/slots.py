@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import psycopg2.errors
 from psycopg2 import sql
 
-from headwater.connectors.postgres.connection import SourceError
+from headwater.connectors.errors import SourceError
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,11 @@ from psycopg2 import sql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
-from headwater.connectors.postgres.connection import ConnectionParams, SourceError, connect
+from headwater.connectors.postgres.connection import ConnectionParams, connect
 from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
 from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.streaming import sequence

@@ -20,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
 from headwater.connectors.postgres.columnar import encode_block, stream_sources
-from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting, SourceError
+from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition, lsn_text
