@@ -7,17 +7,21 @@ connects; problems with the source database exit with status 1. No traceback is 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from headwater import __version__
+from headwater.cli.failures import DropPy4J, source_error, summary
 from headwater.config import ConfigErrors, load_config
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -36,25 +40,17 @@ def _load(path: str):
 
 
 def _fail(exc: BaseException, debug: bool) -> None:
-    from headwater.connectors.errors import SourceError
-
     if debug:
         raise exc
-    if isinstance(exc, SourceError):
-        err.print(f"[bold red]error:[/bold red] {exc}")
-    else:
-        err.print(f"[bold red]error:[/bold red] {type(exc).__name__}: {_first_line(exc)}")
+    found = source_error(exc)
+    err.print(Text.assemble(("error:", "bold red"), " ", str(found) if found is not None else summary(exc)))
+    if found is None:
         err.print("run with --debug for the full traceback")
     sys.exit(1)
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    # Spark wraps Python errors from the source in long JVM messages: keep the meaningful line
-    for line in text.splitlines():
-        if "SourceError:" in line or "ConfigErrors:" in line:
-            return line.split("Error:", 1)[1].strip()
-    return text.splitlines()[0] if text else ""
+class Stopped(BaseException):
+    """SIGINT or SIGTERM asked headwater to stop at once (arrived while starting, or a second time)."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -66,6 +62,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
     logging.basicConfig(level=logging.DEBUG if debug else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not debug:
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(DropPy4J())
 
 
 @cli.command()
@@ -86,22 +85,35 @@ def validate(config: str) -> None:
 def run(ctx: click.Context, config: str, once: bool) -> None:
     """Run the pipeline until stopped (SIGINT/SIGTERM stop it after the batch in flight)."""
     cfg = _load(config)
+    debug = ctx.obj["debug"]
     from headwater.cli.progress import Progress
 
     stop = threading.Event()
+    running = threading.Event()  # start-up is over: a second signal stops at once
+    first_signal = [0.0]
 
     def on_signal(signum, frame) -> None:
-        if stop.is_set():
-            raise KeyboardInterrupt
-        stop.set()
+        # While starting, a signal is noted and acted on once the JVM is up: interrupted while it
+        # starts, PySpark would leave it running, orphaned. Once running, the first signal stops
+        # after the batch in flight, a second one at once.
+        now = time.monotonic()
+        if not stop.is_set():
+            stop.set()
+            first_signal[0] = now
+        elif running.is_set() and now - first_signal[0] >= 1.0:  # not the same stop sent twice,
+            raise Stopped  # as `timeout` does (to the process, and to its group)
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    spark = None
     try:
         from headwater.spark.pipeline import spark_session, start_query
 
-        spark = spark_session(cfg)
+        spark = spark_session(cfg, debug=debug)
+        if stop.is_set():
+            raise Stopped
         query = start_query(spark, cfg, once=once, console=out)
+        running.set()
         progress = Progress(cfg, query, interactive=sys.stdout.isatty() and cfg.sink.type != "console")
         with progress:
             while query.isActive:
@@ -115,17 +127,25 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
                 query.awaitTermination(0.5)
                 progress.update()
         exc = query.exception()
-        if exc is not None:
-            raise RuntimeError(str(exc))
+        if exc is not None and not stop.is_set():
+            raise exc
         progress.finish()
         spark.stop()
     except SystemExit:
         raise
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
     except BaseException as exc:
-        _fail(exc, ctx.obj["debug"])
+        if not stop.is_set():
+            _fail(exc, debug)
+        # stopped: an error now is the stop itself (the JVM, signalled with the same process group,
+        # went first)
+        if debug and not isinstance(exc, Stopped):
+            raise
+        if spark is not None:
+            with contextlib.suppress(BaseException), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # PySpark's warning that the JVM has gone already
+                spark.stop()
+        err.print("stopped")
+    sys.exit(0)
 
 
 @cli.command()

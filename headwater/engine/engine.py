@@ -23,6 +23,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, create_source
+from headwater.engine.startup import open_source
 from headwater.events.batch import Event, Events
 
 log = logging.getLogger("headwater.engine")
@@ -79,7 +80,7 @@ class Engine:
         if self.offset is None:
             stored = self.offsets.load() if self.offsets is not None else None
             self.offset = stored if stored is not None else src.initial_offset()
-            src.open(self.offset)
+            open_source(src, self.offset, self.stopping)
             src.commit(self.offset)
         start = self.offset
         if once:

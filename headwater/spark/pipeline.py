@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from headwater.config.loader import PipelineConfig
-from headwater.spark import classcache
+from headwater.spark import classcache, gateway
 from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
@@ -28,10 +28,12 @@ LOCAL_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000", "-XX:Tier4MinInvocat
                      "-XX:Tier4CompileThreshold=200000", "-XX:Tier4BackEdgeThreshold=1000000")
 
 
-def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None):
+def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug: bool = False):
     """A SparkSession for `cfg` (Python workers run this interpreter). The driver JVM maps the
     class archive of `headwater.spark.classcache` (building it in the background when missing);
-    `dump_classes_to` makes the JVM write a new one there as it exits instead."""
+    `dump_classes_to` makes the JVM write a new one there as it exits instead. Spark logs errors
+    only, and neither Spark's nor Java's start-up lines; with `debug`, warnings too, with every
+    line Spark and Java print, and the stack traces of a failed query's loggers."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if cfg.spark.master.startswith("local"):
@@ -41,7 +43,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None):
     from pyspark.sql import SparkSession
 
     log4j = Path(__file__).with_name("log4j2.properties")
-    driver_java = [f"-Dlog4j.configurationFile=file:{log4j}"]
+    log_level = "warn" if debug else "error"
+    logging_java = [f"-Dlog4j.configurationFile=file:{log4j}", f"-Dheadwater.log.level={log_level}",
+                    f"-Dheadwater.log.failures={log_level if debug else 'off'}"]
+    driver_java = list(logging_java)
     if dump_classes_to:
         driver_java.append(f"-XX:ArchiveClassesAtExit={dump_classes_to}")
     elif mapped := classcache.java_options():
@@ -53,31 +58,37 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None):
     conf = dict(cfg.spark.conf)
     if conf.get("spark.driver.extraJavaOptions"):  # the user's own options come after headwater's
         driver_java.append(conf.pop("spark.driver.extraJavaOptions"))
-    builder = (SparkSession.builder.master(cfg.spark.master)
-               .appName(cfg.spark.app_name or f"headwater-{cfg.name}")
-               .config("spark.driver.extraJavaOptions", " ".join(driver_java))
-               .config("spark.executor.extraJavaOptions", f"-Dlog4j.configurationFile=file:{log4j}")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "4")
-               # Spark 4.3 checks an Arrow batch's size after every row it adds when this is below
-               # INT_MAX, and for the headers column (an array of structs) each check walks the whole
-               # batch: quadratic, 16 s of JVM CPU per 1M events into a Python sink. Batches stay
-               # bounded by spark.sql.execution.arrow.maxRecordsPerBatch (10,000 rows).
-               .config("spark.sql.execution.arrow.maxBytesPerBatch", str(2**31 - 1))
-               # local paths (the checkpoint's offset and commit logs) without Hadoop's .crc sidecar
-               # files: each log write was ~0.13 s of every micro-batch under load, now ~0.07 s; the
-               # logs are still written to a temporary file and renamed into place (atomic)
-               .config("spark.hadoop.fs.file.impl", "org.apache.hadoop.fs.RawLocalFileSystem")
-               .config("spark.hadoop.fs.AbstractFileSystem.file.impl", "org.apache.hadoop.fs.local.RawLocalFs")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-               .config("spark.executorEnv.PYSPARK_PYTHON", sys.executable)
-               .config("spark.executorEnv.PYTHONPATH", with_site_dir(None))
-               .config("spark.python.worker.reuse", "true"))
-    for k, v in conf.items():
+    options = {
+        "spark.master": cfg.spark.master,
+        "spark.app.name": cfg.spark.app_name or f"headwater-{cfg.name}",
+        "spark.driver.extraJavaOptions": " ".join(driver_java),
+        "spark.executor.extraJavaOptions": " ".join(logging_java),
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "4",
+        # Spark 4.3 checks an Arrow batch's size after every row it adds when this is below
+        # INT_MAX, and for the headers column (an array of structs) each check walks the whole
+        # batch: quadratic, 16 s of JVM CPU per 1M events into a Python sink. Batches stay
+        # bounded by spark.sql.execution.arrow.maxRecordsPerBatch (10,000 rows).
+        "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
+        # local paths (the checkpoint's offset and commit logs) without Hadoop's .crc sidecar
+        # files: each log write was ~0.13 s of every micro-batch under load, now ~0.07 s; the
+        # logs are still written to a temporary file and renamed into place (atomic)
+        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+        "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+        "spark.ui.enabled": "false",
+        "spark.sql.streaming.stopGracefullyOnShutdown": "true",
+        "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
+        "spark.executorEnv.PYTHONPATH": with_site_dir(None),
+        "spark.python.worker.reuse": "true",
+        **conf,
+    }
+    if not debug:
+        gateway.launch(options)  # the JVM's stderr without its start-up chatter
+    builder = SparkSession.builder
+    for k, v in options.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel(log_level.upper())
     from headwater.spark.source import register
 
     register(spark)

@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 
 from headwater.config.properties import ConnectorConfig, canonical_names, validate_connector
 from headwater.connectors.base import SourceConnector, WorkUnit, create_source
+from headwater.engine.startup import open_source
 from headwater.events.batch import SPARK_SCHEMA_DDL
 
 log = logging.getLogger("headwater.spark")
@@ -72,6 +73,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.max_events = int(max_events) if max_events else None
         self._source: SourceConnector | None = None
         self._opened = False
+        self._available_now = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -99,9 +101,11 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _open(self, start: dict) -> None:
         if not self._opened:
-            self.source.open(start)
+            open_source(self.source, start)  # the database is first reached here
             self.source.commit(start)  # Spark has committed `start`: the database may release it
             self._opened = True
+            if self._available_now:
+                self.source.prepare_available_now()
 
     def initialOffset(self) -> dict:
         return self.source.initial_offset()
@@ -115,7 +119,11 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return self.source.latest_offset(start, max_events)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.source.prepare_available_now()
+        # Spark calls this before the first latestOffset: what is available now is fixed once the
+        # source is open, so that a database that cannot be reached fails as at any start
+        self._available_now = True
+        if self._opened:
+            self.source.prepare_available_now()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._open(start)

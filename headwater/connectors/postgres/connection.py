@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import re
 import struct
 import time
 from collections.abc import Callable
@@ -115,11 +116,20 @@ def split_statements(text: str) -> tuple[str, ...]:
     return tuple(p for p in parts if p)
 
 
+_LIBPQ_PREFIX = re.compile(r'^connection to server (at|on) "[^"]*"(, port \d+|[^:]*) failed: (FATAL: )?')
+
+
 def _clean(exc: Exception, params: ConnectionParams) -> str:
-    text = str(exc).strip()
+    """libpq's message on one line, without the server's address it repeats (the caller names it)
+    and never with the password."""
+    text = " ".join(str(exc).split())
     if params.password:
         text = text.replace(params.password, "********")
-    return text
+    return _LIBPQ_PREFIX.sub("", text)
+
+
+def _target(params: ConnectionParams) -> str:
+    return f"host {params.host}, port {params.port}, database {params.dbname}, user {params.user}"
 
 
 def connect(params: ConnectionParams, autocommit: bool = True) -> psycopg2.extensions.connection:
@@ -128,7 +138,7 @@ def connect(params: ConnectionParams, autocommit: bool = True) -> psycopg2.exten
         conn = psycopg2.connect(**params.kwargs())
     except psycopg2.OperationalError as exc:
         msg = _clean(exc, params)
-        raise _connect_error(msg)(f"cannot connect to PostgreSQL at {params.where()}: {msg}") from None
+        raise _connect_error(msg)(f"cannot connect to PostgreSQL ({_target(params)}): {msg}") from None
     conn.autocommit = autocommit
     if params.initial_statements:
         with conn.cursor() as cur:
@@ -149,7 +159,7 @@ def connect_replication(params: ConnectionParams) -> psycopg2.extras.LogicalRepl
             hint = (" -- the user needs the REPLICATION attribute (ALTER ROLE ... REPLICATION) and a "
                     "pg_hba.conf line allowing it to connect to this database")
         cls = SourceError if hint else _connect_error(msg)
-        raise cls(f"cannot open a replication connection to {params.where()}: {msg}{hint}") from None
+        raise cls(f"cannot open a replication connection to PostgreSQL ({_target(params)}): {msg}{hint}") from None
 
 
 PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in Unix microseconds

@@ -380,16 +380,22 @@ class ReplicationReader:
                 failures = 0  # the connection worked: count failures anew
             failures += 1
             text = str(err).strip()
-            if 0 <= self.max_retries < failures:
+            # never connected: Debezium's slot.max.retries bound the first connection; once one was
+            # made, a lost connection is retried per errors.max.retries
+            had = bool(self.backend_pids)
+            limit, setting, wait_s = ((self.max_retries, "errors.max.retries", self.retry_wait_s) if had
+                                      else (self.slot_retries, "slot.max.retries", self.slot_retry_delay_s))
+            what = "replication connection lost" if had else "replication connection could not be opened"
+            if 0 <= limit < failures:
                 self.error = SourceError(
-                    f"lost the replication connection and gave up after {failures - 1} retries "
-                    f"(errors.max.retries={self.max_retries}): {text or type(err).__name__}")
+                    f"{what} and gave up after {failures - 1} retries ({setting}={limit}): "
+                    f"{text or type(err).__name__}")
                 return
             self.retries += 1
-            log.warning("replication connection lost (%s); retrying in %.1fs (attempt %d)",
-                        text.splitlines()[0] if text else type(err).__name__, self.retry_wait_s, failures)
+            log.warning("%s (%s); retrying in %.1fs (attempt %d)", what,
+                        text.splitlines()[0] if text else type(err).__name__, wait_s, failures)
             self.buffer.reset_incomplete()
-            self._stop.wait(self.retry_wait_s)
+            self._stop.wait(wait_s)
 
     def _stream(self) -> None:
         self._streamed = False

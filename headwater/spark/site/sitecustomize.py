@@ -1,19 +1,27 @@
 """Run by every Python process Spark starts for headwater (this directory is on its PYTHONPATH).
 
-It drops the pip-installed pyspark's own zips from `sys.path` (see `headwater.spark.workerpath`),
-then runs the `sitecustomize` this one shadows, if there is one.
+It drops the pip-installed pyspark's own zips from `sys.path` (see `headwater.spark.workerpath`).
+In Spark's Python workers (`python -m pyspark....`) it also makes the worker leave with its parent
+(see `headwater.spark.workerlife`) and ignore SIGINT, as PySpark has the JVM do:
+Ctrl-C on a terminal reaches the whole process group, and the worker's life is the JVM's business.
+Then it runs the `sitecustomize` this one shadows, if there is one.
 """
 
 import os
+import signal
 import sys
 from importlib.machinery import PathFinder
 
 try:
+    from headwater.spark.workerlife import exit_with_parent, is_spark_worker
     from headwater.spark.workerpath import drop_installed_spark_zips
-except ImportError:  # headwater is not importable by this interpreter: leave the path alone
+except ImportError:  # headwater is not importable by this interpreter: leave the process alone
     pass
 else:
     drop_installed_spark_zips()
+    if is_spark_worker(sys.orig_argv):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        exit_with_parent()
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _next = PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
