@@ -28,9 +28,14 @@ ORPHANED_EXIT_STATUS = 1
 def is_spark_worker(argv: Sequence[str]) -> bool:
     """True for the command line of a Python worker Spark starts: `python -m pyspark.<module>`
     (`pyspark.daemon`, `pyspark.worker`, `pyspark.sql.streaming.python_streaming_source_runner`, ...)."""
-    for i, arg in enumerate(argv[:-1]):
+    args = iter(argv[1:])
+    for arg in args:  # the interpreter's options, up to what it runs
         if arg == "-m":
-            return argv[i + 1].startswith("pyspark.")
+            return next(args, "").startswith("pyspark.")
+        if arg in ("-W", "-X"):
+            next(args, None)
+        elif arg in ("-c", "-") or not arg.startswith("-"):
+            return False
     return False
 
 
