@@ -49,6 +49,13 @@ def _fail(exc: BaseException, debug: bool) -> None:
     sys.exit(1)
 
 
+def _batch_in_flight(query) -> bool:
+    """A batch is planned or running; not while the source is still asked where the next one ends
+    (it may be waiting for a database it cannot reach)."""
+    status = query.status
+    return bool(status.get("isTriggerActive")) and not str(status.get("message", "")).startswith("Getting offsets")
+
+
 class Stopped(BaseException):
     """SIGINT or SIGTERM asked headwater to stop at once (arrived while starting, or a second time)."""
 
@@ -120,7 +127,7 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
                 if stop.is_set():
                     progress.note("stopping after the batch in flight")
                     deadline = time.monotonic() + 120
-                    while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                    while _batch_in_flight(query) and time.monotonic() < deadline:
                         time.sleep(0.1)
                     query.stop()
                     break

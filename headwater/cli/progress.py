@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.table import Table
 
 from headwater.config.loader import PipelineConfig
+from headwater.connectors.base import SourceConnector, create_source
 
 
 class Progress:
@@ -29,7 +30,7 @@ class Progress:
         self.started = time.monotonic()
         self.lag: dict[str, Any] = {}
         self.lag_at = 0.0
-        self.source = None
+        self.source: SourceConnector | None = None
         self.message = ""
 
     def __enter__(self) -> Progress:
@@ -57,8 +58,6 @@ class Progress:
         self.lag_at = time.monotonic()
         try:
             if self.source is None:
-                from headwater.connectors.base import create_source
-
                 self.source = create_source(self.cfg.source)
             self.lag = self.source.status(None)
         except Exception as exc:  # the source may be restarting; show why
