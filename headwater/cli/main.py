@@ -117,6 +117,7 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
         from headwater.spark.pipeline import spark_session, start_query
 
         spark = spark_session(cfg, debug=debug)
+        signal.signal(signal.SIGINT, on_signal)  # PySpark's SparkContext installed its own
         if stop.is_set():
             raise Stopped
         query = start_query(spark, cfg, once=once, console=out)

@@ -2,7 +2,7 @@
 
 A database that cannot be reached, or a user it refuses, fails at start within a bounded time with
 headwater's one-line message (no Java stack trace, no Spark or Java start-up lines, never the
-password); a signal while starting stops it with status 0; and when it is killed, no Python worker
+password); a signal stops it with status 0, quietly, also while it starts; and when it is killed, no Python worker
 Spark started for it lives on.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import time
 import uuid
@@ -61,20 +62,31 @@ def test_a_user_without_replication_gets_one_line(tmp_path, pg_server, pg_db):
     assert password not in proc.stderr + proc.stdout
 
 
-@pytest.mark.parametrize("target", ["process", "group"])
-def test_sigterm_while_starting_stops_quietly(tmp_path, pg_server, pg_db, target):
+@pytest.mark.parametrize(("signum", "target", "when"), [
+    (signal.SIGTERM, "process", "starting"),
+    (signal.SIGINT, "group", "starting"),  # Ctrl-C on a terminal
+    (signal.SIGINT, "group", "started"),  # after PySpark's SparkContext set a SIGINT handler of its own
+], ids=["sigterm-starting", "ctrl-c-starting", "ctrl-c-started"])
+def test_a_signal_stops_quietly(tmp_path, pg_server, pg_db, signum, target, when):
     config = write_config(tmp_path, pg_server, pg_db)
     log = tmp_path / "run.log"
     proc = start_cli("run", str(config), log=log)
-    time.sleep(2)  # the JVM is starting
-    if target == "process":
-        os.kill(proc.pid, signal.SIGTERM)
+    if when == "starting":
+        time.sleep(2)  # the JVM is starting
     else:
-        os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 180
+        while "started" not in log.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+    if target == "process":
+        os.kill(proc.pid, signum)
+    else:
+        os.killpg(proc.pid, signum)
     assert proc.wait(timeout=120) == 0, log.read_text()
     text = log.read_text()
     assert "Traceback" not in text and "\tat " not in text and "py4j" not in text, text
-    assert text.strip().endswith("stopped"), text
+    last = text.strip().splitlines()[-1]
+    assert last == "stopped" or re.fullmatch(r"headwater: done, \d+ events in \d+ batches", last), text
 
 
 def workers_marked(mark: str) -> list[int]:
