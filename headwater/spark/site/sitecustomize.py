@@ -13,12 +13,17 @@ import sys
 from importlib.machinery import PathFinder
 
 try:
-    from headwater.spark.workerlife import exit_with_parent, is_spark_worker
     from headwater.spark.workerpath import drop_installed_spark_zips
-except ImportError:  # headwater is not importable by this interpreter: leave the process alone
+except ImportError:  # headwater is not importable by this interpreter: leave the path alone
     pass
 else:
     drop_installed_spark_zips()
+
+try:
+    from headwater.spark.workerlife import exit_with_parent, is_spark_worker
+except ImportError:
+    pass
+else:
     if is_spark_worker(sys.orig_argv):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         exit_with_parent()
