@@ -11,8 +11,8 @@ from headwater.config.properties import validate_connector
 from headwater.connectors.postgres import pgoutput, streaming
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.events.batch import ArrowEvents
-from tests.test_pg_columnar import ROWS, TABLE
-from tests.test_postgres_streaming import (
+from tests.connectors.postgres.test_columnar import ROWS, TABLE
+from tests.connectors.postgres.test_streaming import (
     RecordingSource,
     _mixed_workload,
     _tables,

@@ -22,7 +22,6 @@ import json
 import re
 import struct
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,9 +35,9 @@ from headwater.connectors.postgres.types import (
     build_converters,
     source_type_parameters,
 )
-from tests.golden_support import load_scenario, run_psql_script
+from tests.golden_support import GOLDEN_ROOT, load_scenario, run_psql_script
 
-GOLDEN = Path(__file__).resolve().parent / "golden" / "postgres"
+GOLDEN = GOLDEN_ROOT / "postgres"
 SCENARIOS = sorted(p.name for p in GOLDEN.glob("types_*") if (p / "debezium.jsonl").exists())
 
 # Column defaults whose values change from run to run: their values are not compared.

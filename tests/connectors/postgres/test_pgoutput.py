@@ -46,7 +46,7 @@ from headwater.connectors.postgres.pgoutput import (
     str_to_lsn,
 )
 
-DATA = Path(__file__).parent / "data" / "pgoutput"
+DATA = Path(__file__).resolve().parents[2] / "data" / "pgoutput"
 
 # ---------------------------------------------------------------------------------------------
 # A test-only encoder: the inverse of decode.
