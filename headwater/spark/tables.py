@@ -3,15 +3,14 @@
     changes = table_changes(df, properties, "public.customers")
 
 gives one row per change event of that table: the row image (`after`, or `before` for a delete)
-as columns typed the way the `headwater-parquet` sink types them (Decimal -> decimal, MicroTimestamp
--> timestamp, Date -> date, ...), plus `_op`, `_change_type`, `_commit_version`,
-`_commit_timestamp` and `_source_ts_ms`. The column types come from the connector
-(`SourceConnector.table_schema`): the table's row schema as its events carry it for the same
-properties (column filters, name adjustment and type handling modes included), read once when the
-query is defined.
-A delete's row is its `before` image: under REPLICA IDENTITY DEFAULT only the key columns are set.
-Tombstones and truncates carry no row image and are left out. A column whose Arrow type Spark
-cannot hold is given as text.
+as columns typed by `headwater.events.arrow`, as the `headwater-parquet` sink types them (Decimal
+-> decimal, MicroTimestamp -> timestamp, Date -> date, ...), plus `_op`, `_change_type`,
+`_commit_version`, `_commit_timestamp` and `_source_ts_ms`. The column types come from the
+connector (`SourceConnector.table_schema`): the table's row schema as its events carry it for the
+same properties (column filters, name adjustment and type handling modes included), read once
+when the query is defined. A delete's row is its `before` image: under REPLICA IDENTITY DEFAULT
+only the key columns are set. Tombstones and truncates carry no row image and are left out. A
+column whose Arrow type Spark cannot hold is given as text.
 """
 
 from __future__ import annotations
