@@ -70,6 +70,11 @@ class SourceConnector(ABC):
         """True when nothing will ever follow `offset` (initial_only after its snapshot)."""
         return False
 
+    @abstractmethod
+    def table_schema(self, table: str) -> tuple[str, dict]:
+        """The topic of `table`'s change events and the Connect schema (JSON form) of its row image
+        (the envelope's `before` and `after`), as the events carry them for this configuration."""
+
     def status(self, offset: Offset | None) -> dict[str, Any]:
         """Positions and lag, for `headwater status`."""
         return {}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from headwater.spark.sinks import FileCommit, commit_files
+from headwater.spark.filesink import FileCommit, commit_files
 from tests.spark_support import cli, write_config
 
 

@@ -47,7 +47,7 @@ from headwater.connectors.postgres.positions import (
     lsn_text,
     phase,
 )
-from headwater.connectors.postgres.records import EventContext
+from headwater.connectors.postgres.records import EventContext, table_events
 from headwater.connectors.postgres.replication import ReplicationReader
 from headwater.connectors.postgres.snapshot import plan_snapshot
 from headwater.connectors.postgres.streaming import StreamPlanner
@@ -306,6 +306,12 @@ class PostgresSource(SourceConnector):
         self.reader.start(pos.lsn_commit, pos.last_commit_ts)
         self.planner = StreamPlanner(self.reader, self.params, self.context, self._connection, self.db)
         return self.planner
+
+    def table_schema(self, table: str) -> tuple[str, dict]:
+        schema, _, name = table.rpartition(".")
+        found = catalog.read_table(self._connection(), schema or "public", name)
+        events = table_events(self.context, found, found.columns, streaming=True)
+        return events.topic, events.value_schema.to_json()
 
     def status(self, offset: Offset | None) -> dict[str, Any]:
         conn = self._connection()
