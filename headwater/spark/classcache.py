@@ -174,7 +174,7 @@ def _dump(archive: str) -> None:
     """Run the warm-up query in a Spark whose JVM writes its loaded classes to `archive` at exit."""
     from pyspark import SparkContext
 
-    from headwater.config.loader import parse_config
+    from headwater.pipeline_config import parse_config
     from headwater.spark.pipeline import spark_session
     from headwater.spark.sinks import JSONL_COLUMNS
 

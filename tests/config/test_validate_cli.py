@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from headwater.config import ConfigErrors, load_config
-from headwater.config.loader import parse_config
+from headwater.config import ConfigErrors
+from headwater.pipeline_config import load_config, parse_config
 
 GOOD = {
     "name": "inventory",
