@@ -100,7 +100,11 @@ def parse_pattern(name: str) -> PatternProperty | None:
 
 
 def hide_salt(name: str) -> str:
-    """`name` with a hash salt replaced by asterisks (the salt is a secret, kept out of printed text)."""
-    if name.startswith(_HASH_PREFIX) and (m := _HASH.fullmatch(name)):
+    """`name` with a hash salt replaced by asterisks (the salt is a secret, kept out of printed text);
+    in a hash name that does not parse, whatever follows `.salt.` is taken for the salt."""
+    if not name.startswith(_HASH_PREFIX):
+        return name
+    if m := _HASH.fullmatch(name):
         return name[:m.start(3)] + "********"
-    return name
+    at = name.find(".salt.")
+    return name if at < 0 else name[:at + len(".salt.")] + "********"

@@ -111,3 +111,6 @@ def test_the_salt_is_hidden_from_errors_and_printed_properties():
     cfg = validate_connector({**BASE, "column.mask.hash.SHA-256.with.salt.TopSecretSalt": "public.t.c"})
     assert "TopSecretSalt" not in str(cfg.masked())
     assert hide_salt("column.mask.with.4.chars") == "column.mask.with.4.chars"
+    with pytest.raises(ConfigErrors) as exc:
+        validate_connector({**BASE, "column.mask.hash.SHA-256.salt.TopSecretSalt": "public.t.c"})
+    assert "TopSecretSalt" not in str(exc.value) and "column.mask.hash.SHA-256.salt.********" in str(exc.value)
