@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from headwater.config.loader import PipelineConfig
+from headwater.pipeline_config import PipelineConfig
 
 
 class Progress:
@@ -57,7 +57,7 @@ class Progress:
         self.lag_at = time.monotonic()
         try:
             if self.source is None:
-                from headwater.connectors.base import create_source
+                from headwater.connectors.registry import create_source
 
                 self.source = create_source(self.cfg.source)
             self.lag = self.source.status(None)

@@ -1,4 +1,4 @@
-"""The contract every connector implements, and the registry of connectors.
+"""The contract every connector implements (the registry of connectors is `connectors.registry`).
 
 A connector has two halves:
 
@@ -83,11 +83,3 @@ class SourceConnector(ABC):
     def close(self) -> None:
         """Release connections (and, where configured, drop the slot)."""
 
-
-def create_source(config: ConnectorConfig, **kwargs: Any) -> SourceConnector:
-    """The SourceConnector for `config.connector`."""
-    if config.connector == "postgres":
-        from headwater.connectors.postgres.source import PostgresSource
-
-        return PostgresSource(config, **kwargs)
-    raise ValueError(f"connector {config.connector!r} is not implemented")

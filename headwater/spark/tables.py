@@ -21,8 +21,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from headwater.config.properties import validate_connector
-from headwater.connectors.base import create_source
+from headwater.connectors.registry import create_source, validate_connector
 from headwater.events.arrow import META, Column, RowImages, arrow_type, json_text
 
 ROW_OPS = ("c", "u", "d", "r")

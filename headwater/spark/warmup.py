@@ -17,8 +17,8 @@ import pyarrow as pa
 from pyspark import SparkContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, ReadLimit
 
-from headwater.config.loader import parse_config
 from headwater.events.batch import ARROW_SCHEMA, SPARK_SCHEMA_DDL
+from headwater.pipeline_config import parse_config
 from headwater.spark.pipeline import spark_session
 from headwater.spark.sinks import JSONL_COLUMNS
 

@@ -15,7 +15,7 @@ from headwater.spark import classcache
 # a Spark session made by headwater, its JVM logging where each class came from
 SESSION = textwrap.dedent("""
     import sys
-    from headwater.config.loader import parse_config
+    from headwater.pipeline_config import parse_config
     from headwater.spark.pipeline import spark_session
     work, log = sys.argv[1], sys.argv[2]
     cfg = parse_config({"name": "t", "source": {"connector.class": "postgres", "topic.prefix": "t",

@@ -67,7 +67,7 @@ def test_the_sitecustomize_it_shadows_still_runs(tmp_path):
 PROBE = r'''
 import json, sys
 from pyspark.sql.datasource import DataSource, DataSourceReader
-from headwater.config.loader import parse_config
+from headwater.pipeline_config import parse_config
 from headwater.spark.pipeline import spark_session
 
 

@@ -8,11 +8,11 @@ import time
 import pyarrow as pa
 import pytest
 
-from headwater.config.properties import validate_connector
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
 from headwater.connectors.postgres.pgvalues import unescape_copy_text
 from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
+from headwater.connectors.registry import validate_connector
 from headwater.events.batch import EventBatch
 
 TABLE = """
@@ -161,7 +161,7 @@ def test_one_column_rows_holding_null_survive_a_snapshot(pg_server, pg_db):
 PANDAS_FREE = """
 import json, sys
 import psycopg2
-from headwater.config.properties import validate_connector
+from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from headwater.engine.engine import OffsetFile
 from headwater.events.batch import ArrowEvents

@@ -24,9 +24,9 @@ from typing import Any
 import psycopg2
 import pytest
 
-from headwater.config.properties import validate_connector
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres.slots import lsn_int
+from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
 from headwater.events.batch import Event

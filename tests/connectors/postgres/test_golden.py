@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from headwater.config.properties import validate_connector
+from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from tests.golden_support import (
     assert_events_equal,

@@ -7,9 +7,9 @@ import struct
 
 import pytest
 
-from headwater.config.properties import validate_connector
 from headwater.connectors.postgres import pgoutput, streaming
 from headwater.connectors.postgres.insert_runs import decode_inserts
+from headwater.connectors.registry import validate_connector
 from headwater.events.batch import ArrowEvents
 from tests.connectors.postgres.test_columnar import ROWS, TABLE
 from tests.connectors.postgres.test_streaming import (

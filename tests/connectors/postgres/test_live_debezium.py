@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater.config.properties import validate_connector
+from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from tests.golden_support import GOLDEN_ROOT, assert_events_equal, load_scenario, psql_env, run_psql_script
 

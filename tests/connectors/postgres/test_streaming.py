@@ -28,13 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from headwater.config.properties import validate_connector
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import streaming
 from headwater.connectors.postgres.replication import Spill
 from headwater.connectors.postgres.source import PostgresSource
 from headwater.connectors.postgres.streaming import StreamSlice
+from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
 from headwater.events.batch import Event

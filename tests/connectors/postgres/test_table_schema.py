@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from headwater.config.properties import validate_connector
-from headwater.connectors.base import create_source
+from headwater.connectors.registry import create_source, validate_connector
 from tests.golden_support import load_scenario, run_psql_script
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "postgres"

@@ -1,7 +1,9 @@
 """The pipeline's YAML file: `name`, `source` (connector properties), `transforms`, `sink`, `spark`.
 
 `${VAR}` (or `${VAR:-default}`) in any value is replaced from the environment. Everything is
-validated before anything connects; all problems are reported together as `ConfigErrors`.
+validated before anything connects; all problems are reported together as `ConfigErrors`. The
+file spans the layers (the source block is validated by the connector registry), so it is read
+here, above `config/` and `connectors/`, not in `config/`, which imports no connector.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from headwater.config.errors import ConfigError, ConfigErrors
-from headwater.config.properties import ConnectorConfig, validate_connector
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.registry import validate_connector
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TOP_LEVEL = ("name", "source", "transforms", "sink", "spark")
@@ -56,7 +59,7 @@ class PipelineConfig(BaseModel):
     source: ConnectorConfig
     transforms: list[dict[str, Any]] = Field(default_factory=list)
     sink: SinkConfig
-    spark: SparkConfig = Field(default_factory=SparkConfig)
+    spark: SparkConfig = Field(default_factory=lambda: SparkConfig.model_validate({}))
     base_dir: Path = Path(".")
 
     def resolve(self, path: str) -> Path:
@@ -152,7 +155,7 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
         except ValidationError as exc:
             errors.extend(_pydantic_errors("sink", exc))
 
-    spark = SparkConfig()
+    spark = SparkConfig.model_validate({})
     if data.get("spark") is not None:
         if not isinstance(data["spark"], dict):
             errors.append(ConfigError("spark", "must be a mapping", "for example spark: {master: local[2]}"))
@@ -164,6 +167,7 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
 
     if errors:
         raise ConfigErrors(errors)
+    assert source is not None and sink is not None  # else an error was recorded above
     return PipelineConfig(name=name, source=source, transforms=[], sink=sink, spark=spark, base_dir=base_dir)
 
 

@@ -9,14 +9,15 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from headwater.config import ConfigErrors, load_config
-from headwater.config.loader import parse_config
+from headwater.config import ConfigErrors
+from headwater.pipeline_config import load_config, parse_config
 
-GOOD = {
+GOOD: dict[str, Any] = {
     "name": "inventory",
     "source": {
         "connector.class": "postgres",
@@ -42,13 +43,14 @@ def validate(tmp_path: Path, data: dict | str, env: dict | None = None) -> subpr
 
 
 def with_source(**changes) -> dict:
-    cfg = {**GOOD, "source": dict(GOOD["source"])}
+    source: dict[str, Any] = dict(GOOD["source"])
+    cfg = {**GOOD, "source": source}
     for k, v in changes.items():
         k = k.replace("__", ".")
         if v is None:
-            cfg["source"].pop(k, None)
+            source.pop(k, None)
         else:
-            cfg["source"][k] = v
+            source[k] = v
     return cfg
 
 
