@@ -62,6 +62,7 @@ class Piece:
     commit: bool  # the piece reaches the commit
     msgs: list[Message]
     layouts: dict[int, bytes]  # layouts in force where the piece starts
+    changed: list[bytes]  # the layout messages among `msgs`
 
 
 def pack(msgs: list[Message]) -> bytes:
@@ -283,6 +284,7 @@ class Planner(Generic[P]):
         codec = self.codec
         first_commit, last_commit = codec.commit(start), codec.commit(end)
         inside = codec.in_txn(end)
+        is_data, layout_id = codec.is_data, codec.layout_id
         layouts = dict(buf.head_layouts)
         pieces: list[Piece] = []
         first = True
@@ -305,8 +307,9 @@ class Planner(Generic[P]):
                 di, sent, messages = t.spill.read_from(skip)  # seek near the piece's start
                 layouts = {**layouts, **sent}
             at_start = layouts  # (the layout maps are never changed in place: no copies)
+            changed: list[bytes] = []
             for pos, p in messages:
-                if codec.is_data(p):
+                if is_data(p):
                     if di < skip:
                         di += 1
                         continue
@@ -315,7 +318,7 @@ class Planner(Generic[P]):
                     di += 1
                     msgs.append((pos, p))
                     continue
-                lid = codec.layout_id(p)
+                lid = layout_id(p)
                 if di < skip:
                     if lid is not None:
                         layouts = at_start = {**layouts, lid: p}
@@ -323,7 +326,8 @@ class Planner(Generic[P]):
                     msgs.append((pos, p))
                     if lid is not None:
                         layouts = {**layouts, lid: p}
-            pieces.append(Piece(t, skip, upto, commit, msgs, at_start))
+                        changed.append(p)
+            pieces.append(Piece(t, skip, upto, commit, msgs, at_start, changed))
             if inside is not None and t.xid == inside.xid:
                 break
         return pieces
@@ -332,9 +336,9 @@ class Planner(Generic[P]):
         """Cut (start, end] into slices of about equal numbers of data messages, one per partition;
         a large transaction is cut too (its transaction-metadata counters travel with each part)."""
         codec = self.codec
+        is_data, layout_id = codec.is_data, codec.layout_id
         pieces = self._pieces(start, end)
-        codec.check_layouts(self.reader.buffer.head_layouts,
-                            [p for pc in pieces for _, p in pc.msgs if codec.layout_id(p) is not None])
+        codec.check_layouts(self.reader.buffer.head_layouts, [p for pc in pieces for p in pc.changed])
         total = sum(pc.upto - pc.skip for pc in pieces)
         target = max(MIN_SLICE, -(-total // max(1, parallelism)))
         slicer: _Slicer[P] = _Slicer(codec, codec.last_commit(start))
@@ -349,7 +353,7 @@ class Planner(Generic[P]):
             remaining = pc.upto - pc.skip
             for pos, p in pc.msgs:
                 part.append((pos, p))
-                if codec.is_data(p):
+                if is_data(p):
                     part_data += 1
                     remaining -= 1
                     if slicer.size + part_data >= target and remaining > 0:
@@ -359,7 +363,7 @@ class Planner(Generic[P]):
                             counters = codec.count(counters, t, part, part_layouts)
                         part, part_layouts, part_data, begin = [], layouts, 0, False
                 else:
-                    lid = codec.layout_id(p)
+                    lid = layout_id(p)
                     if lid is not None:
                         layouts = {**layouts, lid: p}
             slicer.add(t, part, part_data, part_layouts, begin, pc.commit, counters)

@@ -213,8 +213,9 @@ class StreamBuffer:
         if drop <= 0:
             return
         cut, seen = 0, 0
+        is_data = self.kinds.is_data
         for i, (_, p) in enumerate(t.msgs):
-            if self.kinds.is_data(p):
+            if is_data(p):
                 seen += 1
                 cut = i + 1
                 if seen == drop:
