@@ -29,9 +29,9 @@ import pyarrow.compute as pc
 import pytest
 
 from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common import planner
+from headwater.connectors.common.txbuffer import Spill
 from headwater.connectors.errors import SourceError
-from headwater.connectors.postgres import streaming
-from headwater.connectors.postgres.replication import Spill
 from headwater.connectors.postgres.source import PostgresSource
 from headwater.connectors.postgres.streaming import StreamSlice
 from headwater.connectors.registry import validate_connector
@@ -343,7 +343,7 @@ CAPTURE = {"provide.transaction.metadata": "true", "skipped.operations": "none",
 
 @pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
 def test_small_batches_and_slices_equal_one_batch(pg_server, pg_db, monkeypatch, streamed):
-    monkeypatch.setattr(streaming, "MIN_SLICE", 10)
+    monkeypatch.setattr(planner, "MIN_SLICE", 10)
     monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 7)  # batches start at spill checkpoints, relations too
     if streamed:
         small_work_mem(pg_server, pg_db)
@@ -397,7 +397,7 @@ def _plan_all(src: PostgresSource, start: Offset, max_events: int) -> list[tuple
 
 def test_replay_in_a_fresh_source_gives_the_same_events(pg_server, pg_db, monkeypatch):
     """What Spark does after a crash: plan a range from the checkpoint in a new process."""
-    monkeypatch.setattr(streaming, "MIN_SLICE", 10)
+    monkeypatch.setattr(planner, "MIN_SLICE", 10)
     monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 7)
     small_work_mem(pg_server, pg_db)
     _tables(pg_server, pg_db)
@@ -459,7 +459,7 @@ def test_ddl_mid_stream(pg_server, pg_db):
 def test_sequence_across_batches_with_truncate_and_messages(pg_server, pg_db, monkeypatch):
     """`source.sequence` = [end of the last commit, or the LSN of the last non-transactional message,
     before the event; the event's LSN], whatever the batch and slice boundaries."""
-    monkeypatch.setattr(streaming, "MIN_SLICE", 2)
+    monkeypatch.setattr(planner, "MIN_SLICE", 2)
     _tables(pg_server, pg_db)
     whole = engine(source(pg_server, pg_db, "whole", **CAPTURE))
     cut = engine(source(pg_server, pg_db, "cut", parallelism=3, **CAPTURE), max_events=3)
