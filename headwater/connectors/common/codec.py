@@ -1,6 +1,6 @@
 """The codec: what the shared transaction buffer and streaming planner know of a connector's stream.
 
-Neither the buffer nor the planner parses a message. `MessageKinds` says, for a raw message,
+Neither the buffer nor the planner parses a message. `messages.MessageKinds` says, for a raw message,
 whether it is a data message (one that may produce events: batch sizes and positions count
 these) and whether it is a table layout (pgoutput's RELATION, the binlog's TABLE_MAP, a trigger
 log's table description), and then which layout id it carries. Every other message (pgoutput's
@@ -14,41 +14,16 @@ unit, counting a transaction's events for the transaction-metadata counters, and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 from headwater.connectors.base import WorkUnit
-
-if TYPE_CHECKING:
-    from headwater.connectors.common.planner import Segment
-    from headwater.connectors.common.txbuffer import StreamBuffer, Txn
+from headwater.connectors.common.messages import InTxn, Layouts, Message, MessageKinds, Segment
+from headwater.connectors.common.txbuffer import StreamBuffer, Txn
 
 P = TypeVar("P")
 P_contra = TypeVar("P_contra", contravariant=True)
 T = TypeVar("T")
-
-Message = tuple[int, bytes]  # (stream position of the message, raw payload)
-Layouts = Mapping[int, bytes]  # layout id -> the layout message in force
-
-
-class MessageKinds(Protocol):
-    """How to tell a connector's raw messages apart."""
-
-    def is_data(self, payload: bytes) -> bool:
-        """Whether the message is a change (it counts towards batch sizes and positions)."""
-        ...
-
-    def layout_id(self, payload: bytes) -> int | None:
-        """The id of the table layout the message describes, None when it is not a layout."""
-        ...
-
-
-class InTxn(NamedTuple):
-    """A position inside a transaction: its first `n` data messages are delivered."""
-
-    xid: int
-    n: int
-    commit: int | None  # the transaction's commit position, when the position knows it
 
 
 class StreamCodec(MessageKinds, Protocol[P]):

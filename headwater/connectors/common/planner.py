@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from headwater.connectors.base import WorkUnit
-from headwater.connectors.common.codec import InTxn, Message, Retrying, StreamCodec, StreamReader
+from headwater.connectors.common.codec import Retrying, StreamCodec, StreamReader
+from headwater.connectors.common.messages import InTxn, Message, Segment
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
 
@@ -34,22 +35,6 @@ MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partit
 POLL_S = 0.25
 GATHER_S = 0.5  # how long a batch may wait for more of a transaction that is still arriving
 REPLAY_WAIT_S = 600.0
-
-
-@dataclass
-class Segment:
-    """A run of one transaction's messages inside a slice."""
-
-    xid: int | None
-    begin_pos: int
-    commit_pos: int
-    end_pos: int | None  # set when the transaction ends in this segment
-    commit_ts: int
-    transactional: bool
-    begin: bool  # the transaction starts in this segment
-    commit: bool  # the transaction ends in this segment
-    count: int  # messages (data, layouts and others) in the slice
-    counters: dict | None = None  # transaction metadata counters at the segment's start
 
 
 @dataclass

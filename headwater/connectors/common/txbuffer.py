@@ -23,7 +23,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from headwater.connectors.common.codec import InTxn, Message, MessageKinds
+from headwater.connectors.common.messages import InTxn, Message, MessageKinds
 
 _SPILL = struct.Struct("<QII")  # position, (sub)transaction id, length
 

@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
-from headwater.connectors.common.codec import InTxn, Layouts, Message
-from headwater.connectors.common.planner import Planner, Segment, pack, unpack
+from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
+from headwater.connectors.common.planner import Planner, pack, unpack
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 from headwater.connectors.base import WorkUnit
-from headwater.connectors.common.codec import InTxn, Layouts, Message
-from headwater.connectors.common.planner import Planner, Segment, pack, unpack
+from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
+from headwater.connectors.common.planner import Planner, pack, unpack
 from headwater.connectors.common.txbuffer import StreamBuffer, Txn
 from headwater.events.batch import Events
 

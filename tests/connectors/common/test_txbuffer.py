@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from headwater.connectors.common.codec import InTxn
+from headwater.connectors.common.messages import InTxn
 from headwater.connectors.common.txbuffer import Spill, StreamBuffer
 from tests.connectors.common.fakes import KINDS, data, txn
 
