@@ -71,7 +71,7 @@ COMMON: list[Property] = [
     _p("field.name.adjustment.mode", "enum", "none", ("none", "avro", "avro_unicode")),
     _p("binary.handling.mode", "enum", "bytes", ("bytes", "base64", "base64-url-safe", "hex")),
     _p("decimal.handling.mode", "enum", "precise", ("precise", "double", "string")),
-    _p("time.precision.mode", "enum", "adaptive", ("adaptive", "adaptive_time_microseconds", "connect")),
+    _p("time.precision.mode", "enum", "adaptive", ("adaptive", "adaptive_time_microseconds", "connect", "isostring", "microseconds", "nanoseconds")),
     _p("column.include.list", "list"),
     _p("column.exclude.list", "list"),
     _p("column.propagate.source.type", "list"),

@@ -213,6 +213,12 @@ def iso_timestamp_utc(micros: int, digits: int) -> str:
     return f"{text}.{str(frac + 1_000_000)[1:digits + 1]}Z"
 
 
+def iso_local_timestamp(micros: int) -> str:
+    """Debezium's IsoTimestamp: java.time's ISO_LOCAL_DATE_TIME (fraction without trailing zeros) and 'Z'."""
+    days, us = divmod(micros, MICROS_PER_DAY)
+    return f"{iso_date(days)}T{iso_time_utc(us)}"
+
+
 def iso_time_utc(micros_of_day: int) -> str:
     """Debezium's ZonedTime: 'HH:MM:SS[.fraction without trailing zeros]Z'."""
     secs, frac = divmod(micros_of_day % MICROS_PER_DAY, MICROS_PER_SECOND)

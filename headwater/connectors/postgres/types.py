@@ -30,8 +30,6 @@ column and raises `ConversionError` for a NOT NULL one (Debezium stops there too
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import re
 import struct
@@ -43,6 +41,24 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from headwater.connectors.common.semantics import (
+    VARIABLE_SCALE_DECIMAL,
+    ZONED_TIME,
+    ZONED_TIMESTAMP,
+    TemporalRangeError,
+    b64,
+    binary_encoder,
+    binary_schema,
+    date_schema,
+    decimal_schema,
+    named,
+    nanos_from_micros,
+    struct_schema,
+    time_schema,
+    time_unit,
+    timestamp_schema,
+    timestamp_unit,
+)
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
 from headwater.events.connect import (
@@ -57,7 +73,6 @@ from headwater.events.connect import (
     MAP,
     NO_DEFAULT,
     STRING,
-    Field,
     Schema,
 )
 
@@ -92,7 +107,7 @@ class TypeSettings:
     """The connector properties type conversion depends on."""
 
     decimal_mode: str = "precise"  # decimal.handling.mode: precise | double | string
-    time_precision_mode: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect
+    time_precision_mode: str = "adaptive"  # one of semantics.TIME_PRECISION_MODES
     binary_mode: str = "bytes"  # binary.handling.mode: bytes | base64 | base64-url-safe | hex
     interval_mode: str = "numeric"  # interval.handling.mode: numeric | string
     hstore_mode: str = "json"  # hstore.handling.mode: json | map
@@ -143,57 +158,18 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------- schemas
 
 
-def _named(type_: str, name: str, parameters: dict[str, str] | None = None, doc: str | None = None) -> Schema:
-    return Schema(type_, name=name, version=1, doc=doc,
-                  parameters=tuple(parameters.items()) if parameters else None)
-
-
-def _struct(name: str, fields: list[tuple[str, Schema]], doc: str | None = None) -> Schema:
-    return Schema("struct", name=name, version=1, doc=doc, fields=tuple(Field(n, s) for n, s in fields))
-
-
-VARIABLE_SCALE_DECIMAL = _struct("io.debezium.data.VariableScaleDecimal",
-                                 [("scale", Schema(INT32)), ("value", Schema(BYTES))], "Variable scaled decimal")
-POINT = _struct("io.debezium.data.geometry.Point",
+POINT = struct_schema("io.debezium.data.geometry.Point",
                 [("x", Schema(FLOAT64)), ("y", Schema(FLOAT64)), ("wkb", Schema(BYTES, optional=True)),
                  ("srid", Schema(INT32, optional=True))], "Geometry (POINT)")
-GEOMETRY = _struct("io.debezium.data.geometry.Geometry",
+GEOMETRY = struct_schema("io.debezium.data.geometry.Geometry",
                    [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))],
                    "Geometry")
-GEOGRAPHY = _struct("io.debezium.data.geometry.Geography",
+GEOGRAPHY = struct_schema("io.debezium.data.geometry.Geography",
                     [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))],
                     "Geography")
 
 
-def _decimal_schema(scale: int, precision: int | None) -> Schema:
-    params = {"scale": str(scale)}
-    if precision is not None:
-        params["connect.decimal.precision"] = str(precision)
-    return _named(BYTES, "org.apache.kafka.connect.data.Decimal", params)
-
-
-def _binary_schema(settings: TypeSettings) -> Schema:
-    return Schema(BYTES) if settings.binary_mode == "bytes" else Schema(STRING)
-
-
 # ------------------------------------------------------------------------------------ encoders
-
-
-def _b64(b: bytes) -> str:
-    return binascii.b2a_base64(b, newline=False).decode("ascii")
-
-
-def _b64_url(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).decode("ascii")
-
-
-def _binary_encoder(mode: str) -> Callable[[bytes], str]:
-    """bytes -> JSON for binary.handling.mode (bytes and base64 both give base64 text in JSON)."""
-    if mode == "hex":
-        return bytes.hex
-    if mode == "base64-url-safe":
-        return _b64_url
-    return _b64
 
 
 def _bytea_text(s: str) -> bytes:
@@ -236,7 +212,7 @@ def _float4_binary(b: bytes) -> Any:
 
 def _point_value(x: float, y: float) -> dict:
     wkb = struct.pack("<BIdd", 1, 1, x, y)
-    return {"x": x, "y": y, "wkb": _b64(wkb), "srid": None}
+    return {"x": x, "y": y, "wkb": b64(wkb), "srid": None}
 
 
 def _point_text(s: str) -> dict:
@@ -305,7 +281,7 @@ def _kind_numeric(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         return _Kind(Schema(STRING), as_string, binary=lambda b: as_string(pv.numeric_text_from_binary(b)),
                      fallback=fallback)
     if variable:
-        to_byte_array, b64, big_int = pv.to_byte_array, _b64, pv.big_int
+        to_byte_array, big_int = pv.to_byte_array, pv.big_int
 
         def as_vsd(t: str) -> Any:
             if t[0] in "NI-" and t in _FLOAT_SPECIAL:
@@ -322,7 +298,7 @@ def _kind_numeric(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
                      binary=lambda b: as_vsd(pv.numeric_text_from_binary(b)),
                      fallback={"scale": 0, "value": "AA=="}, fails=True)
 
-    to_byte_array, b64 = pv.to_byte_array, _b64
+    to_byte_array = pv.to_byte_array
 
     def as_decimal(t: str) -> Any:
         if t[0] in "NI-" and t in _FLOAT_SPECIAL:
@@ -333,7 +309,7 @@ def _kind_numeric(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         unscaled, sc = pv.split_numeric(t)
         return b64(to_byte_array(pv.rescale(unscaled, sc, scale)))
 
-    return _Kind(_decimal_schema(scale, length), as_decimal,
+    return _Kind(decimal_schema(scale, length), as_decimal,
                  binary=lambda b: as_decimal(pv.numeric_text_from_binary(b)), fallback="AA==", fails=True)
 
 
@@ -351,30 +327,19 @@ def _kind_money(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
 
     def as_decimal(t: str) -> str:
         d = pv.parse_money(t).quantize(q, rounding="ROUND_HALF_UP")
-        return _b64(pv.to_byte_array(int(d.scaleb(digits))))
+        return b64(pv.to_byte_array(int(d.scaleb(digits))))
 
     def from_binary(b: bytes) -> str:
         return as_decimal(pv.plain_string(pv.bin_int(b), 2))
 
-    return _Kind(_decimal_schema(digits, None), as_decimal, binary=from_binary, fallback="AA==")
+    return _Kind(decimal_schema(digits, None), as_decimal, binary=from_binary, fallback="AA==")
 
 
 # --- temporal
 
 
-def _time_unit(col_scale: int | None, s: TypeSettings) -> str:
-    """'ms' or 'us' for a time column under the time precision mode."""
-    if s.time_precision_mode == "connect":
-        return "ms"
-    if s.time_precision_mode == "adaptive_time_microseconds":
-        return "us"
-    p = -1 if col_scale is None else col_scale
-    return "ms" if 0 <= p <= 3 else "us"
-
-
 def _kind_date(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    name = "org.apache.kafka.connect.data.Date" if s.time_precision_mode == "connect" else "io.debezium.time.Date"
-    schema = _named(INT32, name)
+    mode = s.time_precision_mode
 
     def snapshot(t: str) -> int:
         if t[0] in "-i":
@@ -400,7 +365,17 @@ def _kind_date(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             return DATE_NEG_INF_JDBC
         return _jdbc_days(d + pv.PG_EPOCH_DAYS)
 
-    return _Kind(schema, snapshot, stream=stream, element=snapshot, binary=binary, fallback=0)
+    if mode == "isostring":
+        iso = _iso_date_value
+        return _Kind(date_schema(mode), lambda t: iso(snapshot(t)), stream=lambda t: iso(stream(t)),
+                     element=lambda t: iso(snapshot(t)), binary=lambda b: iso(binary(b)), fallback=iso(0))
+    return _Kind(date_schema(mode), snapshot, stream=stream, element=snapshot, binary=binary, fallback=0)
+
+
+def _iso_date_value(days: int) -> str:
+    """IsoDate of the epoch day Debezium's int32 Date holds (its infinities unwrapped to the
+    LocalDate they stand for)."""
+    return pv.iso_date(_DATE_UNWRAPPED.get(days, days)) + "Z"
 
 
 def _jdbc_days(days: int) -> int:
@@ -411,32 +386,40 @@ def _jdbc_days(days: int) -> int:
     return pv.days_from_civil(1 - y, m, d)
 
 
-def _kind_time(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    unit = _time_unit(col.scale, s)
-    if s.time_precision_mode == "connect":
-        schema = _named(INT32, "org.apache.kafka.connect.data.Time")
-    elif unit == "ms":
-        schema = _named(INT32, "io.debezium.time.Time")
-    else:
-        schema = _named(INT64, "io.debezium.time.MicroTime")
-    time_micros = pv.time_micros
+def _time_out(unit: str) -> Callable[[int], Any]:
+    """Microseconds past midnight -> a time's value in `unit` (see semantics.time_unit)."""
     if unit == "ms":
-        def text(t: str) -> int:
-            return time_micros(t) // 1000
+        return lambda us: us // 1000
+    if unit == "ns":
+        return lambda us: us * 1000
+    if unit == "iso":
+        return pv.iso_time_utc  # IsoTime: java.time's ISO_LOCAL_TIME and 'Z', 24:00:00 wraps to 00:00
+    return _identity_int
 
-        def element(t: str) -> int:  # java.sql.Time: milliseconds, 24:00:00 wraps to 0
-            return (time_micros(t) // 1000) % 86_400_000
 
-        def binary(b: bytes) -> int:
-            return pv.bin_int(b) // 1000
+def _identity_int(us: int) -> int:
+    return us
+
+
+def _kind_time(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
+    unit = time_unit(s.time_precision_mode, col.scale)
+    out = _time_out(unit)
+    time_micros = pv.time_micros
+    if unit == "us":
+        text: Callable[[str], Any] = time_micros
+        binary: Callable[[bytes], Any] = pv.bin_int
     else:
-        text = time_micros
+        def text(t: str) -> Any:
+            return out(time_micros(t))
 
-        def element(t: str) -> int:
-            return (time_micros(t) // 1000) % 86_400_000 * 1000
+        def binary(b: bytes) -> Any:
+            return out(pv.bin_int(b))
 
-        binary = pv.bin_int
-    return _Kind(schema, text, element=element, binary=binary, fallback=0)
+    def element(t: str) -> Any:  # java.sql.Time: milliseconds, 24:00:00 wraps to 0
+        return out((time_micros(t) // 1000) % 86_400_000 * 1000)
+
+    return _Kind(time_schema(s.time_precision_mode, col.scale), text, element=element, binary=binary,
+                 fallback=out(0))
 
 
 def _kind_timetz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
@@ -462,7 +445,7 @@ def _kind_timetz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             raise _Failed
         return pv.iso_time_utc(local - off * 1_000_000)
 
-    return _Kind(_named(STRING, "io.debezium.time.ZonedTime"), snapshot, stream=stream, element=element,
+    return _Kind(ZONED_TIME, snapshot, stream=stream, element=element,
                  binary=binary, fallback="00:00:00Z", fails=True)
 
 
@@ -476,15 +459,11 @@ def _micros_java(us: int) -> int:
 
 
 def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    connect = s.time_precision_mode == "connect"
-    p = -1 if col.scale is None else col.scale
-    millis = connect or 0 <= p <= 3
-    if connect:
-        schema = _named(INT64, "org.apache.kafka.connect.data.Timestamp")
-    elif millis:
-        schema = _named(INT64, "io.debezium.time.Timestamp")
-    else:
-        schema = _named(INT64, "io.debezium.time.MicroTimestamp")
+    unit = timestamp_unit(s.time_precision_mode, col.scale)
+    schema = timestamp_schema(s.time_precision_mode, col.scale)
+    if unit in ("ns", "iso"):
+        return _kind_timestamp_exact(col, schema, unit)
+    millis = unit == "ms"
     pos, neg = (TS_POS_INF_MILLIS, TS_NEG_INF_MILLIS) if millis else (TS_POS_INF_MICROS, TS_NEG_INF_MICROS)
     parse = pv.timestamp_micros
 
@@ -524,6 +503,38 @@ def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
     return _Kind(schema, make(parse), element=make(pv.timestamp_micros_hybrid), binary=binary, fallback=0)
 
 
+def _kind_timestamp_exact(col: cat.ColumnInfo, schema: Schema, unit: str) -> _Kind:
+    """A timestamp in nanoseconds or as an ISO string: from the exact microseconds (no wrapping;
+    nanoseconds outside the INT64 range stop, as Debezium does); the infinities are pgjdbc's
+    constants, as in the other modes."""
+    if unit == "iso":
+        out: Callable[[int], Any] = pv.iso_local_timestamp
+    else:
+        def out(us: int) -> int:
+            try:
+                return nanos_from_micros(us)
+            except TemporalRangeError as e:
+                raise TemporalRangeError(f"column {col.name}: {e}") from None
+
+    def make(parse_fn: Callable[[str], int]) -> Callable[[str], Any]:
+        def conv(t: str) -> Any:
+            if t[0] in "-i" and t[1] in "in":
+                return out(TS_POS_INF_MICROS if t == "infinity" else TS_NEG_INF_MICROS)
+            return out(parse_fn(t))
+        return conv
+
+    def binary(b: bytes) -> Any:
+        us = pv.bin_int(b)
+        if us == pv.LONG_MAX:
+            return out(TS_POS_INF_MICROS)
+        if us == pv.LONG_MIN:
+            return out(TS_NEG_INF_MICROS)
+        return out(us + pv.PG_EPOCH_DAYS * pv.MICROS_PER_DAY)
+
+    return _Kind(schema, make(pv.timestamp_micros), element=make(pv.timestamp_micros_hybrid), binary=binary,
+                 fallback=out(0))
+
+
 def _kind_timestamptz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
     digits = 6 if col.scale is None else col.scale
     fmt, parse = pv.iso_timestamp_utc, pv.timestamptz_micros
@@ -554,7 +565,7 @@ def _kind_timestamptz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             return "-infinity"
         return fmt(us + pv.PG_EPOCH_DAYS * pv.MICROS_PER_DAY, digits)
 
-    return _Kind(_named(STRING, "io.debezium.time.ZonedTimestamp"), text, element=element, binary=binary,
+    return _Kind(ZONED_TIMESTAMP, text, element=element, binary=binary,
                  fallback="1970-01-01T00:00:00Z")
 
 
@@ -566,13 +577,13 @@ def _kind_interval(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         def binary(b: bytes) -> str:
             return pv.interval_iso(_interval_fields_from_binary(b))
 
-        return _Kind(_named(STRING, "io.debezium.time.Interval"), text, binary=binary,
+        return _Kind(named(STRING, "io.debezium.time.Interval"), text, binary=binary,
                      fallback="P0Y0M0DT0H0M0S")
 
     def micros(t: str) -> int:
         return pv.interval_micros(pv.pginterval(t))
 
-    return _Kind(_named(INT64, "io.debezium.time.MicroDuration"), micros,
+    return _Kind(named(INT64, "io.debezium.time.MicroDuration"), micros,
                  binary=lambda b: pv.interval_micros(_interval_fields_from_binary(b)), fallback=0)
 
 
@@ -612,19 +623,19 @@ def _uuid_binary(b: bytes) -> str:
 
 
 def _kind_bytea(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    enc = _binary_encoder(s.binary_mode)
+    enc = binary_encoder(s.binary_mode)
     toast = _binary_toast(s)
 
     def text(t: str) -> str:
         return enc(_bytea_text(t))
 
-    return _Kind(_binary_schema(s), text, binary=enc, fallback="", toast=toast)
+    return _Kind(binary_schema(s.binary_mode), text, binary=enc, fallback="", toast=toast)
 
 
 def _binary_toast(s: TypeSettings) -> Any:
     """Unchanged TOAST in a binary column: the placeholder bytes, its text in hex mode, else null."""
     if s.binary_mode == "bytes":
-        return _b64(s.placeholder_bytes)
+        return b64(s.placeholder_bytes)
     if s.binary_mode == "hex":
         return s.placeholder_text
     return None
@@ -638,9 +649,9 @@ def _kind_bits(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         return _Kind(Schema(BOOLEAN), as_bool, binary=lambda b: as_bool(pv.bin_bits(b)), fallback=False)
 
     def as_bits(t: str) -> str:
-        return _b64(_bits_bytes(t))
+        return b64(_bits_bytes(t))
 
-    return _Kind(_named(BYTES, "io.debezium.data.Bits", {"length": str(col.length)}), as_bits,
+    return _Kind(named(BYTES, "io.debezium.data.Bits", {"length": str(col.length)}), as_bits,
                  binary=lambda b: as_bits(pv.bin_bits(b)), fallback="")
 
 
@@ -662,13 +673,13 @@ def _kind_hstore(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             parts.append(pv.jackson_quote(k) + ":" + ("null" if v is None else pv.jackson_quote(v)))
         return "{" + ",".join(parts) + "}"
 
-    return _Kind(_named(STRING, "io.debezium.data.Json"), lambda t: json_of(pv.parse_hstore(t)),
+    return _Kind(named(STRING, "io.debezium.data.Json"), lambda t: json_of(pv.parse_hstore(t)),
                  binary=lambda b: json_of(pv.bin_hstore(b)), fallback="{}",
                  toast="{" + pv.jackson_quote(p) + ":" + pv.jackson_quote(p) + "}")
 
 
 def _kind_unknown(col: cat.ColumnInfo, s: TypeSettings, root_name: str) -> _Kind:
-    enc = _binary_encoder(s.binary_mode)
+    enc = binary_encoder(s.binary_mode)
     toast = _binary_toast(s)
     if root_name in _GEOMETRIC:
         def text(t: str) -> str:
@@ -676,7 +687,7 @@ def _kind_unknown(col: cat.ColumnInfo, s: TypeSettings, root_name: str) -> _Kind
     else:
         def text(t: str) -> str:
             return enc(t.encode())
-    return _Kind(_binary_schema(s), text, fallback="", toast=toast)
+    return _Kind(binary_schema(s.binary_mode), text, fallback="", toast=toast)
 
 
 def _kind_postgis(schema: Schema) -> _Kind:
@@ -690,7 +701,7 @@ def _kind_postgis(schema: Schema) -> _Kind:
         if gtype & 0x20000000:
             srid = struct.unpack_from("<i" if little else ">i", raw, 5)[0]
             raw = raw[:1] + struct.pack(fmt, gtype & ~0x20000000) + raw[9:]
-        return {"wkb": _b64(raw), "srid": srid}
+        return {"wkb": b64(raw), "srid": srid}
 
     return _Kind(schema, text, fallback={"wkb": "", "srid": None})
 
@@ -748,25 +759,25 @@ def _scalar_kind(col: cat.ColumnInfo, s: TypeSettings, root_oid: int, root_name:
     if root_oid in _STRING_OIDS:
         return _text_kind(Schema(STRING), s, _STRING_OIDS[root_oid])
     if root_oid in (JSON, JSONB):
-        return _text_kind(_named(STRING, "io.debezium.data.Json"), s,
+        return _text_kind(named(STRING, "io.debezium.data.Json"), s,
                           binary=_jsonb_binary if root_oid == JSONB else _utf8)
     if root_oid == XML:
-        return _text_kind(_named(STRING, "io.debezium.data.Xml"), s, _utf8)
+        return _text_kind(named(STRING, "io.debezium.data.Xml"), s, _utf8)
     if root_oid == UUID_OID:
-        return _text_kind(_named(STRING, "io.debezium.data.Uuid"), s, binary=_uuid_binary)
+        return _text_kind(named(STRING, "io.debezium.data.Uuid"), s, binary=_uuid_binary)
     if root_oid == TSVECTOR:
-        return _text_kind(_named(STRING, "io.debezium.data.Tsvector"), s, binary=None)
+        return _text_kind(named(STRING, "io.debezium.data.Tsvector"), s, binary=None)
     if root_oid == POINT_OID:
         return _Kind(POINT, _point_text, binary=lambda b: _point_value(*struct.unpack("!dd", b)),
                      fallback=_point_value(0.0, 0.0))
     if typtype == "e":
-        return _text_kind(_named(STRING, "io.debezium.data.Enum", {"allowed": ",".join(labels)}), s, _utf8)
+        return _text_kind(named(STRING, "io.debezium.data.Enum", {"allowed": ",".join(labels)}), s, _utf8)
     if root_name == "citext":
         return _text_kind(Schema(STRING), s, _utf8)
     if root_name == "isbn":
         return _text_kind(Schema(STRING), s, None)
     if root_name == "ltree":
-        return _text_kind(_named(STRING, "io.debezium.data.Ltree"), s, binary=lambda b: b[1:].decode())
+        return _text_kind(named(STRING, "io.debezium.data.Ltree"), s, binary=lambda b: b[1:].decode())
     if root_name == "hstore":
         return _kind_hstore(col, s)
     if root_name == "geometry":
@@ -889,7 +900,7 @@ def _array_toast(col: cat.ColumnInfo, s: TypeSettings) -> Any:
     if name in _TOAST_TEXT_ARRAYS:
         return [s.placeholder_text]
     if name == "_bytea":
-        return [_b64(s.placeholder_bytes)] if s.binary_mode == "bytes" else None
+        return [b64(s.placeholder_bytes)] if s.binary_mode == "bytes" else None
     if name in _TOAST_INT_ARRAYS:
         return [b - 256 if b > 127 else b for b in s.placeholder_bytes]  # Java's signed bytes
     if name == "_uuid":
@@ -1002,7 +1013,7 @@ def _default_from_literal(col: cat.ColumnInfo, kind: _Kind, s: TypeSettings, nam
             if variable:
                 return pv.plain_string(unscaled, scale) if scale >= 0 else str(unscaled * 10 ** -scale)
             return pv.plain_string(pv.rescale(unscaled, scale, target), target)
-        return _b64(pv.to_byte_array(pv.rescale(unscaled, scale, target)))
+        return b64(pv.to_byte_array(pv.rescale(unscaled, scale, target)))
     if name in ("bit", "varbit"):
         if len(v) == 1 and kind.schema.type == BOOLEAN:
             return v == "1"
@@ -1010,12 +1021,10 @@ def _default_from_literal(col: cat.ColumnInfo, kind: _Kind, s: TypeSettings, nam
     if name == "uuid":
         return str(uuid.UUID(v))
     if name == "date":
-        return _date_default(v)
+        days = _date_default(v)
+        return _iso_date_value(days) if s.time_precision_mode == "isostring" else days
     if name == "time":
-        us = _time_default_micros(v)
-        if kind.schema.type == INT32:
-            return us // 1000
-        return us
+        return _time_out(time_unit(s.time_precision_mode, col.scale))(_time_default_micros(v))
     if name == "timestamp":
         if v in ("infinity", "-infinity"):
             # pgjdbc gives OffsetDateTime.MAX/MIN; Debezium's epoch microseconds saturate (and the
@@ -1046,6 +1055,12 @@ def _wrap32(n: int) -> int:
 # pgjdbc's TimestampUtils reads 'infinity' as LocalDateTime.MAX/MIN; Debezium's (int) epoch day of those
 DATE_DEFAULT_POS_INF = _wrap32(pv.days_from_civil(999999999, 12, 31))
 DATE_DEFAULT_NEG_INF = _wrap32(pv.days_from_civil(-999999999, 1, 1))
+# the epoch days Debezium's int32 Date wraps (IsoDate writes the LocalDate itself)
+_DATE_UNWRAPPED = {
+    DATE_POS_INF_JDBC: pv.days_from_civil(292278994, 8, 16), DATE_NEG_INF_JDBC: pv.days_from_civil(292269055, 12, 2),
+    DATE_DEFAULT_POS_INF: pv.days_from_civil(999999999, 12, 31),
+    DATE_DEFAULT_NEG_INF: pv.days_from_civil(-999999999, 1, 1),
+}
 
 
 def _date_default(v: str) -> int:
