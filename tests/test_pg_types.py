@@ -22,11 +22,13 @@ import json
 import re
 import struct
 import time
+from collections import namedtuple
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from headwater.connectors.common.semantics import TemporalRangeError
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
 from headwater.connectors.postgres.types import (
@@ -425,6 +427,47 @@ def test_converters_pickle():
                                 root_oid=cat.TIMESTAMPTZ, root_name="timestamptz", scale=6))
     again = pickle.loads(pickle.dumps(conv))
     assert again.from_text("2020-01-01 08:00:00+00") == "2020-01-01T08:00:00.000000Z"
+
+
+def test_new_time_precision_modes():
+    ts = _col(type_oid=cat.TIMESTAMP, typname="timestamp", jdbc_type_name="timestamp", root_oid=cat.TIMESTAMP,
+              root_name="timestamp", scale=3)
+    iso = build_converter(ts, TypeSettings(time_precision_mode="isostring"))
+    assert iso.schema.name == "io.debezium.time.IsoTimestamp"
+    assert iso.from_text("0001-01-01 00:00:00.5 BC") == "0000-01-01T00:00:00.5Z"
+    assert iso.from_text("infinity") == "+294247-01-10T04:00:25.2Z"  # pgjdbc's infinity, in microseconds
+    micro = build_converter(ts, TypeSettings(time_precision_mode="microseconds"))
+    assert micro.schema.name == "io.debezium.time.MicroTimestamp"  # whatever the column's precision
+    assert micro.from_text("1970-01-01 00:00:00.001") == 1000
+    nano = build_converter(ts, TypeSettings(time_precision_mode="nanoseconds"))
+    assert nano.from_text("2262-04-11 23:47:16.854") == 9223372036854000000
+    assert nano.from_binary(struct.pack("!q", 0)) == 946684800 * 10**9
+    for value in ("2262-04-12 00:00:00", "1677-09-21 00:00:00", "infinity"):
+        with pytest.raises(TemporalRangeError, match="column c: .*nanoseconds"):
+            nano.from_text(value)
+    date = _col(type_oid=cat.DATE, typname="date", jdbc_type_name="date", root_oid=cat.DATE, root_name="date")
+    iso_date = build_converter(date, TypeSettings(time_precision_mode="isostring"))
+    assert (iso_date.from_text("infinity"), iso_date.from_stream_text("infinity")) == \
+        ("+292278994-08-16Z", "-5877611-06-21Z")
+    time = _col(type_oid=cat.TIME, typname="time", jdbc_type_name="time", root_oid=cat.TIME, root_name="time",
+                scale=6, default_expr="'12:34:56.789'::time without time zone")
+    iso_time = build_converter(time, TypeSettings(time_precision_mode="isostring"))
+    assert (iso_time.from_text("24:00:00"), iso_time.schema.default) == ("00:00:00Z", "12:34:56.789Z")
+    assert build_converter(time, TypeSettings(time_precision_mode="nanoseconds")).from_text("24:00:00") == \
+        86_400 * 10**9
+
+
+def test_layout_follows_the_relation_messages_type_modifiers():
+    unconstrained = _col(name="n", type_oid=cat.NUMERIC, typname="numeric", jdbc_type_name="numeric",
+                         root_oid=cat.NUMERIC, root_name="numeric", length=0, scale=None, not_null=True,
+                         default_expr="1.5")
+    table = cat.TableSchema("public", "t", 1, (unconstrained,))
+    column = namedtuple("Column", "is_key name type_oid type_modifier")
+    (n52,) = table.layout_for([column(False, "n", cat.NUMERIC, (5 << 16 | 2) + 4)])
+    assert (n52.length, n52.scale, n52.not_null, n52.default_expr) == (5, 2, True, "1.5")
+    assert build_converter(n52).from_text("1.50") == "AJY="
+    (same,) = table.layout_for([column(False, "n", cat.NUMERIC, -1)])
+    assert same is unconstrained
 
 
 def test_table_filters(pg_server, pg_db):

@@ -901,6 +901,8 @@ def _array_toast(col: cat.ColumnInfo, s: TypeSettings) -> Any:
         return [s.placeholder_text]
     if name == "_bytea":
         return [b64(s.placeholder_bytes)] if s.binary_mode == "bytes" else None
+    if name == "_date" and s.time_precision_mode in ("connect", "isostring"):
+        return None  # these modes' date converters cannot take the placeholder's bytes: Debezium writes null
     if name in _TOAST_INT_ARRAYS:
         return [b - 256 if b > 127 else b for b in s.placeholder_bytes]  # Java's signed bytes
     if name == "_uuid":
