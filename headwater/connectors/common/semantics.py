@@ -5,7 +5,7 @@
   timestamp of `precision` fraction digits is written ("ms", "us" or "ns" since the epoch or
   midnight, or "iso" for an ISO-8601 string), and `date_schema`, `time_schema`, `timestamp_schema`
   give the Connect schema (`ZONED_TIME` and `ZONED_TIMESTAMP` are the same in every mode);
-  `nanos_from_micros` is the INT64 nanosecond value Debezium computes, refused out of its range;
+  `nanos_from_micros` is the INT64 nanosecond value Debezium computes (None out of its range);
 - decimals: `decimal_schema` (org.apache.kafka.connect.data.Decimal), `VARIABLE_SCALE_DECIMAL`
   and `decimal_mode_schema(mode, scale, precision, variable)` for precise, double and string;
 - binary: `binary_schema(mode)` and `binary_encoder(mode)`: bytes -> the JSON text JsonConverter
@@ -115,19 +115,12 @@ def timestamp_schema(mode: str, precision: int | None) -> Schema:
     return CONNECT_TIMESTAMP if mode == "connect" else _TIMESTAMP_SCHEMAS[timestamp_unit(mode, precision)]
 
 
-class TemporalRangeError(ValueError):
-    """A value outside the INT64 nanosecond range (1677-09-21..2262-04-11): Debezium stops there."""
-
-
-def nanos_from_micros(micros: int, what: str = "value") -> int:
-    """Microseconds as nanoseconds in an INT64, as time.precision.mode=nanoseconds writes them."""
+def nanos_from_micros(micros: int) -> int | None:
+    """Microseconds as the INT64 nanoseconds time.precision.mode=nanoseconds writes; None outside
+    that range (1677-09-21T00:12:43.145224192..2262-04-11T23:47:16.854775807), where Debezium
+    writes null."""
     nanos = micros * 1000
-    if not LONG_MIN <= nanos <= LONG_MAX:
-        raise TemporalRangeError(
-            f"the {what} is outside the range time.precision.mode=nanoseconds can represent "
-            "(1677-09-21T00:12:43.145224192 to 2262-04-11T23:47:16.854775807); Debezium stops here too. "
-            "Use time.precision.mode=microseconds or isostring for such values.")
-    return nanos
+    return nanos if LONG_MIN <= nanos <= LONG_MAX else None
 
 
 # ------------------------------------------------------------------------------------ decimals

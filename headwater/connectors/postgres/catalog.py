@@ -84,7 +84,7 @@ class TypeRegistry:
 
     def domain_chain(self, oid: int) -> tuple[PgType, ...]:
         """The domains from `oid` down to (not including) its root type."""
-        chain = []
+        chain: list[PgType] = []
         t = self.by_oid.get(oid)
         while t is not None and t.typtype == "d" and len(chain) < 64:
             chain.append(t)
