@@ -471,6 +471,9 @@ def test_layout_follows_the_relation_messages_type_modifiers():
     assert build_converter(n52).from_text("1.50") == "AJY="
     (same,) = table.layout_for([column(False, "n", cat.NUMERIC, -1)])
     assert same is unconstrained
+    (older_type,) = table.layout_for([column(False, "n", cat.VARCHAR, 14)])  # before ALTER ... TYPE numeric
+    assert (older_type.typname, older_type.length, older_type.not_null) == ("varchar", 10, True)
+    assert build_converter(older_type).from_text("abc") == "abc"
 
 
 def test_table_filters(pg_server, pg_db):

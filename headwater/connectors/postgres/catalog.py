@@ -208,16 +208,37 @@ class TableSchema:
             if c is not None and c.type_oid == rc.type_oid and c.typmod != rc.type_modifier:
                 c = c.with_typmod(rc.type_modifier)
             elif c is None or c.type_oid != rc.type_oid:
-                c = ColumnInfo(name=rc.name, position=i, type_oid=rc.type_oid, type_name=str(rc.type_oid),
-                               typname=str(rc.type_oid), jdbc_type_name=str(rc.type_oid),
-                               typmod=rc.type_modifier, not_null=False, default_expr=None,
-                               length=jdbc_length(rc.type_oid, rc.type_modifier),
-                               scale=jdbc_scale(rc.type_oid, rc.type_modifier), root_oid=rc.type_oid)
+                c = _message_column(rc, i, c)
             out.append(c)
         return tuple(out)
 
 
+def _message_column(rc: Any, position: int, catalog: ColumnInfo | None) -> ColumnInfo:
+    """A RELATION message column whose type the catalog does not hold (any more): its type from
+    the message (named when it is a built-in scalar type), NOT NULL and the default from the
+    catalog's column of that name, as Debezium takes them."""
+    oid, typmod = rc.type_oid, rc.type_modifier
+    name = BUILTIN_TYPE_NAMES.get(oid, str(oid))
+    length, scale = jdbc_length_scale(oid, typmod)
+    return ColumnInfo(name=rc.name, position=position, type_oid=oid, type_name=name, typname=name,
+                      jdbc_type_name=name, typmod=typmod,
+                      not_null=catalog.not_null if catalog is not None else False,
+                      default_expr=catalog.default_expr if catalog is not None else None,
+                      length=length, scale=scale, root_oid=oid, root_name=name)
+
+
 # ---------------------------------------------------------------------------------------- types
+
+# pg_catalog's scalar types by oid (fixed across PostgreSQL versions), for a RELATION message's
+# column whose type the catalog read no longer shows
+BUILTIN_TYPE_NAMES = {
+    BOOL: "bool", BYTEA: "bytea", CHAR: "char", NAME: "name", INT8: "int8", INT2: "int2", INT4: "int4",
+    TEXT: "text", OID: "oid", 114: "json", 142: "xml", 600: "point", FLOAT4: "float4", FLOAT8: "float8",
+    MONEY: "money", 829: "macaddr", 869: "inet", 650: "cidr", BPCHAR: "bpchar", VARCHAR: "varchar",
+    DATE: "date", TIME: "time", TIMESTAMP: "timestamp", TIMESTAMPTZ: "timestamptz", INTERVAL: "interval",
+    TIMETZ: "timetz", BIT: "bit", VARBIT: "varbit", NUMERIC: "numeric", 2950: "uuid", 3614: "tsvector",
+    3802: "jsonb",
+}
 
 _TYPES_SELECT = """
 SELECT t.oid, t.typname, n.nspname, t.typtype, t.typcategory,
