@@ -452,6 +452,9 @@ def test_new_time_precision_modes():
     iso_date = build_converter(date, TypeSettings(time_precision_mode="isostring"))
     assert (iso_date.from_text("infinity"), iso_date.from_stream_text("infinity")) == \
         ("+292278994-08-16Z", "-5877611-06-21Z")
+    assert iso_date.from_stream_binary(struct.pack("!i", java.INT_MAX)) == "-5877611-06-21Z"
+    assert iso_date.from_stream_binary(struct.pack("!i", -730485)) == "0000-01-01Z"  # 1 BC, proleptic
+    assert iso_date.from_binary(struct.pack("!i", -730485)) == "0001-01-01Z"  # a snapshot loses the era
     time = _col(type_oid=cat.TIME, typname="time", jdbc_type_name="time", root_oid=cat.TIME, root_name="time",
                 scale=6, default_expr="'12:34:56.789'::time without time zone")
     iso_time = build_converter(time, TypeSettings(time_precision_mode="isostring"))

@@ -8,8 +8,8 @@ of many values is Java's:
   `iso_local_timestamp`), and java.util.GregorianCalendar's Julian dates before 1582-10-15
   (`julian_days`);
 - numbers: Integer.parseInt (`java_int`), Math.round (`java_round`), the (long) cast of a double
-  (`d2l`), the (int) cast of a long (`to_int`), BigInteger.toByteArray (`to_byte_array`),
-  BigDecimal's setScale, toPlainString and valueOf(double) (`rescale`, `plain_string`,
+  (`d2l`), the (int) cast of a long (`to_int`), byte[] values (`signed_bytes`),
+  BigInteger.toByteArray (`to_byte_array`), BigDecimal's setScale, toPlainString and valueOf(double) (`rescale`, `plain_string`,
   `plain_stripped`, `java_double_decimal`), and JDK 17's Float.toString and Double.toString
   (`java_float_to_string`, `java_double_to_string`: FloatingDecimal, not always the shortest digits);
 - String.hashCode and java.util.HashMap's iteration order (`java_string_hash`, `hashmap_order`),
@@ -155,6 +155,11 @@ def plain_stripped(d: Decimal, max_scale: int | None = None) -> str:
     if d == 0:
         return "0"
     return format(d.normalize(), "f")
+
+
+def signed_bytes(data: bytes) -> list[int]:
+    """The values of a Java byte[] (signed, -128..127)."""
+    return [b - 256 if b > 127 else b for b in data]
 
 
 def to_int(n: int) -> int:

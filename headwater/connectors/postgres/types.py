@@ -912,7 +912,7 @@ def _array_toast(col: cat.ColumnInfo, s: TypeSettings) -> Any:
     if name == "_date" and s.time_precision_mode in ("connect", "isostring"):
         return None  # these modes' date converters cannot take the placeholder's bytes: Debezium writes null
     if name in _TOAST_INT_ARRAYS:
-        return [b - 256 if b > 127 else b for b in s.placeholder_bytes]  # Java's signed bytes
+        return java.signed_bytes(s.placeholder_bytes)
     if name == "_uuid":
         return [java.name_uuid_from_bytes(s.placeholder_bytes)]
     return None
@@ -1150,13 +1150,10 @@ def build_converter(column: cat.ColumnInfo, settings: TypeSettings | None = None
     if name_is_null:
         stream_binary = stream  # type: ignore[assignment]
     elif column.root_oid == cat.DATE and not column.is_array:
-        def stream_binary(b: bytes) -> int:  # noqa: F811
-            d = pv.bin_int(b)
-            if d == java.INT_MAX:
-                return DATE_POS_INF_STREAM
-            if d == java.INT_MIN:
-                return DATE_NEG_INF_STREAM
-            return d + pv.PG_EPOCH_DAYS
+        stream_binary = _stream_date_binary
+        if s.time_precision_mode == "isostring":
+            def stream_binary(b: bytes) -> Any:  # noqa: F811
+                return _iso_date_value(_stream_date_binary(b))
     return ColumnConverter(
         column=column, settings=s, table_id=table_id, schema=schema, stream_schema=stream_schema,
         from_text=text, from_stream_text=stream, from_binary=binary, from_stream_binary=stream_binary,
@@ -1164,6 +1161,17 @@ def build_converter(column: cat.ColumnInfo, settings: TypeSettings | None = None
         null_value=null_value, toast_placeholder=kind.toast,
         stream_text_as_snapshot=kind.stream is None and not name_is_null,
     )
+
+
+def _stream_date_binary(b: bytes) -> int:
+    """A streamed date_send value as Debezium's streaming path gives its epoch day (proleptic,
+    its own infinities)."""
+    d = pv.bin_int(b)
+    if d == java.INT_MAX:
+        return DATE_POS_INF_STREAM
+    if d == java.INT_MIN:
+        return DATE_NEG_INF_STREAM
+    return d + pv.PG_EPOCH_DAYS
 
 
 def _guard(fn: Callable[[Any], Any], optional: bool, null_value: Any, name: str) -> Callable[[Any], Any]:

@@ -81,6 +81,7 @@ def test_rounding_and_casts():
     assert [java.java_round(x) for x in (2.5, -2.5, -0.5)] == [3, -2, 0]
     assert [java.d2l(x) for x in (1e30, float("nan"), -1e30, -2.9)] == [java.LONG_MAX, 0, java.LONG_MIN, -2]
     assert java.to_int(2**31) == -(2**31) and java.to_int(-1) == -1
+    assert java.signed_bytes(b"\x00\x7f\x80\xff") == [0, 127, -128, -1]
     assert java.java_int("+12") == 12
     with pytest.raises(ValueError):
         java.java_int("2147483648")
