@@ -22,10 +22,12 @@ import json
 import re
 import struct
 import time
+from collections import namedtuple
 from typing import Any
 
 import pytest
 
+from headwater.connectors.common import java
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
 from headwater.connectors.postgres.types import (
@@ -298,42 +300,42 @@ def _col(registry_types: dict[int, cat.PgType] | None = None, **kw) -> cat.Colum
 
 
 def test_byte_arrays_are_javas():
-    assert pv.to_byte_array(0) == b"\x00"
-    assert pv.to_byte_array(127) == b"\x7f"
-    assert pv.to_byte_array(128) == b"\x00\x80"
-    assert pv.to_byte_array(-128) == b"\x80"
-    assert pv.to_byte_array(-129) == b"\xff\x7f"
-    assert pv.to_byte_array(-(2**63)) == b"\x80" + b"\x00" * 7
+    assert java.to_byte_array(0) == b"\x00"
+    assert java.to_byte_array(127) == b"\x7f"
+    assert java.to_byte_array(128) == b"\x00\x80"
+    assert java.to_byte_array(-128) == b"\x80"
+    assert java.to_byte_array(-129) == b"\xff\x7f"
+    assert java.to_byte_array(-(2**63)) == b"\x80" + b"\x00" * 7
 
 
 def test_calendar_round_trips_and_bc_dates():
     for days in (-2440550, -719528, -719162, -141438, -1, 0, 18321, 106762939):
-        assert pv.days_from_civil(*pv.civil_from_days(days)) == days
+        assert java.days_from_civil(*java.civil_from_days(days)) == days
     assert pv.date_days("0001-01-01 BC") == -719528  # year 0, proleptic
     assert pv.date_days_jdbc("0001-01-01 BC") == -719162  # java.sql.Date drops the era
-    assert pv.iso_timestamp_utc(pv.timestamptz_micros("0044-03-15 12:00:00+00 BC"), 0) == "-0043-03-15T12:00:00Z"
-    assert pv.iso_timestamp_utc(pv.timestamptz_micros("10000-01-01 00:00:00+00"), 0) == "+10000-01-01T00:00:00Z"
+    assert java.iso_timestamp_utc(pv.timestamptz_micros("0044-03-15 12:00:00+00 BC"), 0) == "-0043-03-15T12:00:00Z"
+    assert java.iso_timestamp_utc(pv.timestamptz_micros("10000-01-01 00:00:00+00"), 0) == "+10000-01-01T00:00:00Z"
 
 
 def test_timestamptz_offsets_and_fraction_widths():
     us = pv.timestamptz_micros("2020-01-01 08:00:00.12345-03:30")
-    assert pv.iso_timestamp_utc(us, 5) == "2020-01-01T11:30:00.12345Z"
-    assert pv.iso_timestamp_utc(us, 6) == "2020-01-01T11:30:00.123450Z"
-    assert pv.iso_timestamp_utc(pv.timestamptz_micros("1900-01-01 00:00:00+00:19:32"), 0) == \
+    assert java.iso_timestamp_utc(us, 5) == "2020-01-01T11:30:00.12345Z"
+    assert java.iso_timestamp_utc(us, 6) == "2020-01-01T11:30:00.123450Z"
+    assert java.iso_timestamp_utc(pv.timestamptz_micros("1900-01-01 00:00:00+00:19:32"), 0) == \
         "1899-12-31T23:40:28Z"
 
 
 def test_zoned_time_wraps_and_strips_zeros():
     local, off = pv.timetz_parts("24:00:00+01")
-    assert pv.iso_time_utc(local - off * 1_000_000) == "23:00:00Z"
-    assert pv.iso_time_utc(pv.time_micros("13:00:00.120000")) == "13:00:00.12Z"
+    assert java.iso_time_utc(local - off * 1_000_000) == "23:00:00Z"
+    assert java.iso_time_utc(pv.time_micros("13:00:00.120000")) == "13:00:00.12Z"
 
 
 def test_interval_follows_pginterval_and_microduration():
     fields = pv.pginterval("-1 years -2 mons -3 days -04:05:06.789")
     assert fields == (-1, -2, -3, -4, -5, -6.789)
     assert pv.interval_micros(fields) == -37091106789000
-    assert pv.interval_micros(pv.pginterval("178000000 years")) == pv.LONG_MAX  # saturates like Java
+    assert pv.interval_micros(pv.pginterval("178000000 years")) == java.LONG_MAX  # saturates like Java
     assert pv.interval_iso(pv.pginterval("00:00:00.000001")) == "P0Y0M0DT0H0M0.000001S"
     assert pv.interval_iso(pv.pginterval("-1 days +01:00:00")) == "P0Y0M-1DT1H0M0S"
     with pytest.raises(ValueError):
@@ -344,8 +346,8 @@ def test_hstore_follows_java_hashmap_order():
     pairs = pv.parse_hstore('"b"=>"2", "a"=>"1", "Aa"=>NULL, "BB"=>"x\\"y"')
     assert pairs == [("b", "2"), ("a", "1"), ("Aa", None), ("BB", 'x"y')]
     keys = [k for k, _ in pairs]
-    assert [keys[i] for i in pv.hashmap_order(keys)] == ["Aa", "BB", "a", "b"]  # "Aa" and "BB" share a hash (2112)
-    assert pv.jackson_quote("a\u0001\n\"") == '"a\\u0001\\n\\""'
+    assert [keys[i] for i in java.hashmap_order(keys)] == ["Aa", "BB", "a", "b"]  # "Aa" and "BB" share a hash (2112)
+    assert java.jackson_quote("a\u0001\n\"") == '"a\\u0001\\n\\""'
 
 
 def test_arrays_parse_quotes_nulls_bounds_and_nesting():
@@ -362,7 +364,7 @@ def test_copy_text_unescaping():
 
 
 def test_java_double_to_string():
-    assert [pv.java_double_to_string(x) for x in (1.0, 1e7, 1.5e-4, 0.001, 123.456, -2.0, 1e300)] == \
+    assert [java.java_double_to_string(x) for x in (1.0, 1e7, 1.5e-4, 0.001, 123.456, -2.0, 1e300)] == \
         ["1.0", "1.0E7", "1.5E-4", "0.001", "123.456", "-2.0", "1.0E300"]
 
 
@@ -424,6 +426,56 @@ def test_converters_pickle():
                                 root_oid=cat.TIMESTAMPTZ, root_name="timestamptz", scale=6))
     again = pickle.loads(pickle.dumps(conv))
     assert again.from_text("2020-01-01 08:00:00+00") == "2020-01-01T08:00:00.000000Z"
+
+
+def test_new_time_precision_modes():
+    ts = _col(type_oid=cat.TIMESTAMP, typname="timestamp", jdbc_type_name="timestamp", root_oid=cat.TIMESTAMP,
+              root_name="timestamp", scale=3)
+    iso = build_converter(ts, TypeSettings(time_precision_mode="isostring"))
+    assert iso.schema.name == "io.debezium.time.IsoTimestamp"
+    assert iso.from_text("0001-01-01 00:00:00.5 BC") == "0000-01-01T00:00:00.5Z"
+    assert iso.from_text("infinity") == "+294247-01-10T04:00:25.2Z"  # pgjdbc's infinity, in microseconds
+    micro = build_converter(ts, TypeSettings(time_precision_mode="microseconds"))
+    assert micro.schema.name == "io.debezium.time.MicroTimestamp"  # whatever the column's precision
+    assert micro.from_text("1970-01-01 00:00:00.001") == 1000
+    nano = build_converter(ts, TypeSettings(time_precision_mode="nanoseconds"))
+    assert nano.from_text("2262-04-11 23:47:16.854") == 9223372036854000000
+    assert nano.from_binary(struct.pack("!q", 0)) == 946684800 * 10**9
+    assert nano.from_text("infinity") == java.LONG_MAX
+    strict = build_converter(_col(**{**ts.__dict__, "not_null": True}), TypeSettings(time_precision_mode="nanoseconds"))
+    for value in ("2262-04-12 00:00:00", "1677-09-21 00:00:00"):  # outside INT64 nanoseconds
+        assert nano.from_text(value) is None
+        with pytest.raises(ConversionError):
+            strict.from_text(value)
+    date = _col(type_oid=cat.DATE, typname="date", jdbc_type_name="date", root_oid=cat.DATE, root_name="date")
+    iso_date = build_converter(date, TypeSettings(time_precision_mode="isostring"))
+    assert (iso_date.from_text("infinity"), iso_date.from_stream_text("infinity")) == \
+        ("+292278994-08-16Z", "-5877611-06-21Z")
+    assert iso_date.from_stream_binary(struct.pack("!i", java.INT_MAX)) == "-5877611-06-21Z"
+    assert iso_date.from_stream_binary(struct.pack("!i", -730485)) == "0000-01-01Z"  # 1 BC, proleptic
+    assert iso_date.from_binary(struct.pack("!i", -730485)) == "0001-01-01Z"  # a snapshot loses the era
+    time = _col(type_oid=cat.TIME, typname="time", jdbc_type_name="time", root_oid=cat.TIME, root_name="time",
+                scale=6, default_expr="'12:34:56.789'::time without time zone")
+    iso_time = build_converter(time, TypeSettings(time_precision_mode="isostring"))
+    assert (iso_time.from_text("24:00:00"), iso_time.schema.default) == ("00:00:00Z", "12:34:56.789Z")
+    assert build_converter(time, TypeSettings(time_precision_mode="nanoseconds")).from_text("24:00:00") == \
+        86_400 * 10**9
+
+
+def test_layout_follows_the_relation_messages_type_modifiers():
+    unconstrained = _col(name="n", type_oid=cat.NUMERIC, typname="numeric", jdbc_type_name="numeric",
+                         root_oid=cat.NUMERIC, root_name="numeric", length=0, scale=None, not_null=True,
+                         default_expr="1.5")
+    table = cat.TableSchema("public", "t", 1, (unconstrained,))
+    column = namedtuple("Column", "is_key name type_oid type_modifier")
+    (n52,) = table.layout_for([column(False, "n", cat.NUMERIC, (5 << 16 | 2) + 4)])
+    assert (n52.length, n52.scale, n52.not_null, n52.default_expr) == (5, 2, True, "1.5")
+    assert build_converter(n52).from_text("1.50") == "AJY="
+    (same,) = table.layout_for([column(False, "n", cat.NUMERIC, -1)])
+    assert same is unconstrained
+    (older_type,) = table.layout_for([column(False, "n", cat.VARCHAR, 14)])  # before ALTER ... TYPE numeric
+    assert (older_type.typname, older_type.length, older_type.not_null) == ("varchar", 10, True)
+    assert build_converter(older_type).from_text("abc") == "abc"
 
 
 def test_table_filters(pg_server, pg_db):
