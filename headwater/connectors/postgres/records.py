@@ -21,6 +21,7 @@ import orjson
 
 from headwater import __version__
 from headwater.config.properties import ConnectorConfig
+from headwater.connectors.common.topics import TopicNames
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import ColumnInfo, TableFilters, TableSchema
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
@@ -68,8 +69,7 @@ NEWKEY, OLDKEY = "__debezium.newkey", "__debezium.oldkey"
 class EventContext:
     """The configuration every event needs (picklable)."""
 
-    prefix: str
-    delimiter: str
+    topics: TopicNames
     dbname: str
     types: TypeSettings
     columns: ColumnOptions
@@ -78,8 +78,6 @@ class EventContext:
     skipped: frozenset[str]
     skip_unchanged: bool
     transaction_metadata: bool
-    transaction_topic: str
-    heartbeat_topic: str
     heartbeat_interval_ms: int
     heartbeat_query: str | None
     message_include: tuple[re.Pattern[str], ...]
@@ -93,18 +91,14 @@ class EventContext:
     def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,
                     replace_null_with_default: bool = True) -> EventContext:
         skipped = cfg["skipped.operations"] or []
-        prefix = cfg["topic.prefix"]
-        delim = cfg["topic.delimiter"]
         return cls(
-            prefix=prefix, delimiter=delim, dbname=cfg["database.dbname"],
+            topics=TopicNames.from_config(cfg), dbname=cfg["database.dbname"],
             types=TypeSettings.from_config(cfg), columns=ColumnOptions.from_config(cfg),
             filters=TableFilters.from_config(cfg),
             tombstones=cfg["tombstones.on.delete"],
             skipped=frozenset(s for s in skipped if s != "none"),
             skip_unchanged=cfg["skip.messages.without.change"],
             transaction_metadata=cfg["provide.transaction.metadata"],
-            transaction_topic=f"{prefix}{delim}{cfg['topic.transaction']}",
-            heartbeat_topic=f"{cfg['topic.heartbeat.prefix']}{delim}{prefix}",
             heartbeat_interval_ms=cfg["heartbeat.interval.ms"],
             heartbeat_query=cfg.get("heartbeat.action.query"),
             message_include=tuple(re.compile(p) for p in cfg.get("message.prefix.include.list") or ()),
@@ -119,8 +113,16 @@ class EventContext:
 
         return replace(self, schemas_enable=schemas_enable, replace_null_with_default=replace_null_with_default)
 
+    @property
+    def prefix(self) -> str:
+        return self.topics.prefix
+
+    @property
+    def delimiter(self) -> str:
+        return self.topics.delimiter
+
     def topic(self, schema: str, table: str) -> str:
-        return f"{self.prefix}{self.delimiter}{schema}{self.delimiter}{table}"
+        return self.topics.data(schema, table)
 
     def message_included(self, prefix: str) -> bool:
         if self.message_include:
@@ -264,6 +266,15 @@ def now_ts() -> tuple[int, int, int]:
     return ns // 1_000_000, ns // 1_000, ns
 
 
+def _java_bucket(name: str, capacity: int) -> int:
+    """The bucket of a Java `HashMap` of `capacity` buckets that the string `name` falls in."""
+    h = 0
+    units = name.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
 @dataclass
 class TxnCounters:
     """Transaction metadata counters (Debezium's total_order / data_collection_order)."""
@@ -276,6 +287,16 @@ class TxnCounters:
         n = self.per_collection.get(collection, 0) + 1
         self.per_collection[collection] = n
         return self.total, n
+
+    def in_java_order(self) -> list[tuple[str, int]]:
+        """The per-collection counts in the order Debezium writes them: the iteration order of the
+        Java `HashMap` it keeps them in (by bucket of the name's hash, then insertion order)."""
+        capacity = 16
+        while len(self.per_collection) > capacity * 3 // 4:
+            capacity *= 2
+        items = list(self.per_collection.items())
+        order = sorted(range(len(items)), key=lambda i: (_java_bucket(items[i][0], capacity), i))
+        return [items[i] for i in order]
 
     def to_json(self) -> dict:
         return {"total": self.total, "per_collection": dict(self.per_collection)}
@@ -380,15 +401,15 @@ class RecordMaker:
     # ---- transaction metadata
     def begin(self, xid: int, lsn: int, ts_us: int, version: int) -> None:
         tid = f"{xid}:{lsn}"
-        self.out.append(self.ctx.transaction_topic, self.txn_key.dumps({"id": tid}),
+        self.out.append(self.ctx.topics.transaction(), self.txn_key.dumps({"id": tid}),
                         self.txn_value.dumps({"status": "BEGIN", "id": tid, "event_count": None,
                                               "data_collections": None, "ts_ms": ts_us // 1000}),
                         None, version, ts_us)
 
     def end(self, xid: int, lsn: int, ts_us: int, counters: TxnCounters, version: int) -> None:
         tid = f"{xid}:{lsn}"
-        collections = [{"data_collection": k, "event_count": v} for k, v in counters.per_collection.items()]
-        self.out.append(self.ctx.transaction_topic, self.txn_key.dumps({"id": tid}),
+        collections = [{"data_collection": k, "event_count": v} for k, v in counters.in_java_order()]
+        self.out.append(self.ctx.topics.transaction(), self.txn_key.dumps({"id": tid}),
                         self.txn_value.dumps({"status": "END", "id": tid, "event_count": counters.total,
                                               "data_collections": collections, "ts_ms": ts_us // 1000}),
                         None, version, ts_us)
@@ -396,7 +417,7 @@ class RecordMaker:
     def heartbeat(self, ts_ms: int, version: int) -> None:
         key = Serializer(HEARTBEAT_KEY, self.ctx.schemas_enable).dumps({"serverName": self.ctx.prefix})
         value = Serializer(HEARTBEAT_VALUE, self.ctx.schemas_enable).dumps({"ts_ms": ts_ms})
-        self.out.append(self.ctx.heartbeat_topic, key, value, None, version, ts_ms * 1000)
+        self.out.append(self.ctx.topics.heartbeat(), key, value, None, version, ts_ms * 1000)
 
 
 MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey",
