@@ -22,9 +22,10 @@ import orjson
 import pyarrow as pa
 
 from headwater.config.properties import validate_connector
+from headwater.connectors.common.records import table_records as table_events
 from headwater.connectors.postgres.catalog import read_table
 from headwater.connectors.postgres.connection import ConnectionParams, connect
-from headwater.connectors.postgres.records import EventContext, table_events
+from headwater.connectors.postgres.records import EventContext
 from headwater.spark.parquet import META, RowImages, arrow_type
 
 ROW_OPS = ("c", "u", "d", "r")

@@ -23,7 +23,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from numpy.lib.stride_tricks import sliding_window_view
 
-from headwater.connectors.postgres.records import RecordMaker, TableEvents, ValueColumn, now_ts
+from headwater.connectors.common.records import TableRecords, ValueColumn, now_ts
+from headwater.connectors.postgres.records import RecordMaker
 from headwater.events.arrays import (
     binary_array,
     binary_scalar,
@@ -268,7 +269,7 @@ def _join(parts: list) -> pa.Array:
     return pc.binary_join_element_wise(*(lit(p) for p in merged), lit(b""))
 
 
-def encode_block(te: TableEvents, columns: Sequence[pa.Array], source: pa.Array, op: str,
+def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array, op: str,
                  version: int | np.ndarray, ts_us: int | np.ndarray) -> pa.RecordBatch:
     """Insert-shaped events (no before image) for rows whose values, in the table's layout order,
     are `columns`, with each row's `source` block JSON, commit version and commit time."""
@@ -312,7 +313,7 @@ def encode_block(te: TableEvents, columns: Sequence[pa.Array], source: pa.Array,
 class SnapshotBlockEncoder:
     """Turns blocks of one table's snapshot rows into Arrow record batches of change events."""
 
-    def __init__(self, te: TableEvents, maker: RecordMaker, *, lsn: int, txid: int, ts_us: int, sequence: str,
+    def __init__(self, te: TableRecords, maker: RecordMaker, *, lsn: int, txid: int, ts_us: int, sequence: str,
                  version: int):
         self.te = te
         self.ts_us, self.version = ts_us, version
@@ -332,7 +333,7 @@ def _decimal_text(v: np.ndarray) -> pa.Array:
     return int64_array(v).cast(pa.string()).cast(pa.binary())
 
 
-def stream_sources(maker: RecordMaker, te: TableEvents, ts_us: np.ndarray, txid: np.ndarray,
+def stream_sources(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, txid: np.ndarray,
                    last_commit: np.ndarray, lsn: np.ndarray) -> pa.Array:
     """The `source` blocks of streamed events: commit time, transaction id, the previous commit's
     LSN (-1: none) and the event's LSN per row; `source.sequence` is `["<last commit>","<lsn>"]`."""

@@ -20,6 +20,9 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.common.records import TableRecords as TableEvents
+from headwater.connectors.common.records import TxnCounters
+from headwater.connectors.common.records import table_records as table_events
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
@@ -28,13 +31,7 @@ from headwater.connectors.postgres.connection import ConnectionParams, Reconnect
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition, lsn_text
-from headwater.connectors.postgres.records import (
-    EventContext,
-    RecordMaker,
-    TableEvents,
-    TxnCounters,
-    table_events,
-)
+from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.replication import DATA_KINDS, ReplicationReader, Txn
 from headwater.events.batch import ArrowEvents, EventBatch, Events
 
@@ -276,7 +273,7 @@ class SliceDecoder:
                     continue
                 src = maker.source(te, ts, "false", seq, xid, lsn)
                 block = _txn_block(counters, te, xid, lsn)
-                maker.out.append(te.topic, None, maker_truncate(maker, te, src, block), "t", version, ts)
+                maker.truncate(te, src, block, version, ts)
             return
         te = self.table(msg.relation_oid)
         if te is None:
@@ -330,12 +327,6 @@ def _txn_block(counters: TxnCounters | None, te: TableEvents, xid: int | None, l
         return None
     total, per = counters.next(te.collection)
     return {"id": f"{xid}:{lsn}", "total_order": total, "data_collection_order": per}
-
-
-def maker_truncate(maker: RecordMaker, te: TableEvents, source, block) -> str:
-    ms, us, ns = maker.clock()
-    return te.value_out.dumps({"before": None, "after": None, "source": source, "transaction": block,
-                               "op": "t", "ts_ms": ms, "ts_us": us, "ts_ns": ns})
 
 
 def emit_message(maker: RecordMaker, msg, lsn: int, xid: int | None, ts: int, seq: str, version: int) -> None:
