@@ -9,9 +9,10 @@ import pyarrow as pa
 import pytest
 
 from headwater.config.properties import validate_connector
+from headwater.connectors.common.columnar import SnapshotBlockEncoder
 from headwater.connectors.common.records import table_records
 from headwater.connectors.postgres import catalog as cat
-from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
+from headwater.connectors.postgres.columnar import read_csv_blocks
 from headwater.connectors.postgres.pgvalues import unescape_copy_text
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.events.batch import EventBatch

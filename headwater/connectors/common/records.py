@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
@@ -98,11 +98,14 @@ class ColumnConverter(Protocol):
 @dataclass(frozen=True, kw_only=True)
 class RecordContext:
     """The configuration every record needs (picklable). A connector subclasses it: its settings,
-    its column types (`converter`, `text_kind`), its `connector` name, `source_schema` and `unavailable` marker."""
+    its column types (`converter`, `text_kind`, `text_kernels`), its `connector` name, `source_schema`
+    and `unavailable` marker."""
 
     connector: ClassVar[str]
     source_schema: ClassVar[Schema]
     unavailable: ClassVar[object] = NEVER  # the marker of a value the source did not send
+    # column-wise JSON kernels by text kind (common/columnar.py); a kind without one goes row by row
+    text_kernels: ClassVar[Mapping[str, Callable[..., Any]]] = {}
 
     topics: TopicNames
     dbname: str
@@ -376,6 +379,11 @@ class RecordMaker:
         """The `source` block's JSON as constant pieces between the names of its open slots
         (`ts_ms`, `sequence`, `ts_us`, `ts_ns`, then the connector's), in order."""
         return self.source_info.pieces(snapshot, self.source_tail(t, schema, table))
+
+    def snapshot_source(self, t: TableRecords, ts_us: int, marker: str, position: Mapping[str, Any]) -> bytes:
+        """The JSON `source` block of a snapshot row of `t` with the `source.snapshot` `marker`, at
+        the snapshot's time and (connector-specific) position."""
+        raise NotImplementedError
 
     def fixed_source(self, t: TableRecords | None, snapshot: str, ts_us: int, values: dict[str, bytes],
                      schema: str | None = None, table: str | None = None) -> SourceTemplate:

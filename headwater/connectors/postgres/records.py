@@ -11,6 +11,7 @@ message records (`pg_logical_emit_message`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -21,6 +22,7 @@ from headwater.connectors.common import records as common
 from headwater.connectors.common.records import RecordContext, TableRecords, TxnCounters
 from headwater.connectors.common.source_info import Piece, SourceTemplate, source_schema
 from headwater.connectors.postgres.catalog import ColumnInfo, table_filters
+from headwater.connectors.postgres.columnar import PG_KERNELS
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.types import (
     ColumnConverter,
@@ -49,6 +51,7 @@ class EventContext(RecordContext):
     connector: ClassVar[str] = "postgresql"
     source_schema: ClassVar[Schema] = SOURCE_SCHEMA
     unavailable: ClassVar[object] = UNCHANGED_TOAST
+    text_kernels: ClassVar[Mapping[str, Callable[..., Any]]] = PG_KERNELS
 
     types: TypeSettings
     message_include: tuple[re.Pattern[str], ...]
@@ -106,6 +109,10 @@ class RecordMaker(common.RecordMaker):
             self._src_key = key
             self._src = self.fixed_source(t, snapshot, ts_us, {"txId": orjson.dumps(txid)}, schema, table)
         return self._src.render(orjson.dumps(sequence), orjson.dumps(lsn))
+
+    def snapshot_source(self, t: TableRecords, ts_us: int, marker: str, position: Mapping[str, Any]) -> bytes:
+        """`position`: the snapshot's `lsn`, `txid` and `sequence`."""
+        return self.source_bytes(t, ts_us, marker, position["sequence"], position["txid"], position["lsn"])
 
     def snapshot_row(self, t: TableRecords, values: Any, marker: str, lsn: int, txid: int, ts_us: int,
                      sequence: str, version: int) -> None:

@@ -24,12 +24,13 @@ from psycopg2 import sql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.common.columnar import SnapshotBlockEncoder
 from headwater.connectors.common.filters import matches_any
 from headwater.connectors.common.records import table_records as table_events
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
-from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
+from headwater.connectors.postgres.columnar import read_csv_blocks
 from headwater.connectors.postgres.connection import ConnectionParams, connect
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.slots import lsn_int

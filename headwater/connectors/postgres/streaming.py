@@ -20,13 +20,14 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.common.columnar import encode_block
 from headwater.connectors.common.records import TableRecords as TableEvents
 from headwater.connectors.common.records import TxnCounters
 from headwater.connectors.common.records import table_records as table_events
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
-from headwater.connectors.postgres.columnar import encode_block, stream_sources
+from headwater.connectors.postgres.columnar import stream_sources
 from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
