@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -96,7 +97,7 @@ class ColumnConverter(Protocol):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecordContext:
+class RecordContext(ABC):
     """The configuration every record needs (picklable). A connector subclasses it: its settings,
     its column types (`converter`, `text_kind`, `text_kernels`), its `connector` name, `source_schema`
     and `unavailable` marker."""
@@ -141,10 +142,10 @@ class RecordContext:
             replace_null_with_default=replace_null_with_default,
         )
 
+    @abstractmethod
     def converter(self, column: Any, collection: str) -> ColumnConverter | None:
         """The converter of `column` of `collection` ('schema.table'), None when Debezium leaves the
         column out of its records."""
-        raise NotImplementedError
 
     def text_kind(self, conv: Any, streaming: bool) -> tuple[str, int] | None:
         """How the column's text maps to its JSON without a Python object (see common/columnar.py),
@@ -357,7 +358,7 @@ class Clock:
         return self.now
 
 
-class RecordMaker:
+class RecordMaker(ABC):
     """Appends Debezium records to an `EventBatch`. A connector's subclass says what its `source`
     tail holds (`source_tail`) and fills the block's open slots."""
 
@@ -370,9 +371,9 @@ class RecordMaker:
         self.source_info = SourceInfo(ctx.connector, ctx.prefix, ctx.dbname)
 
     # ---- source block
+    @abstractmethod
     def source_tail(self, t: TableRecords | None, schema: str | None, table: str | None) -> list[Piece]:
         """The connector's fields of the `source` block as pieces (constant JSON and slot names)."""
-        raise NotImplementedError
 
     def source_template(self, t: TableRecords | None, snapshot: str, schema: str | None = None,
                         table: str | None = None) -> list[Piece]:
@@ -380,10 +381,10 @@ class RecordMaker:
         (`ts_ms`, `sequence`, `ts_us`, `ts_ns`, then the connector's), in order."""
         return self.source_info.pieces(snapshot, self.source_tail(t, schema, table))
 
+    @abstractmethod
     def snapshot_source(self, t: TableRecords, ts_us: int, marker: str, position: Mapping[str, Any]) -> bytes:
         """The JSON `source` block of a snapshot row of `t` with the `source.snapshot` `marker`, at
         the snapshot's time and (connector-specific) position."""
-        raise NotImplementedError
 
     def fixed_source(self, t: TableRecords | None, snapshot: str, ts_us: int, values: dict[str, bytes],
                      schema: str | None = None, table: str | None = None) -> SourceTemplate:
