@@ -129,7 +129,7 @@ class RecordContext(ABC):
         """The fields of this class from Debezium's common properties (for a subclass's constructor)."""
         skipped = cfg["skipped.operations"] or []
         return dict(
-            topics=TopicNames.from_config(cfg), dbname=cfg["database.dbname"],
+            topics=TopicNames.from_config(cfg), dbname=cfg.get("database.dbname") or "",
             columns=ColumnOptions.from_config(cfg), filters=filters,
             tombstones=cfg["tombstones.on.delete"],
             skipped=frozenset(s for s in skipped if s != "none"),
@@ -379,7 +379,11 @@ class RecordMaker(ABC):
                         table: str | None = None) -> list[Piece]:
         """The `source` block's JSON as constant pieces between the names of its open slots
         (`ts_ms`, `sequence`, `ts_us`, `ts_ns`, then the connector's), in order."""
-        return self.source_info.pieces(snapshot, self.source_tail(t, schema, table))
+        return self.source_info.pieces(snapshot, self.source_tail(t, schema, table), self.source_db(t))
+
+    def source_db(self, t: TableRecords | None) -> str | None:
+        """The `source.db` of `t`'s records, None for the connector's database (`database.dbname`)."""
+        return None
 
     @abstractmethod
     def snapshot_source(self, t: TableRecords, ts_us: int, marker: str, position: Mapping[str, Any]) -> bytes:

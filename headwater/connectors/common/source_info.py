@@ -87,9 +87,10 @@ class SourceInfo:
                       + b',"name":' + orjson.dumps(server_name) + b',"ts_ms":')
         self._db = orjson.dumps(db)
 
-    def pieces(self, snapshot: str, tail: Sequence[Piece]) -> list[Piece]:
+    def pieces(self, snapshot: str, tail: Sequence[Piece], db: str | None = None) -> list[Piece]:
         """The block as pieces: the common fields (slots `ts_ms`, `sequence` (JSON: a string or
-        null), `ts_us`, `ts_ns`), then the connector's `tail` (pieces that start with `,` and end
-        with `}`)."""
-        return [self._head, "ts_ms", b',"snapshot":' + orjson.dumps(snapshot) + b',"db":' + self._db
+        null), `ts_us`, `ts_ns`; `db` the connector's database unless given, as MySQL's per table),
+        then the connector's `tail` (pieces that start with `,` and end with `}`)."""
+        db_json = self._db if db is None else orjson.dumps(db)
+        return [self._head, "ts_ms", b',"snapshot":' + orjson.dumps(snapshot) + b',"db":' + db_json
                 + b',"sequence":', "sequence", b',"ts_us":', "ts_us", b',"ts_ns":', "ts_ns", *tail]

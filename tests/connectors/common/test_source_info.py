@@ -52,3 +52,9 @@ def test_template_fills_slots_and_leaves_the_rest_open():
     assert orjson.loads(t.render(b"[1]")) == {
         "version": SOURCE_VERSION, "connector": "c", "name": "n", "ts_ms": 2000, "snapshot": "true", "db": 'd"b',
         "sequence": None, "ts_us": 2_000_001, "ts_ns": 2_000_001_000, "x": [1]}
+
+
+def test_db_per_table_where_a_connector_says_so():
+    pieces = SourceInfo("mysql", "n", "ignored").pieces("false", [b"}"], db="inventory")
+    block = orjson.loads(SourceTemplate(pieces, {**time_values(0), "sequence": b"null"}).render())
+    assert block["db"] == "inventory"
