@@ -56,6 +56,16 @@ def hash_masker(algorithm: str, salt: str, v2: bool, length: int | None) -> Mask
     return mask
 
 
+def _truncator(n: int) -> Masker:
+    """`column.truncate.to.<n>.chars`: a value cut to `n` characters, null kept."""
+    return lambda v: v if v is None or len(v) <= n else v[:n]
+
+
+def _masker(n: int) -> Masker:
+    """`column.mask.with.<n>.chars`: `n` asterisks in place of any value, null too."""
+    return lambda v: "*" * n
+
+
 @dataclass(frozen=True)
 class ColumnOptions:
     """The compiled column options of one connector configuration (picklable)."""
@@ -115,11 +125,11 @@ class ColumnOptions:
         params: dict[str, str] = {}
         for n, pats in self.truncate:
             if matches(pats, fq_column):
-                out.append(lambda v, n=n: v if v is None or len(v) <= n else v[:n])
+                out.append(_truncator(n))
                 params["truncateLength"] = str(n)
         for n, pats in self.mask_chars:
             if matches(pats, fq_column):
-                out.append(lambda v, n=n: "*" * n)
+                out.append(_masker(n))
                 params["masked"] = "true"
         for alg, salt, v2, pats in self.mask_hash:
             if matches(pats, fq_column):

@@ -12,8 +12,7 @@ Debezium's schemas depend on it: `length` and `scale` are pgjdbc's COLUMN_SIZE a
 friends for integer columns whose default calls nextval()).
 
 `list_tables` applies Debezium's `schema.include.list` / `schema.exclude.list` /
-`table.include.list` / `table.exclude.list` (`TableFilters`): comma-separated regular expressions,
-matched case-insensitively against the whole schema name or the whole `schema.table` name; system
+`table.include.list` / `table.exclude.list` (`TableFilters` of connectors/common/filters.py); system
 schemas (pg_catalog, information_schema, pg_temp*) and PostGIS's spatial_ref_sys are never captured.
 `CatalogCache` keeps tables by oid for the streaming side and re-reads a table when a pgoutput
 RELATION message no longer matches it (Debezium's schema.refresh.mode=columns_diff).
@@ -21,10 +20,11 @@ RELATION message no longer matches it (Debezium's schema.refresh.mode=columns_di
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from headwater.connectors.common.filters import SystemTables, TableFilters
 
 UNKNOWN_LENGTH = 2147483647  # pgjdbc's length for types without a length modifier
 VARIABLE_NUMERIC_LENGTH = 131089  # pgjdbc's COLUMN_SIZE for numeric without precision
@@ -488,61 +488,12 @@ def read_table(conn: Any, schema: str, name: str, registry: TypeRegistry | None 
 
 # ------------------------------------------------------------------------------------ filters
 
-
-def _patterns(values: Iterable[str] | str | None) -> tuple[re.Pattern[str], ...] | None:
-    if values is None:
-        return None
-    if isinstance(values, str):
-        values = values.split(",")
-    compiled = tuple(re.compile(v.strip(), re.IGNORECASE) for v in values if v and v.strip())
-    return compiled or None
+PG_SYSTEM = SystemTables(SYSTEM_SCHEMAS, ("pg_temp",), SYSTEM_TABLES)
 
 
-def matches_any(patterns: Iterable[str] | str, name: str) -> bool:
-    """Whether `name` matches one of Debezium's list-property regexes (whole name, case-insensitive)."""
-    return any(p.fullmatch(name) for p in _patterns(patterns) or ())
-
-
-@dataclass(frozen=True)
-class TableFilters:
-    """Debezium's schema/table include and exclude lists (anchored, case-insensitive regexes)."""
-
-    schema_include: tuple[re.Pattern[str], ...] | None = None
-    schema_exclude: tuple[re.Pattern[str], ...] | None = None
-    table_include: tuple[re.Pattern[str], ...] | None = None
-    table_exclude: tuple[re.Pattern[str], ...] | None = None
-
-    @classmethod
-    def from_config(cls, props: Mapping[str, Any] | Any) -> TableFilters:
-        """From a ConnectorConfig or a plain dict of properties."""
-        def get(name: str) -> Any:
-            try:
-                return props.get(name)
-            except KeyError:
-                return None
-
-        return cls(_patterns(get("schema.include.list")), _patterns(get("schema.exclude.list")),
-                   _patterns(get("table.include.list")), _patterns(get("table.exclude.list")))
-
-    from_properties = from_config
-
-    @staticmethod
-    def is_system(schema: str, table: str) -> bool:
-        low = schema.lower()
-        return low in SYSTEM_SCHEMAS or low.startswith("pg_temp") or table.lower() in SYSTEM_TABLES
-
-    def includes(self, schema: str, table: str) -> bool:
-        """Whether Debezium captures `schema`.`table`."""
-        if self.is_system(schema, table):
-            return False
-        if self.schema_include is not None and not any(p.fullmatch(schema) for p in self.schema_include):
-            return False
-        if self.schema_exclude is not None and any(p.fullmatch(schema) for p in self.schema_exclude):
-            return False
-        full = f"{schema}.{table}"
-        if self.table_include is not None and not any(p.fullmatch(full) for p in self.table_include):
-            return False
-        return not (self.table_exclude is not None and any(p.fullmatch(full) for p in self.table_exclude))
+def table_filters(props: Mapping[str, Any] | Any = None) -> TableFilters:
+    """The table filters of a configuration (or none), with PostgreSQL's system tables left out."""
+    return TableFilters.from_config(props or {}, PG_SYSTEM)
 
 
 @dataclass(frozen=True, order=True)
@@ -565,10 +516,8 @@ WHERE c.relkind IN ('r', 'p') ORDER BY 2, 3
 
 def list_tables(conn: Any, filters: TableFilters | Mapping[str, Any] | None = None) -> list[TableId]:
     """The tables and partitioned tables the filters capture, sorted by schema and name."""
-    if filters is None:
-        filters = TableFilters()
-    elif not isinstance(filters, TableFilters):
-        filters = TableFilters.from_config(filters)
+    if not isinstance(filters, TableFilters):
+        filters = table_filters(filters)
     return [TableId(oid, s, t) for oid, s, t in _query(conn, _TABLE_NAMES_SQL) if filters.includes(s, t)]
 
 
@@ -587,7 +536,7 @@ class CatalogCache:
     def __init__(self, connection: Any, filters: TableFilters | None = None):
         self._factory = connection
         self._conn: Any = None
-        self.filters = filters or TableFilters()
+        self.filters = filters or table_filters()
         self.registry: TypeRegistry | None = None
         self.tables: dict[int, TableSchema | None] = {}
 

@@ -24,12 +24,15 @@ from psycopg2 import sql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.common.columnar import SnapshotBlockEncoder
+from headwater.connectors.common.filters import matches_any
+from headwater.connectors.common.records import table_records
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
-from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
+from headwater.connectors.postgres.columnar import read_csv_blocks
 from headwater.connectors.postgres.connection import ConnectionParams, connect
-from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
+from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.streaming import sequence
 from headwater.events.arrays import lit
@@ -103,7 +106,7 @@ def plan_snapshot(params: ConnectionParams, snapshot_name: str, lsn: int, tables
             planned: list[tuple[TableSchema, list[tuple[int | None, int | None]], str | None, str | None, str | None]] = []
             for t in sorted(schemas, key=lambda s: snapshot_order(s, cfg.get("table.include.list"))):
                 fq = f"{t.schema}.{t.name}"
-                if only and not catalog.matches_any(only, fq):
+                if only and not matches_any(only, fq):
                     continue
                 override = overrides.get(fq)
                 if override:
@@ -148,7 +151,7 @@ def snapshot_order(table: TableSchema, include: list[str] | None) -> tuple[int, 
     fq = f"{table.schema}.{table.name}"
     if include:
         for i, pattern in enumerate(include):
-            if catalog.matches_any([pattern], fq):
+            if matches_any([pattern], fq):
                 return i, fq
         return len(include), fq
     return 0, fq
@@ -255,7 +258,7 @@ class _Blocks:
     def __init__(self, chunk: SnapshotChunk):
         self.chunk = chunk
         ctx = chunk.ctx
-        te = table_events(ctx, chunk.table, chunk.table.columns, streaming=False)
+        te = table_records(ctx, chunk.table, chunk.table.columns, streaming=False)
         info = chunk.info
         self.encoder = SnapshotBlockEncoder(te, RecordMaker(ctx, EventBatch()), lsn=info.lsn, txid=info.txid,
                                             ts_us=info.ts_us, sequence=sequence(None, info.lsn),

@@ -30,6 +30,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.common.records import table_records
 from headwater.connectors.postgres import catalog, slots
 from headwater.connectors.postgres.connection import (
     ConnectionParams,
@@ -47,7 +48,7 @@ from headwater.connectors.postgres.positions import (
     lsn_text,
     phase,
 )
-from headwater.connectors.postgres.records import EventContext, table_events
+from headwater.connectors.postgres.records import EventContext
 from headwater.connectors.postgres.replication import ReplicationReader
 from headwater.connectors.postgres.snapshot import plan_snapshot
 from headwater.connectors.postgres.streaming import StreamPlanner
@@ -310,7 +311,7 @@ class PostgresSource(SourceConnector):
     def table_schema(self, table: str) -> tuple[str, dict]:
         schema, _, name = table.rpartition(".")
         found = catalog.read_table(self._connection(), schema or "public", name)
-        events = table_events(self.context, found, found.columns, streaming=True)
+        events = table_records(self.context, found, found.columns, streaming=True)
         return events.topic, events.value_schema.to_json()
 
     def status(self, offset: Offset | None) -> dict[str, Any]:

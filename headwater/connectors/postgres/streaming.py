@@ -17,23 +17,19 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.common.columnar import encode_block
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import Planner, pack, unpack
+from headwater.connectors.common.records import TableRecords, TxnCounters, table_records
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
-from headwater.connectors.postgres.columnar import encode_block, stream_sources
+from headwater.connectors.postgres.columnar import stream_sources
 from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition
-from headwater.connectors.postgres.records import (
-    EventContext,
-    RecordMaker,
-    TableEvents,
-    TxnCounters,
-    table_events,
-)
+from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.replication import DATA_KINDS, PgoutputKinds, ReplicationReader
 from headwater.events.batch import ArrowEvents, EventBatch, Events
 
@@ -74,14 +70,14 @@ class InsertRun:
 
     def clear(self) -> None:
         self.oid: bytes | None = None
-        self.te: TableEvents | None = None
+        self.te: TableRecords | None = None
         self.ncols = 0
         self.payloads: list[bytes] = []
         self.lsns: list[int] = []
         # (first message, segment, its transaction id, last commit)
         self.segments: list[tuple[int, Segment, int, int | None]] = []
 
-    def start(self, oid: bytes, te: TableEvents, ncols: int) -> None:
+    def start(self, oid: bytes, te: TableRecords, ncols: int) -> None:
         self.oid, self.te, self.ncols = oid, te, ncols
 
     def add(self, payload: bytes, lsn: int, seg: Segment, xid: int, last_commit: int | None) -> None:
@@ -90,7 +86,7 @@ class InsertRun:
         self.payloads.append(payload)
         self.lsns.append(lsn)
 
-    def encode(self, maker: RecordMaker, te: TableEvents, columns: list) -> pa.RecordBatch:
+    def encode(self, maker: RecordMaker, te: TableRecords, columns: list) -> pa.RecordBatch:
         """The run's create events (of table `te`) from its decoded columns."""
         firsts = [first for first, _, _, _ in self.segments]
         counts = [b - a for a, b in zip(firsts, [*firsts[1:], len(self.payloads)], strict=True)]
@@ -114,16 +110,16 @@ class SliceDecoder:
         self.ctx = ctx
         self.tables = tables
         self.relations = {oid: _relation(p) for oid, p in relations.items()}
-        self.events: dict[int, TableEvents | None] = {}
+        self.events: dict[int, TableRecords | None] = {}
 
-    def table(self, oid: int) -> TableEvents | None:
+    def table(self, oid: int) -> TableRecords | None:
         if oid in self.events:
             return self.events[oid]
         te = None
         schema = self.tables.get(oid)
         rel = self.relations.get(oid)
         if schema is not None and rel is not None:
-            te = table_events(self.ctx, schema, schema.layout_for(rel.columns), streaming=True)
+            te = table_records(self.ctx, schema, schema.layout_for(rel.columns), streaming=True)
         self.events[oid] = te
         return te
 
@@ -226,7 +222,7 @@ class SliceDecoder:
                     continue
                 src = maker.source(te, ts, "false", seq, xid, lsn)
                 block = _txn_block(counters, te, xid, lsn)
-                maker.out.append(te.topic, None, maker_truncate(maker, te, src, block), "t", version, ts)
+                maker.truncate(te, src, block, version, ts)
             return
         if not isinstance(msg, (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)):
             return
@@ -283,17 +279,11 @@ def _relation(payload: bytes) -> pgoutput.Relation:
     return rel
 
 
-def _txn_block(counters: TxnCounters | None, te: TableEvents, xid: int | None, lsn: int):
+def _txn_block(counters: TxnCounters | None, te: TableRecords, xid: int | None, lsn: int):
     if counters is None:
         return None
     total, per = counters.next(te.collection)
     return {"id": f"{xid}:{lsn}", "total_order": total, "data_collection_order": per}
-
-
-def maker_truncate(maker: RecordMaker, te: TableEvents, source, block) -> str:
-    ms, us, ns = maker.clock()
-    return te.value_out.dumps({"before": None, "after": None, "source": source, "transaction": block,
-                               "op": "t", "ts_ms": ms, "ts_us": us, "ts_ns": ns})
 
 
 def emit_message(maker: RecordMaker, msg: pgoutput.LogicalMessage, lsn: int, xid: int | None, ts: int, seq: str,

@@ -8,10 +8,12 @@ import time
 import pyarrow as pa
 import pytest
 
+from headwater.connectors.common.columnar import SnapshotBlockEncoder
+from headwater.connectors.common.records import table_records
 from headwater.connectors.postgres import catalog as cat
-from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
+from headwater.connectors.postgres.columnar import read_csv_blocks
 from headwater.connectors.postgres.pgvalues import unescape_copy_text
-from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
+from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.registry import validate_connector
 from headwater.events.batch import EventBatch
 
@@ -90,7 +92,7 @@ def test_column_wise_snapshot_equals_row_by_row(pg_server, pg_db, timezone, sche
                               "column.mask.with.6.chars": "public.t.masked",
                               "column.exclude.list": "public.t.vc"})
     ctx = EventContext.from_config(cfg, schemas_enable=schemas)
-    te = table_events(ctx, table, table.columns, streaming=False)
+    te = table_records(ctx, table, table.columns, streaming=False)
     kinds = {c.name: c.text_kind and c.text_kind[0] for c in te.columns}
     assert kinds["n"] == "decimal" and kinds["ts"] == "timestamptz" and kinds["tx"] == "text"
     assert kinds["i4"] == "integer" and kinds["b"] == "boolean" and kinds["masked"] is None
