@@ -26,7 +26,7 @@ import pytest
 
 from headwater.config.properties import validate_connector
 from headwater.connectors.errors import SourceError
-from headwater.connectors.postgres.slots import lsn_int
+from headwater.connectors.postgres.positions import lsn_int
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
 from headwater.events.batch import Event
@@ -700,6 +700,33 @@ def test_always_streams_between_snapshots(pg_server, pg_db, tmp_path):
     got += rows(list(eng.events(once=True)))
     eng.close()
     assert got == [("c", 1)]
+
+
+def test_filters_matching_no_table_warn(pg_server, pg_db, tmp_path, caplog):
+    """A `table.include.list` that matches nothing (a typo) is named, with the tables that are there."""
+    caplog.set_level(logging.WARNING, logger="headwater")
+    pg_server.execute("CREATE TABLE orders (id int PRIMARY KEY); CREATE TABLE customers (id int PRIMARY KEY)",
+                      pg_db)
+    pg_server.execute("INSERT INTO orders VALUES (1)", pg_db)
+    eng = engine(pg_server, pg_db, tmp_path / "o.json", **{"table.include.list": "public.order"})
+    assert list(eng.events(once=True)) == []
+    pg_server.execute("INSERT INTO orders VALUES (2)", pg_db)
+    assert rows(list(eng.events(once=True)), "orders") == []
+    eng.close()
+    warned = [r.getMessage() for r in caplog.records if "no table to capture" in r.getMessage()]
+    assert warned == ["the table filters (table.include.list=public.order) match no table to capture; the "
+                      "database has 2 tables: public.customers, public.orders. Nothing will be captured until "
+                      "a matching table exists"]
+
+
+def test_captured_tables_warn_nothing(pg_server, pg_db, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="headwater")
+    pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
+    pg_server.execute("INSERT INTO t VALUES (1)", pg_db)
+    eng = engine(pg_server, pg_db, tmp_path / "o.json", **{"table.include.list": "public.t"})
+    assert rows(list(eng.events(once=True))) == [("r", 1)]
+    eng.close()
+    assert "no table to capture" not in caplog.text
 
 
 def test_snapshot_include_collection_list(pg_server, pg_db, tmp_path):

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import psycopg2
 
 from headwater.connectors.postgres.connection import (
-    PG_EPOCH_US,
     ConnectError,
     ConnectionParams,
     CopyBothStream,
@@ -46,7 +45,7 @@ from headwater.connectors.postgres.connection import (
     SourceError,
     connect_replication,
 )
-from headwater.connectors.postgres.positions import StreamPosition
+from headwater.connectors.postgres.positions import PG_EPOCH_US, StreamPosition
 
 log = logging.getLogger("headwater.postgres")
 

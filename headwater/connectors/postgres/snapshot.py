@@ -29,8 +29,8 @@ from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
 from headwater.connectors.postgres.connection import ConnectionParams, connect
+from headwater.connectors.postgres.positions import lsn_int
 from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
-from headwater.connectors.postgres.slots import lsn_int
 from headwater.connectors.postgres.streaming import sequence
 from headwater.events.arrays import lit
 from headwater.events.batch import ArrowEvents, EventBatch, Events
