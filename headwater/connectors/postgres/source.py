@@ -97,8 +97,8 @@ class PostgresSource(SnapshotThenStream):
         return tables
 
     def visible_tables(self) -> list[str]:
-        everything = catalog.TableFilters()  # no filters: every table but the system's
-        return [str(t) for t in catalog.list_tables(self._connection(), everything)]
+        no_filters: dict[str, Any] = {}  # every table but the system's
+        return [str(t) for t in catalog.list_tables(self._connection(), no_filters)]
 
     def new_stream_offset(self) -> Offset:
         return {"lsn_commit": 0}  # the slot's position, once it exists
