@@ -128,6 +128,14 @@ class KeyRange:
             params += p
         return (" AND ".join(parts) or None), params
 
+    def select(self, table: str, columns: Sequence[str], key: ChunkKey, dialect: KeyDialect) -> tuple[str, list[Any]]:
+        """The query reading the range's rows of `table` (an SQL table reference), in key order, and its
+        parameters."""
+        where, params = self.where(key, dialect)
+        cols = ", ".join(dialect.quote(c) for c in columns)
+        return (f"SELECT {cols} FROM {table}" + (f" WHERE {where}" if where else "")
+                + f" ORDER BY {order_by(key, dialect)}"), params
+
 
 def order_by(key: ChunkKey, dialect: KeyDialect) -> str:
     """The key order the ranges follow (NULL first)."""
@@ -183,7 +191,7 @@ def _compare(key: ChunkKey, dialect: KeyDialect, bound: tuple[Any, ...], *, belo
         return f"({', '.join(cols)}) {op} ({', '.join(ph for _ in cols)})", list(bound)
     # lexicographic, one column at a time: equal on the first i columns, then before/after on the next
     terms, params = [], []
-    for i, (col, value) in enumerate(zip(cols, bound, strict=True)):
+    for i, (col, value, nullable) in enumerate(zip(cols, bound, key.nullable, strict=True)):
         op = "<" if below else (">=" if i == len(cols) - 1 and not strict else ">")
         if value is None and op == "<":
             continue  # nothing sorts before NULL
@@ -191,12 +199,13 @@ def _compare(key: ChunkKey, dialect: KeyDialect, bound: tuple[Any, ...], *, belo
         if value is None:  # everything is >= NULL; what is > NULL is not NULL
             step, step_params = ([] if op == ">=" else [f"{col} IS NOT NULL"]), []
         else:
-            step = [f"({col} IS NULL OR {col} < {ph})" if op == "<" else f"{col} {op} {ph}"]
+            below_value = f"({col} IS NULL OR {col} < {ph})" if nullable else f"{col} < {ph}"
+            step = [below_value if op == "<" else f"{col} {op} {ph}"]
             step_params = [value]
         terms.append(" AND ".join([*equal, *step]) or "1 = 1")
         params += equal_params + step_params
-    if not terms:
-        return "1 = 0", []
+    if len(terms) < 2:
+        return (terms[0] if terms else "1 = 0"), params
     return "(" + " OR ".join(f"({t})" for t in terms) + ")", params
 
 

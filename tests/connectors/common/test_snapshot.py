@@ -17,7 +17,6 @@ from headwater.connectors.common.snapshot import (
     KeyRange,
     key_ranges,
     marker,
-    order_by,
     select_overrides,
     snapshot_tables,
 )
@@ -79,11 +78,11 @@ def read_ranges(cur: Any, dialect: KeyDialect, table: str, key: ChunkKey, chunk_
                 ) -> tuple[list[KeyRange], list[list[tuple[Any, ...]]]]:
     """The ranges of `table` and the rows each one selects."""
     ranges = key_ranges(cur, dialect, table, key, chunk_rows)
+    cur.execute(f"SELECT * FROM {table} LIMIT 0")
+    columns = [d.name for d in cur.description]
     chunks = []
     for r in ranges:
-        where, params = r.where(key, dialect)
-        cur.execute(f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "")
-                    + f" ORDER BY {order_by(key, dialect)}", params)
+        cur.execute(*r.select(table, columns, key, dialect))
         chunks.append(cur.fetchall())
     return ranges, chunks
 
@@ -203,5 +202,9 @@ def test_range_conditions():
         '("a", "b") >= (%s, %s) AND ("a", "b") < (%s, %s)', [1, "x", 2, "y"])
     assert KeyRange((1, "x"), None).where(key, ExpandedDialect()) == (
         '(("a" > %s) OR ("a" = %s AND "b" >= %s))', [1, 1, "x"])
+    assert KeyRange(None, (5, None)).select("t", ["a", "v"], ChunkKey(("a", "b"), (False, True)), KeyDialect()) == (
+        'SELECT "a", "v" FROM t WHERE "a" < %s ORDER BY "a", "b" NULLS FIRST', [5])
+    assert KeyRange((None, 2), None).where(ChunkKey(("a", "b"), (True, True)), KeyDialect()) == (
+        '(("a" IS NOT NULL) OR ("a" IS NULL AND "b" >= %s))', [2])
     with pytest.raises(ValueError):
         ChunkKey(("a",), ())
