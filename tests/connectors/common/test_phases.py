@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from headwater.config.properties import ConnectorConfig, validate_connector
+from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common.phases import (
     SNAPSHOT_COMPLETED,
@@ -30,9 +30,10 @@ class Unit(WorkUnit):
         return iter(())
 
 
-def fake_config(mode: str, props: dict[str, str] | None = None) -> ConnectorConfig:
-    return validate_connector({"connector.class": "postgres", "database.hostname": "h", "database.dbname": "d",
-                               "database.user": "u", "topic.prefix": "p", "snapshot.mode": mode, **(props or {})})
+def fake_config(mode: str, props: dict[str, Any] | None = None) -> ConnectorConfig:
+    """Validated properties as the lifecycle reads them (lists as lists)."""
+    values = {"snapshot.mode": mode, "headwater.max.batch.events": 200_000, **(props or {})}
+    return ConnectorConfig("fake", values, definitions={})
 
 
 class FakeSource(SnapshotThenStream):
@@ -40,7 +41,7 @@ class FakeSource(SnapshotThenStream):
     still serves; `snapshot_kept` says whether the point a snapshot was consistent at is still served."""
 
     def __init__(self, mode: str | ConnectorConfig = "initial", tables: tuple[str, ...] = ("public.t",),
-                 visible: tuple[str, ...] = ("public.t",), props: dict[str, str] | None = None):
+                 visible: tuple[str, ...] = ("public.t",), props: dict[str, Any] | None = None):
         super().__init__(mode if isinstance(mode, ConnectorConfig) else fake_config(mode, props))
         self.tables, self.visible = list(tables), list(visible)
         self.log_end = 0
@@ -276,7 +277,7 @@ def test_unknown_mode_is_refused():
 def test_filters_matching_no_table_warn_once(caplog):
     caplog.set_level(logging.WARNING, logger="headwater")
     visible = tuple(f"public.t{i}" for i in range(8))
-    src = FakeSource("initial", tables=(), visible=visible, props={"table.include.list": "public.orders,public.x.*"})
+    src = FakeSource("initial", tables=(), visible=visible, props={"table.include.list": ["public.orders", "public.x.*"]})
     src.open(src.initial_offset())
     src.prepare()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -295,6 +296,6 @@ def test_no_table_at_all_warns(caplog):
 
 def test_captured_tables_do_not_warn(caplog):
     caplog.set_level(logging.WARNING, logger="headwater")
-    src = FakeSource("initial", props={"table.include.list": "public.t"})
+    src = FakeSource("initial", props={"table.include.list": ["public.t"]})
     src.open(src.initial_offset())
     assert caplog.records == []

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from headwater.config.properties import validate_connector
+from headwater.config.properties import ConnectorConfig
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
@@ -22,9 +22,11 @@ from headwater.connectors.common.snapshot import (
 )
 
 
-def config(**props: str) -> Any:
-    return validate_connector({"connector.class": "postgres", "database.hostname": "h", "database.dbname": "d",
-                               "database.user": "u", "topic.prefix": "p", **props})
+def config(extra: dict[str, str] | None = None, **lists: str) -> ConnectorConfig:
+    """Validated properties as snapshot planning reads them: list properties as lists, `extra` the
+    per-table override statements."""
+    values = {name.replace("_", "."): value.split(",") for name, value in lists.items()}
+    return ConnectorConfig("fake", values, definitions={}, extra=extra or {})
 
 
 # ------------------------------------------------------------------------ tables, overrides, markers
@@ -32,16 +34,16 @@ def config(**props: str) -> Any:
 
 def test_snapshot_tables_order_and_pick():
     tables = ["public.b", "public.a", "s.z", "s.c", "public.c"]
-    cfg = config(**{"table.include.list": "s\\..*,public\\.c,public\\..*"})
+    cfg = config(table_include_list="s\\..*,public\\.c,public\\..*")
     assert snapshot_tables(tables, str, cfg) == ["s.c", "s.z", "public.c", "public.a", "public.b"]
-    cfg = config(**{"table.include.list": "s\\..*,public\\..*", "snapshot.include.collection.list": "public.a,s.z"})
+    cfg = config(table_include_list="s\\..*,public\\..*", snapshot_include_collection_list="public.a,s.z")
     assert snapshot_tables(tables, str, cfg) == ["s.z", "public.a"]
     assert snapshot_tables(tables, str, config()) == sorted(tables)
 
 
 def test_select_overrides():
-    cfg = config(**{"snapshot.select.statement.overrides": "public.a,public.b",
-                    "snapshot.select.statement.overrides.public.a": "SELECT * FROM public.a WHERE id > 1"})
+    cfg = config({"snapshot.select.statement.overrides.public.a": "SELECT * FROM public.a WHERE id > 1"},
+                 snapshot_select_statement_overrides="public.a,public.b")
     assert select_overrides(cfg) == {"public.a": "SELECT * FROM public.a WHERE id > 1"}
     assert select_overrides(config()) == {}
 
