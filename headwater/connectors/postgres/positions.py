@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, overload
 
-from headwater.connectors.postgres.pgvalues import MICROS_PER_DAY, PG_EPOCH_DAYS
+from headwater.connectors.postgres.pgvalues import PG_EPOCH_DAYS
 
-PG_EPOCH_US = PG_EPOCH_DAYS * MICROS_PER_DAY  # 2000-01-01, PostgreSQL's epoch, in Unix microseconds
+PG_EPOCH_US = PG_EPOCH_DAYS * 86_400 * 1_000_000  # 2000-01-01, PostgreSQL's epoch, in Unix microseconds
 
 
 @dataclass(frozen=True)
