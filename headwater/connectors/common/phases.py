@@ -82,8 +82,9 @@ def lost_message(why: str) -> str:
 class SnapshotThenStream(SourceConnector):
     """A connector that snapshots, then streams, through the phases `pending`, `completed`, `streaming`.
 
-    Subclasses fill in the hooks below; the offsets they see and return in the streaming hooks are
-    their own position fields (the phase and the epoch are added and removed here).
+    Subclasses fill in the hooks below. The streaming hooks (`stream_latest`, `stream_plan`,
+    `commit_position`) see and return only the database's own position fields: the phase and the
+    epoch are added and removed here (`{}` is the position right after a snapshot).
     """
 
     TABLE_FILTERS: tuple[str, ...] = ("schema.include.list", "schema.exclude.list",
@@ -212,7 +213,8 @@ class SnapshotThenStream(SourceConnector):
         return {"snapshot": STREAMING, **end, "epoch": n}
 
     def is_finished(self, offset: Offset) -> bool:
-        return not self.snapshot_mode.streams and phase(offset) == SNAPSHOT_COMPLETED
+        """True past the snapshot when the mode streams nothing (`initial_only`)."""
+        return not self.snapshot_mode.streams and phase(offset) != SNAPSHOT_PENDING
 
     def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
         if phase(end) == SNAPSHOT_COMPLETED and (phase(start) != SNAPSHOT_COMPLETED or epoch(start) != epoch(end)):
