@@ -36,7 +36,6 @@ import psycopg2
 
 from headwater.connectors.common.txbuffer import Spill, StreamBuffer, Txn
 from headwater.connectors.postgres.connection import (
-    PG_EPOCH_US,
     ConnectError,
     ConnectionParams,
     CopyBothStream,
@@ -44,7 +43,7 @@ from headwater.connectors.postgres.connection import (
     SourceError,
     connect_replication,
 )
-from headwater.connectors.postgres.positions import StreamPosition
+from headwater.connectors.postgres.positions import PG_EPOCH_US, StreamPosition
 
 log = logging.getLogger("headwater.postgres")
 

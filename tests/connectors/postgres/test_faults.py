@@ -17,19 +17,20 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg2
 import pytest
 
 from headwater.connectors.errors import SourceError
-from headwater.connectors.postgres.slots import lsn_int
+from headwater.connectors.postgres.positions import lsn_int
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
-from headwater.events.batch import Event
+from headwater.events.batch import Event, Events
 
 SLOT = "faults_slot"
 
@@ -62,8 +63,8 @@ def _close_engines():
 
 
 def engine(server: PostgresServer, dbname: str, offsets: Path | None = None, max_events: int | None = None,
-           **extra: str) -> Engine:
-    eng = Engine(validate_connector(connector(server, dbname, **extra)),
+           props: dict[str, str] | None = None) -> Engine:
+    eng = Engine(validate_connector(connector(server, dbname, **(props or {}))),
                  OffsetFile(offsets) if offsets is not None else None, max_events=max_events)
     _opened.append(eng)
     return eng
@@ -91,12 +92,13 @@ def rows(events: list[Event], table: str = "t") -> list[tuple[str, int]]:
     for ev in events:
         if ev.topic.endswith(f".{table}") and ev.value is not None:
             p = payload(ev)
+            assert p is not None
             image = p["after"] if p["after"] is not None else p["before"]
             out.append((p["op"], image["id"]))
     return out
 
 
-def slot_state(server: PostgresServer, dbname: str, slot: str = SLOT) -> tuple | None:
+def slot_state(server: PostgresServer, dbname: str, slot: str = SLOT) -> tuple[Any, ...] | None:
     """(active_pid, confirmed_flush_lsn, restart_lsn, wal_status) of the slot, LSNs as ints."""
     found = server.query("SELECT active_pid, confirmed_flush_lsn::text, restart_lsn::text, wal_status "
                          f"FROM pg_replication_slots WHERE slot_name = '{slot}' AND database = '{dbname}'")
@@ -104,6 +106,20 @@ def slot_state(server: PostgresServer, dbname: str, slot: str = SLOT) -> tuple |
         return None
     pid, flush, restart, status = found[0]
     return pid, lsn_int(flush), lsn_int(restart), status
+
+
+def the_slot(server: PostgresServer, dbname: str) -> tuple[Any, ...]:
+    """`slot_state` of a slot that must exist."""
+    state = slot_state(server, dbname)
+    assert state is not None, "the replication slot does not exist"
+    return state
+
+
+def stored_offset(path: Path) -> dict[str, Any]:
+    """The offset the engine stored in `path` (one must be there)."""
+    offset = OffsetFile(path).load()
+    assert offset is not None, f"no offset stored in {path}"
+    return offset
 
 
 def current_lsn(server: PostgresServer) -> int:
@@ -184,8 +200,9 @@ class Writer:
                 time.sleep(self.pause)
             except psycopg2.Error:
                 self.failures += 1
-                with contextlib.suppress(Exception):
-                    conn.close()
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
                 conn = None
                 time.sleep(0.05)
         if conn is not None:
@@ -223,7 +240,7 @@ def test_walsender_terminated_mid_stream(pg_server, pg_db, tmp_path, caplog, max
     writer = Writer(pg_server, pg_db, 3000, pause=0.005).start()
     pids = set()
     for k in range(1, 4):
-        wait_until(lambda k=k: run.count() >= 600 * k or run.error, f"{600 * k} events")
+        wait_until(partial(lambda k: run.count() >= 600 * k or run.error, k), f"{600 * k} events")
         pids.add(terminate_walsender(pg_server, pg_db))
         wait_until(lambda: (slot_state(pg_server, pg_db) or (None,))[0] not in (None, *pids) or run.error,
                    "the reader to reconnect")
@@ -275,7 +292,7 @@ def test_server_restart_between_runs_of_one_engine(pg_server, pg_db, caplog):
 
 def test_max_retries_zero_fails_clearly(pg_server, pg_db):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", pg_db)
-    run = EngineThread(engine(pg_server, pg_db, **{"errors.max.retries": "0"})).start()
+    run = EngineThread(engine(pg_server, pg_db, props={"errors.max.retries": "0"})).start()
     pg_server.execute("INSERT INTO t VALUES (1, 'a')", pg_db)
     wait_until(lambda: run.count() >= 1 or run.error, "the first event")
     terminate_walsender(pg_server, pg_db)
@@ -314,7 +331,7 @@ def role(pg_server, pg_db):
 
 def test_user_without_replication(pg_server, pg_db, role):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
-    eng = engine(pg_server, pg_db, **{"database.user": role, "database.password": "pw"})
+    eng = engine(pg_server, pg_db, props={"database.user": role, "database.password": "pw"})
     with pytest.raises(SourceError, match=rf'user {role!r} lacks the REPLICATION attribute: '
                                           rf'run ALTER ROLE "{role}" REPLICATION;'):
         list(eng.events(once=True))
@@ -325,7 +342,7 @@ def test_user_without_replication(pg_server, pg_db, role):
 def test_user_who_cannot_create_publication_for_all_tables(pg_server, pg_db, role):
     pg_server.execute(f"ALTER ROLE {role} REPLICATION")
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
-    eng = engine(pg_server, pg_db, **{"database.user": role, "database.password": "pw"})
+    eng = engine(pg_server, pg_db, props={"database.user": role, "database.password": "pw"})
     with pytest.raises(SourceError, match=r"cannot create publication 'dbz_publication' FOR ALL TABLES.*superuser"):
         list(eng.events(once=True))
     eng.close()
@@ -333,7 +350,7 @@ def test_user_who_cannot_create_publication_for_all_tables(pg_server, pg_db, rol
 
 def test_publication_disabled_and_missing(pg_server, pg_db):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
-    eng = engine(pg_server, pg_db, **{"publication.autocreate.mode": "disabled"})
+    eng = engine(pg_server, pg_db, props={"publication.autocreate.mode": "disabled"})
     with pytest.raises(SourceError, match=r"publication 'dbz_publication' does not exist.*CREATE PUBLICATION"):
         list(eng.events(once=True))
     eng.close()
@@ -350,13 +367,13 @@ def test_publication_filtered_created_then_altered(pg_server, pg_db, tmp_path):
             "SELECT tablename FROM pg_publication_tables WHERE pubname = 'dbz_publication' ORDER BY 1", pg_db)]
 
     props = {"publication.autocreate.mode": "filtered"}
-    eng = engine(pg_server, pg_db, offsets, **props, **{"table.include.list": "public.a"})
+    eng = engine(pg_server, pg_db, offsets, props={**props, "table.include.list": "public.a"})
     assert list(eng.events(once=True)) == []
     eng.close()
     assert published() == ["a"]
     pg_server.execute("INSERT INTO a VALUES (1); INSERT INTO b VALUES (1)", pg_db)
 
-    eng = engine(pg_server, pg_db, offsets, **props, **{"table.include.list": "public.a,public.b"})
+    eng = engine(pg_server, pg_db, offsets, props={**props, "table.include.list": "public.a,public.b"})
     first = list(eng.events(once=True))
     assert published() == ["a", "b"]
     pg_server.execute("INSERT INTO a VALUES (2); INSERT INTO b VALUES (2); INSERT INTO c VALUES (2)", pg_db)
@@ -370,13 +387,13 @@ def test_publication_filtered_created_then_altered(pg_server, pg_db, tmp_path):
 def test_replica_identity_autoset(pg_server, pg_db):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text); CREATE TABLE u (id int PRIMARY KEY, v text)",
                       pg_db)
-    eng = engine(pg_server, pg_db, **{"replica.identity.autoset.values": "public.t:FULL,public.u:DEFAULT"})
+    eng = engine(pg_server, pg_db, props={"replica.identity.autoset.values": "public.t:FULL,public.u:DEFAULT"})
     list(eng.events(once=True))
     identities = dict(pg_server.query("SELECT relname, relreplident FROM pg_class WHERE relname IN ('t', 'u')",
                                       pg_db))
     assert identities == {"t": "f", "u": "d"}
     pg_server.execute("INSERT INTO t VALUES (1, 'a'); UPDATE t SET v = 'b'", pg_db)
-    updates = [payload(e) for e in eng.events(once=True) if e.value and payload(e)["op"] == "u"]
+    updates = [p for p in map(payload, eng.events(once=True)) if p is not None and p["op"] == "u"]
     eng.close()
     assert [(u["before"], u["after"]) for u in updates] == [({"id": 1, "v": "a"}, {"id": 1, "v": "b"})]
 
@@ -385,10 +402,11 @@ def test_replica_identity_autoset(pg_server, pg_db):
 # slots that cannot serve the stored position
 
 
-def _stream_some(server: PostgresServer, dbname: str, offsets: Path, **props: str) -> list[Event]:
+def _stream_some(server: PostgresServer, dbname: str, offsets: Path, props: dict[str, str] | None = None
+                 ) -> list[Event]:
     server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", dbname)
     server.execute("INSERT INTO t SELECT g, 'snap' FROM generate_series(1, 3) g", dbname)
-    eng = engine(server, dbname, offsets, **props)
+    eng = engine(server, dbname, offsets, props=props)
     events = list(eng.events(once=True))
     server.execute("INSERT INTO t SELECT g, 'stream' FROM generate_series(4, 6) g", dbname)
     events += list(eng.events(once=True))
@@ -412,10 +430,10 @@ def test_dropped_slot_fails_loudly(pg_server, pg_db, tmp_path):
 
 def test_dropped_slot_when_needed_resnapshots(pg_server, pg_db, tmp_path):
     offsets = tmp_path / "offsets.json"
-    _stream_some(pg_server, pg_db, offsets, **{"snapshot.mode": "when_needed"})
+    _stream_some(pg_server, pg_db, offsets, props={"snapshot.mode": "when_needed"})
     pg_server.execute(f"SELECT pg_drop_replication_slot('{SLOT}')")
     pg_server.execute("INSERT INTO t VALUES (7, 'while the slot was gone'); DELETE FROM t WHERE id = 1", pg_db)
-    eng = engine(pg_server, pg_db, offsets, **{"snapshot.mode": "when_needed"})
+    eng = engine(pg_server, pg_db, offsets, props={"snapshot.mode": "when_needed"})
     again = list(eng.events(once=True))
     pg_server.execute("INSERT INTO t VALUES (8, 'after')", pg_db)
     again += list(eng.events(once=True))
@@ -425,7 +443,7 @@ def test_dropped_slot_when_needed_resnapshots(pg_server, pg_db, tmp_path):
 
 def test_dropped_slot_mid_run_when_needed_resnapshots(pg_server, pg_db, tmp_path):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", pg_db)
-    run = EngineThread(engine(pg_server, pg_db, tmp_path / "o.json", **{"snapshot.mode": "when_needed"})).start()
+    run = EngineThread(engine(pg_server, pg_db, tmp_path / "o.json", props={"snapshot.mode": "when_needed"})).start()
     wait_until(lambda: (slot_state(pg_server, pg_db) or (None,))[0], "the slot to be active")
     pg_server.execute("INSERT INTO t VALUES (1, 'a')", pg_db)
     wait_until(lambda: run.count() >= 1 or run.error, "the first event")
@@ -497,10 +515,10 @@ def test_invalidated_slot(small_wal_server, tmp_path, mode):
     server.execute("CREATE TABLE filler (id int, pad text)", db)
     offsets = tmp_path / "offsets.json"
     props = {"snapshot.mode": mode, "table.include.list": "public.t"}
-    _stream_some(server, db, offsets, **props)
+    _stream_some(server, db, offsets, props=props)
     server.execute("INSERT INTO t VALUES (7, 'written before the WAL was removed')", db)
     _invalidate(server, db)
-    eng = engine(server, db, offsets, **props)
+    eng = engine(server, db, offsets, props=props)
     if mode == "initial":
         with pytest.raises(SourceError, match=rf"replication slot '{SLOT}' is invalidated \(wal_status = lost\).*"
                                               r"changes may have been lost"):
@@ -512,7 +530,7 @@ def test_invalidated_slot(small_wal_server, tmp_path, mode):
     again += list(eng.events(once=True))
     eng.close()
     assert rows(again) == [("r", i) for i in range(1, 8)] + [("c", 8)]
-    assert slot_state(server, db)[3] != "lost"
+    assert the_slot(server, db)[3] != "lost"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -524,7 +542,7 @@ def _stop_midway(eng: Engine, batches_to_take: int) -> tuple[list[Event], list[E
     the committed batches and those of the last one, which was not committed (the engine commits
     a batch when the next one is asked for) unless the run had ended by itself."""
     out: list[list[Event]] = []
-    gen = eng.batches(once=True)
+    gen = cast(Generator[Events, None, None], eng.batches(once=True))
     stopped = False
     for batch in gen:
         out.append(list(batch.rows()))
@@ -540,14 +558,14 @@ def _stop_midway(eng: Engine, batches_to_take: int) -> tuple[list[Event], list[E
 def test_flush_lsn_never_passes_what_was_committed(pg_server, pg_db, tmp_path):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text); CREATE TABLE other (id int)", pg_db)
     offsets = tmp_path / "offsets.json"
-    eng = engine(pg_server, pg_db, offsets, max_events=5, **{"publication.autocreate.mode": "filtered",
-                                                             "table.include.list": "public.t"})
+    eng = engine(pg_server, pg_db, offsets, max_events=5,
+                 props={"publication.autocreate.mode": "filtered", "table.include.list": "public.t"})
     list(eng.events(once=True))  # snapshot: creates the slot
     for i in range(10):
         pg_server.execute(f"INSERT INTO t SELECT g, 'x' FROM generate_series({i * 8 + 1}, {i * 8 + 8}) g", pg_db)
     committed, uncommitted = _stop_midway(eng, 6)
     assert (len(committed), len(uncommitted)) == (25, 5)
-    stored = OffsetFile(offsets).load()
+    stored = stored_offset(offsets)
     assert stored.get("txId") is not None  # the stored position is inside a transaction
     # WAL the slot does not publish, then let status updates and keepalives go back and forth
     pg_server.execute("INSERT INTO other SELECT generate_series(1, 100)", pg_db)
@@ -556,10 +574,10 @@ def test_flush_lsn_never_passes_what_was_committed(pg_server, pg_db, tmp_path):
                                        "WHERE application_name = 'headwater'")[0][0],
                "the walsender to hear that the client received everything")
     time.sleep(1.5)  # more than one status interval: nothing may move the flush position meanwhile
-    state = slot_state(pg_server, pg_db)
+    state = the_slot(pg_server, pg_db)
     assert state[1] <= stored["lsn_commit"] < target
     eng.close()
-    state = slot_state(pg_server, pg_db)
+    state = the_slot(pg_server, pg_db)
     assert state[1] <= stored["lsn_commit"]
     # the next run repeats the uncommitted batch, and nothing else
     eng = engine(pg_server, pg_db, offsets, max_events=5)
@@ -600,9 +618,9 @@ def test_resume_from_offsets_loses_and_repeats_nothing(pg_server, pg_db, tmp_pat
     props = {"provide.transaction.metadata": "true"}
     offsets = tmp_path / "offsets.json"
     # the reference: another slot, read in one go
-    ref = engine(pg_server, pg_db, None, **props, **{"slot.name": "reference"})
+    ref = engine(pg_server, pg_db, None, props={**props, "slot.name": "reference"})
     list(ref.events(once=True))
-    eng = engine(pg_server, pg_db, offsets, max_events=4, **props)
+    eng = engine(pg_server, pg_db, offsets, max_events=4, props=props)
     list(eng.events(once=True))
     eng.close()
     _workload(pg_server, pg_db)
@@ -612,12 +630,12 @@ def test_resume_from_offsets_loses_and_repeats_nothing(pg_server, pg_db, tmp_pat
     delivered: list[Event] = []
     mid_txn = 0
     for n in stops:
-        eng = engine(pg_server, pg_db, offsets, max_events=4, **props)
+        eng = engine(pg_server, pg_db, offsets, max_events=4, props=props)
         committed, _ = _stop_midway(eng, n)
         eng.close()
         delivered += committed
-        mid_txn += OffsetFile(offsets).load().get("txId") is not None
-    eng = engine(pg_server, pg_db, offsets, max_events=4, **props)
+        mid_txn += stored_offset(offsets).get("txId") is not None
+    eng = engine(pg_server, pg_db, offsets, max_events=4, props=props)
     delivered += list(eng.events(once=True))
     eng.close()
     assert mid_txn > 0  # some runs stopped inside a transaction
@@ -626,7 +644,7 @@ def test_resume_from_offsets_loses_and_repeats_nothing(pg_server, pg_db, tmp_pat
 
 def test_slot_drop_on_stop(pg_server, pg_db):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
-    eng = engine(pg_server, pg_db, **{"slot.drop.on.stop": "true"})
+    eng = engine(pg_server, pg_db, props={"slot.drop.on.stop": "true"})
     list(eng.events(once=True))
     pg_server.execute("INSERT INTO t VALUES (1)", pg_db)
     assert rows(list(eng.events(once=True))) == [("c", 1)]
@@ -637,15 +655,15 @@ def test_slot_drop_on_stop(pg_server, pg_db):
 
 def test_flush_lsn_source_false_leaves_the_slot_alone(pg_server, pg_db, tmp_path):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
-    eng = engine(pg_server, pg_db, tmp_path / "o.json", **{"flush.lsn.source": "false"})
+    eng = engine(pg_server, pg_db, tmp_path / "o.json", props={"flush.lsn.source": "false"})
     list(eng.events(once=True))
-    created = slot_state(pg_server, pg_db)[1]
+    created = the_slot(pg_server, pg_db)[1]
     pg_server.execute("INSERT INTO t SELECT generate_series(1, 10)", pg_db)
     assert len(rows(list(eng.events(once=True)))) == 10
     pg_server.execute("INSERT INTO t SELECT generate_series(11, 20)", pg_db)
     assert len(rows(list(eng.events(once=True)))) == 10  # the previous batch is committed by now
     eng.close()
-    assert slot_state(pg_server, pg_db)[1] == created
+    assert the_slot(pg_server, pg_db)[1] == created
 
 
 # ---------------------------------------------------------------------------------------------
@@ -653,7 +671,7 @@ def test_flush_lsn_source_false_leaves_the_slot_alone(pg_server, pg_db, tmp_path
 
 
 def _run(server: PostgresServer, dbname: str, offsets: Path, mode: str, **props: str) -> list[tuple[str, int]]:
-    eng = engine(server, dbname, offsets, **{"snapshot.mode": mode}, **props)
+    eng = engine(server, dbname, offsets, props={"snapshot.mode": mode, **props})
     try:
         return rows(list(eng.events(once=True)))
     finally:
@@ -685,7 +703,7 @@ def test_snapshot_modes(pg_server, pg_db, tmp_path, mode):
 def test_initial_only_engine_finishes(pg_server, pg_db):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
     pg_server.execute("INSERT INTO t VALUES (1)", pg_db)
-    eng = engine(pg_server, pg_db, **{"snapshot.mode": "initial_only"})
+    eng = engine(pg_server, pg_db, props={"snapshot.mode": "initial_only"})
     assert rows(list(eng.events())) == [("r", 1)]  # not `once`: returns because the source is finished
     eng.close()
 
@@ -694,7 +712,7 @@ def test_always_streams_between_snapshots(pg_server, pg_db, tmp_path):
     """`always` re-snapshots at each start and streams what follows each snapshot."""
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", pg_db)
     offsets = tmp_path / "offsets.json"
-    eng = engine(pg_server, pg_db, offsets, **{"snapshot.mode": "always"})
+    eng = engine(pg_server, pg_db, offsets, props={"snapshot.mode": "always"})
     got = rows(list(eng.events(once=True)))
     pg_server.execute("INSERT INTO t VALUES (1, 'a')", pg_db)
     got += rows(list(eng.events(once=True)))
@@ -702,10 +720,37 @@ def test_always_streams_between_snapshots(pg_server, pg_db, tmp_path):
     assert got == [("c", 1)]
 
 
+def test_filters_matching_no_table_warn(pg_server, pg_db, tmp_path, caplog):
+    """A `table.include.list` that matches nothing (a typo) is named, with the tables that are there."""
+    caplog.set_level(logging.WARNING, logger="headwater")
+    pg_server.execute("CREATE TABLE orders (id int PRIMARY KEY); CREATE TABLE customers (id int PRIMARY KEY)",
+                      pg_db)
+    pg_server.execute("INSERT INTO orders VALUES (1)", pg_db)
+    eng = engine(pg_server, pg_db, tmp_path / "o.json", props={"table.include.list": "public.order"})
+    assert list(eng.events(once=True)) == []
+    pg_server.execute("INSERT INTO orders VALUES (2)", pg_db)
+    assert rows(list(eng.events(once=True)), "orders") == []
+    eng.close()
+    warned = [r.getMessage() for r in caplog.records if "no table to capture" in r.getMessage()]
+    assert warned == ["the table filters (table.include.list=public.order) match no table to capture; the "
+                      "database has 2 tables: public.customers, public.orders. Nothing will be captured until "
+                      "a matching table exists"]
+
+
+def test_captured_tables_warn_nothing(pg_server, pg_db, tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="headwater")
+    pg_server.execute("CREATE TABLE t (id int PRIMARY KEY)", pg_db)
+    pg_server.execute("INSERT INTO t VALUES (1)", pg_db)
+    eng = engine(pg_server, pg_db, tmp_path / "o.json", props={"table.include.list": "public.t"})
+    assert rows(list(eng.events(once=True))) == [("r", 1)]
+    eng.close()
+    assert "no table to capture" not in caplog.text
+
+
 def test_snapshot_include_collection_list(pg_server, pg_db, tmp_path):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY); CREATE TABLE u (id int PRIMARY KEY)", pg_db)
     pg_server.execute("INSERT INTO t VALUES (1); INSERT INTO u VALUES (1)", pg_db)
-    eng = engine(pg_server, pg_db, tmp_path / "o.json", **{"snapshot.include.collection.list": "public.u"})
+    eng = engine(pg_server, pg_db, tmp_path / "o.json", props={"snapshot.include.collection.list": "public.u"})
     first = list(eng.events(once=True))
     pg_server.execute("INSERT INTO t VALUES (2); INSERT INTO u VALUES (2)", pg_db)
     second = list(eng.events(once=True))
@@ -730,23 +775,23 @@ def test_heartbeats_advance_the_slot(pg_server, pg_db, tmp_path, heartbeat):
     if heartbeat == "action":
         props["heartbeat.action.query"] = "INSERT INTO hb (at) VALUES (now())"
     offsets = tmp_path / "offsets.json"
-    eng = engine(pg_server, pg_db, offsets, **props)
+    eng = engine(pg_server, pg_db, offsets, props=props)
     list(eng.events(once=True))
     eng.close()
-    start = slot_state(pg_server, pg_db)[1]
+    start = the_slot(pg_server, pg_db)[1]
     for i in range(20):
         pg_server.execute(f"INSERT INTO other SELECT generate_series(1, {i + 1})", pg_db)
     past = current_lsn(pg_server)
-    run = EngineThread(engine(pg_server, pg_db, offsets, **props)).start()
+    run = EngineThread(engine(pg_server, pg_db, offsets, props=props)).start()
     if heartbeat == "off":
         time.sleep(2.5)  # long enough for heartbeats, were there any; the slot must not move
     else:
-        wait_until(lambda: slot_state(pg_server, pg_db)[1] >= past or run.error, "the slot to move on")
+        wait_until(lambda: the_slot(pg_server, pg_db)[1] >= past or run.error, "the slot to move on")
     run.stop()
     assert run.error is None, run.error
     events = run.events
-    flush = slot_state(pg_server, pg_db)[1]
-    stored = OffsetFile(offsets).load().get("lsn_commit", 0)
+    flush = the_slot(pg_server, pg_db)[1]
+    stored = stored_offset(offsets).get("lsn_commit", 0)
     beats = [e for e in events if e.topic.startswith("__debezium-heartbeat")]
     if heartbeat == "off":
         assert flush == start and not beats  # like Debezium: nothing to confirm, the slot stays
@@ -759,6 +804,6 @@ def test_heartbeats_advance_the_slot(pg_server, pg_db, tmp_path, heartbeat):
         assert rows(events, "hb")
     # and the position the heartbeats moved to resumes cleanly
     pg_server.execute("INSERT INTO t VALUES (1)", pg_db)
-    eng = engine(pg_server, pg_db, offsets, **props)
+    eng = engine(pg_server, pg_db, offsets, props=props)
     assert rows(list(eng.events(once=True))) == [("c", 1)]
     eng.close()
