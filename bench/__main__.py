@@ -18,7 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from bench import debezium
-from bench.contenders import Options, all_benchmarks
+from bench.contenders import all_benchmarks
+from bench.model import Options
 from bench.report import environment, print_results, to_json, write_json
 from bench.runner import run
 

@@ -1,110 +1,16 @@
 """The registry: which benchmarks there are, who competes in each, and the targets headwater must meet.
 
-A `Benchmark` is one workload on one source database (`kind` is snapshot, stream or latency); its
-`Contender`s run one after the other on the same prepared data in one invocation, and every
-comparison is a ratio between them. Roles:
-
-- `limit`: the physical limit on this machine (COPY into /dev/null, pg_recvlogical into
-  /dev/null, mariadb-binlog into /dev/null). With several, the fastest is the limit.
-- `reference`: Debezium 3.x, the system to beat.
-- `subject`: headwater (`bench/headwater_contenders.py`, the hook).
-- `baseline`: shown for information, not used in ratios (e.g. two COPYs in parallel).
-
-A connector joins by adding its benchmarks here (`mariadb_benchmarks` shows the shape) and a
-runner for its kind of server (`bench/runner.py` for PostgreSQL, `bench/mariadb.py`).
+What a benchmark, a contender, a target and the roles are is in `bench.model`. A connector joins
+by adding its benchmarks here (`bench.mariadb.benchmarks` shows the shape) and a runner for its kind
+of server (`bench/runner.py` for PostgreSQL, `bench/mariadb.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
-from bench import debezium, headwater_contenders, pg_baselines
-from bench.measure import Measurement
-
-LIMIT, REFERENCE, SUBJECT, BASELINE = "limit", "reference", "subject", "baseline"
-
-
-@dataclass
-class Options:
-    """What to run (from the command line)."""
-
-    rows: int = 1_000_000
-    singles: int = 100_000
-    full: bool = False
-    full_rows: int = 10_000_000
-    skip_debezium: bool = False
-    skip_debezium_10m: bool = False
-    latency_rate: float = 2000.0
-    latency_seconds: float = 25.0
-    latency_warmup: float = 10.0
-    limit_repeat: int = 3
-    only: list[str] = field(default_factory=list)
-    contenders: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Contender:
-    """One way of doing a benchmark's work. `run(case) -> Measurement`.
-
-    `skip` returns why the contender cannot or should not run (None when it runs); the harness
-    then records a "skipped" row with that reason. `slot_plugin` is the logical decoding plugin
-    of the slot the harness creates for it in stream and latency benchmarks. `repeat` > 1 runs it
-    that many times (each on a fresh case: its own slot, made before the load) and keeps the
-    fastest run: used for the limits, which take seconds, so that a noisy neighbour does not
-    lower the bar; the others' runs are in `details["runs_seconds"]`.
-    """
-
-    name: str
-    role: str
-    run: Callable[[Any], Measurement]
-    description: str
-    skip: Callable[[], str | None] = lambda: None
-    slot_plugin: str = "pgoutput"
-    repeat: int = 1
-
-    @property
-    def placeholder(self) -> bool:
-        return headwater_contenders.is_placeholder(self.run)
-
-
-@dataclass
-class Target:
-    """A goal for the subject: `metric` at least `value` × the `against` role's, or at most `value`."""
-
-    text: str
-    metric: str  # rows_per_s | p99_ms | peak_rss_bytes
-    value: float
-    against: str | None = None  # LIMIT | REFERENCE | None (an absolute bound)
-
-    def check(self, subject: Measurement, others: dict[str, float | None]) -> str:
-        """'met', 'missed' or 'not measured yet' for the subject's measurement."""
-        if not subject.ok:
-            return "not measured yet" if subject.status == "not measured yet" else subject.status
-        if self.metric == "rows_per_s":
-            mine, base = subject.rows_per_s, others.get(self.against or "")
-            if mine is None or not base:
-                return "no baseline"
-            return "met" if mine / base >= self.value else "missed"
-        if self.metric == "p99_ms":
-            p99 = (subject.latency_ms or {}).get("p99")
-            return "no data" if p99 is None else ("met" if p99 < self.value else "missed")
-        if self.metric == "peak_rss_bytes":
-            rss = subject.peak_rss_bytes
-            return "no data" if rss is None else ("met" if rss <= self.value else "missed")
-        raise ValueError(self.metric)
-
-
-@dataclass
-class Benchmark:
-    key: str
-    title: str
-    source: str  # postgresql | mariadb
-    kind: str  # snapshot | stream | latency
-    contenders: list[Contender]
-    targets: list[Target]
-    params: dict[str, Any] = field(default_factory=dict)
+from bench import debezium, headwater_contenders, mariadb, pg_baselines
+from bench.model import BASELINE, LIMIT, REFERENCE, SUBJECT, Benchmark, Contender, Options, Target
 
 
 def _debezium_skip(opts: Options, big: bool = False) -> Callable[[], str | None]:
@@ -199,14 +105,8 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
     return out
 
 
-def mariadb_benchmarks(opts: Options) -> list[Benchmark]:
-    from bench import mariadb
-
-    return mariadb.benchmarks(opts)
-
-
 def all_benchmarks(opts: Options) -> list[Benchmark]:
-    out = postgres_benchmarks(opts) + mariadb_benchmarks(opts)
+    out = postgres_benchmarks(opts) + mariadb.benchmarks(opts)
     if opts.only:
         out = [b for b in out if any(b.key.startswith(o) or b.source == o or b.kind == o for o in opts.only)]
     if opts.contenders:

@@ -96,7 +96,7 @@ def copy_text_bytes(server: PostgresServer, where: str = "") -> tuple[int, int]:
 
         def write(self, data: bytes | str) -> int:
             self.bytes += len(data)
-            self.rows += data.count(b"\n" if isinstance(data, bytes) else "\n")
+            self.rows += data.count(b"\n") if isinstance(data, bytes) else data.count("\n")
             return len(data)
 
     counter = Counter()

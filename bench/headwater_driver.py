@@ -57,7 +57,7 @@ def main() -> int:
 
 
 def run_engine(props: dict, args, out: dict) -> None:
-    from headwater.config.properties import validate_connector
+    from headwater.connectors.registry import validate_connector
     from headwater.engine import Engine
 
     engine = Engine(validate_connector(props))
@@ -80,7 +80,7 @@ def run_spark(props: dict, args, out: dict) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql.streaming import StreamingQueryListener
 
-    from headwater.config.loader import parse_config
+    from headwater.pipeline_config import parse_config
     from headwater.spark.pipeline import spark_session, start_query
 
     work = Path(args.workdir)

@@ -27,14 +27,23 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bench import data, headwater_contenders
-from bench.measure import Measurement, run_measured
-
-if TYPE_CHECKING:
-    from bench.contenders import Benchmark, Options
-    from bench.runner import BenchmarkResult, Progress
+from bench.calls import call_best, pending
+from bench.measure import Measurement, run_measured, stop_all_live
+from bench.model import (
+    BASELINE,
+    LIMIT,
+    REFERENCE,
+    SUBJECT,
+    Benchmark,
+    BenchmarkResult,
+    Contender,
+    Options,
+    Progress,
+    Target,
+)
 
 DBNAME = "bench"
 TABLE = "t"
@@ -141,8 +150,6 @@ def debezium_stream(case: MariaDBStreamCase) -> Measurement:
 
 
 def benchmarks(opts: Options) -> list[Benchmark]:
-    from bench.contenders import BASELINE, LIMIT, REFERENCE, SUBJECT, Benchmark, Contender, Target
-
     missing = devserver_missing()
 
     def skip() -> str | None:
@@ -187,8 +194,6 @@ def _master(server: Any) -> tuple[str, int]:
 
 
 def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
-    from bench.runner import BenchmarkResult, call_best, pending
-
     result = BenchmarkResult(b)
     todo = {c.name: pending(c) for c in b.contenders}
     if all(m is not None for m in todo.values()):
@@ -237,8 +242,6 @@ def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
     except KeyboardInterrupt:
         result.error, result.interrupted = "interrupted", True
     finally:
-        from bench.measure import stop_all_live
-
         stop_all_live()
         if server is not None:
             server.stop()

@@ -22,9 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from bench.contenders import LIMIT, REFERENCE, SUBJECT, Benchmark, Options
 from bench.measure import Measurement
-from bench.runner import BenchmarkResult
+from bench.model import LIMIT, REFERENCE, SUBJECT, Benchmark, BenchmarkResult, Options
 
 RESULTS_DIR = Path(__file__).with_name("results")
 
@@ -50,11 +49,11 @@ def baselines(r: BenchmarkResult) -> dict[str, dict[str, Any] | None]:
 
 
 def ratios(r: BenchmarkResult, m: Measurement) -> dict[str, float | None]:
-    base = baselines(r)
     rate = m.rows_per_s
+    limit, reference = (baselines(r)[role] for role in (LIMIT, REFERENCE))
     return {
-        "vs_limit": rate / base[LIMIT]["rows_per_s"] if rate and base[LIMIT] else None,
-        "vs_reference": rate / base[REFERENCE]["rows_per_s"] if rate and base[REFERENCE] else None,
+        "vs_limit": rate / limit["rows_per_s"] if rate and limit else None,
+        "vs_reference": rate / reference["rows_per_s"] if rate and reference else None,
     }
 
 

@@ -99,7 +99,7 @@ def main() -> int:
         console.print("\nThe configuration (what `headwater run shop.yaml` reads):")
         console.print(yaml.safe_dump(safe, sort_keys=False), markup=False)
 
-        from headwater.config import load_config
+        from headwater.pipeline_config import load_config
         from headwater.spark.pipeline import spark_session, start_query
 
         console.print("Starting Spark (local[2]) and the streaming query; the first batch is the snapshot ...")

@@ -22,7 +22,8 @@ from rich.text import Text
 
 from headwater import __version__
 from headwater.cli.failures import DropPy4J, source_error, summary
-from headwater.config import ConfigErrors, load_config
+from headwater.config import ConfigErrors
+from headwater.pipeline_config import load_config
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
@@ -162,7 +163,7 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
 def status(ctx: click.Context, config: str) -> None:
     """Show the stored positions and how far the source is ahead of them."""
     cfg = _load(config)
-    from headwater.connectors.base import create_source
+    from headwater.connectors.registry import create_source
     from headwater.spark.pipeline import checkpoint_offsets
 
     info = checkpoint_offsets(Path(cfg.spark.checkpoint).expanduser())

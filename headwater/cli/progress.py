@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from headwater.config.loader import PipelineConfig
-from headwater.connectors.base import SourceConnector, create_source
+from headwater.connectors.base import SourceConnector
+from headwater.connectors.registry import create_source
+from headwater.pipeline_config import PipelineConfig
 
 
 class Progress:

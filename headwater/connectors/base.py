@@ -1,4 +1,4 @@
-"""The contract every connector implements, and the registry of connectors.
+"""The contract every connector implements (the registry of connectors is `connectors.registry`).
 
 A connector has two halves:
 
@@ -70,6 +70,11 @@ class SourceConnector(ABC):
         """True when nothing will ever follow `offset` (initial_only after its snapshot)."""
         return False
 
+    @abstractmethod
+    def table_schema(self, table: str) -> tuple[str, dict]:
+        """The topic of `table`'s change events and the Connect schema (JSON form) of its row image
+        (the envelope's `before` and `after`), as the events carry them for this configuration."""
+
     def status(self, offset: Offset | None) -> dict[str, Any]:
         """Positions and lag, for `headwater status`."""
         return {}
@@ -78,11 +83,3 @@ class SourceConnector(ABC):
     def close(self) -> None:
         """Release connections (and, where configured, drop the slot)."""
 
-
-def create_source(config: ConnectorConfig, **kwargs: Any) -> SourceConnector:
-    """The SourceConnector for `config.connector`."""
-    if config.connector == "postgres":
-        from headwater.connectors.postgres.source import PostgresSource
-
-        return PostgresSource(config, **kwargs)
-    raise ValueError(f"connector {config.connector!r} is not implemented")

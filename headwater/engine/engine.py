@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from headwater.config.properties import ConnectorConfig
-from headwater.connectors.base import Offset, SourceConnector, create_source
+from headwater.connectors.base import Offset, SourceConnector
+from headwater.connectors.registry import create_source
 from headwater.engine.startup import open_source
 from headwater.events.batch import Event, Events
 

@@ -93,12 +93,13 @@ class EventBatch:
             op = self.op[i]
             key, value, headers = self.key[i], self.value[i], self.headers[i]
             yield Event(self.topic[i], key, value, op, headers,
-                        CHANGE_TYPES.get(op) if value is not None else None,
+                        CHANGE_TYPES.get(op) if op is not None and value is not None else None,
                         self.commit_version[i], self.commit_ts_us[i])
 
     def to_arrow(self) -> pa.RecordBatch:
         ops = self.op
-        change = [CHANGE_TYPES.get(o) if v is not None else None for o, v in zip(ops, self.value, strict=True)]
+        change = [CHANGE_TYPES.get(o) if o is not None and v is not None else None
+                  for o, v in zip(ops, self.value, strict=True)]
         headers = None
         if any(h for h in self.headers):
             headers = pa.array([[{"key": k, "value": v} for k, v in h] if h else None for h in self.headers],

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from headwater.config.patterns import JAVA_DIGESTS, MaskChars, MaskHash, Truncate, parse_pattern
 from headwater.config.properties import ConnectorConfig
 
 Masker = Callable[[Any], Any]
@@ -33,12 +34,6 @@ def java_serialized_string(value: str) -> bytes:
     if len(data) <= 0xFFFF:
         return b"\xac\xed\x00\x05\x74" + len(data).to_bytes(2, "big") + data
     return b"\xac\xed\x00\x05\x7c" + len(data).to_bytes(8, "big") + data
-
-
-JAVA_DIGESTS = {"MD2": None, "MD5": "md5", "SHA-1": "sha1", "SHA1": "sha1", "SHA-224": "sha224",
-                "SHA-256": "sha256", "SHA-384": "sha384", "SHA-512": "sha512",
-                "SHA-512/224": "sha512_224", "SHA-512/256": "sha512_256", "SHA3-224": "sha3_224",
-                "SHA3-256": "sha3_256", "SHA3-384": "sha3_384", "SHA3-512": "sha3_512"}
 
 
 def hash_masker(algorithm: str, salt: str, v2: bool, length: int | None) -> Masker:
@@ -61,6 +56,16 @@ def hash_masker(algorithm: str, salt: str, v2: bool, length: int | None) -> Mask
     return mask
 
 
+def _truncator(n: int) -> Masker:
+    """`column.truncate.to.<n>.chars`: a value cut to `n` characters, null kept."""
+    return lambda v: v if v is None or len(v) <= n else v[:n]
+
+
+def _masker(n: int) -> Masker:
+    """`column.mask.with.<n>.chars`: `n` asterisks in place of any value, null too."""
+    return lambda v: "*" * n
+
+
 @dataclass(frozen=True)
 class ColumnOptions:
     """The compiled column options of one connector configuration (picklable)."""
@@ -78,17 +83,13 @@ class ColumnOptions:
     def from_config(cls, cfg: ConnectorConfig) -> ColumnOptions:
         trunc, mask, hashes = [], [], []
         for name, value in cfg.extra.items():
-            m = re.fullmatch(r"column\.truncate\.to\.(\d+)\.chars", name)
-            if m:
-                trunc.append((int(m.group(1)), compile_list(value)))
-                continue
-            m = re.fullmatch(r"column\.mask\.with\.(\d+)\.chars", name)
-            if m:
-                mask.append((int(m.group(1)), compile_list(value)))
-                continue
-            m = re.fullmatch(r"column\.mask\.hash\.(v2\.)?([A-Za-z0-9-/]+)\.with\.salt\.(.+)", name)
-            if m:
-                hashes.append((m.group(2), m.group(3), bool(m.group(1)), compile_list(value)))
+            p = parse_pattern(name)
+            if isinstance(p, Truncate):
+                trunc.append((p.length, compile_list(value)))
+            elif isinstance(p, MaskChars):
+                mask.append((p.length, compile_list(value)))
+            elif isinstance(p, MaskHash):
+                hashes.append((p.algorithm, p.salt, p.v2, compile_list(value)))
         keys = []
         for item in (cfg.get("message.key.columns") or "").split(";"):
             item = item.strip()
@@ -124,11 +125,11 @@ class ColumnOptions:
         params: dict[str, str] = {}
         for n, pats in self.truncate:
             if matches(pats, fq_column):
-                out.append(lambda v, n=n: v if v is None or len(v) <= n else v[:n])
+                out.append(_truncator(n))
                 params["truncateLength"] = str(n)
         for n, pats in self.mask_chars:
             if matches(pats, fq_column):
-                out.append(lambda v, n=n: "*" * n)
+                out.append(_masker(n))
                 params["masked"] = "true"
         for alg, salt, v2, pats in self.mask_hash:
             if matches(pats, fq_column):

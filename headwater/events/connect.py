@@ -41,7 +41,7 @@ class Schema:
     items: Schema | None = None  # array element schema
     keys: Schema | None = None  # map key schema
     values: Schema | None = None  # map value schema
-    _json: dict = field(default=None, compare=False, hash=False, repr=False)  # type: ignore[assignment]
+    _json: dict | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def has_default(self) -> bool:

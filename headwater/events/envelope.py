@@ -60,7 +60,8 @@ class Serializer:
 
     def __init__(self, schema: Schema | None, schemas_enable: bool):
         self.schemas = schemas_enable and schema is not None
-        self.head = b'{"schema":' + orjson.dumps(schema.to_json()) + b',"payload":' if self.schemas else b""
+        self.head = b'{"schema":' + orjson.dumps(schema.to_json()) + b',"payload":' \
+            if schemas_enable and schema is not None else b""
 
     def dumps(self, payload) -> str:
         body = orjson.dumps(payload)

@@ -6,12 +6,13 @@ micro-batch). Java 17 can dump the classes a run loaded into an archive
 (`-XX:ArchiveClassesAtExit`) and map it at the next start (`-XX:SharedArchiveFile`): on this
 2-core machine a session with its first job went from ~15 s to ~9.5 s.
 
-`build()` makes the archive once per Java and pyspark installation: a child process runs a small
-streaming query shaped like headwater's (a Python streaming source, the `headwater-jsonl` sink, a
-checkpoint), stops Spark, waits for its JVM to write the archive, and moves it into place. The
-archive is used only when complete (it is renamed into place after the JVM has exited), and the
-JVM checks it against its own class path: an archive that does not match is ignored (`-Xshare:auto`,
-silently), so a stale or damaged file costs the speed-up, never a failure. `spark_session` starts
+`build()` makes the archive once per Java and pyspark installation: a child process runs the small
+streaming query of `headwater.spark.warmup`, shaped like headwater's (a Python streaming source,
+the `headwater-jsonl` sink, a checkpoint) in a JVM that writes the archive as it exits, and
+`build()` then moves the archive into place. The archive is used only when complete (it is renamed
+into place after the JVM has exited), and the JVM checks it against its own class path: an archive
+that does not match is ignored (`-Xshare:auto`, silently), so a stale or damaged file costs the
+speed-up, never a failure. `spark_session` starts
 `build()` in the background, at low priority, when the archive is missing (`make install` builds
 it up front).
 """
@@ -26,13 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-
-from headwater.events.batch import ARROW_SCHEMA, SPARK_SCHEMA_DDL
 
 BUILD_LOCK_STALE_S = 600  # a build lock older than this belongs to a builder that died
 
@@ -81,7 +76,7 @@ def build(path: Path) -> bool:
     os.close(fd)
     os.unlink(tmp)  # the JVM writes it at exit
     try:
-        subprocess.run([sys.executable, "-m", "headwater.spark.classcache", "--dump", tmp], check=True,
+        subprocess.run([sys.executable, "-m", "headwater.spark.warmup", tmp], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
         if not os.path.isfile(tmp) or os.path.getsize(tmp) == 0:
             return False
@@ -125,96 +120,13 @@ def _start_builder() -> None:
                      start_new_session=True, env=env, preexec_fn=lambda: os.nice(19))
 
 
-# ---- the workload whose classes go into the archive
-
-
-class _WarmupReader(DataSourceStreamReader):
-    """Two micro-batches of a few change-event-shaped rows."""
-
-    def initialOffset(self) -> dict:
-        return {"n": 0}
-
-    def latestOffset(self) -> dict:
-        return {"n": 2}
-
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
-        return [InputPartition(i) for i in range(start["n"], end["n"])]
-
-    def read(self, partition) -> Iterator[pa.RecordBatch]:
-        n = 100
-        cols = {
-            "topic": ["warmup.public.t"] * n,
-            "key": [f'{{"id":{i}}}' for i in range(n)],
-            "value": [f'{{"after":{{"id":{i}}},"op":"c"}}' for i in range(n)],
-            "op": ["c"] * n,
-            "headers": [[{"key": "k", "value": "v"}]] * n,
-            "_change_type": ["insert"] * n,
-            "_commit_version": list(range(n)),
-            "_commit_timestamp": [0] * n,
-        }
-        yield pa.RecordBatch.from_pydict(cols, schema=ARROW_SCHEMA)
-
-    def commit(self, end: dict) -> None:
-        pass
-
-
-class _WarmupSource(DataSource):
-    @classmethod
-    def name(cls) -> str:
-        return "headwater-classcache-warmup"
-
-    def schema(self) -> str:
-        return SPARK_SCHEMA_DDL
-
-    def streamReader(self, schema) -> _WarmupReader:
-        return _WarmupReader()
-
-
-def _dump(archive: str) -> None:
-    """Run the warm-up query in a Spark whose JVM writes its loaded classes to `archive` at exit."""
-    from pyspark import SparkContext
-
-    from headwater.config.loader import parse_config
-    from headwater.spark.pipeline import spark_session
-    from headwater.spark.sinks import JSONL_COLUMNS
-
-    work = tempfile.mkdtemp(prefix="headwater-classcache-")
-    try:
-        cfg = parse_config({
-            "name": "classcache", "source": {"connector.class": "postgres", "topic.prefix": "warmup",
-                                             "database.hostname": "localhost", "database.user": "warmup",
-                                             "database.dbname": "warmup"},
-            "sink": {"type": "jsonl", "path": f"{work}/sink"},
-            "spark": {"master": "local[2]", "checkpoint": f"{work}/checkpoint"},
-        })
-        spark = spark_session(cfg, dump_classes_to=archive)
-        spark.dataSource.register(_WarmupSource)
-        query = (spark.readStream.format(_WarmupSource.name()).load().select(*JSONL_COLUMNS)  # as start_query
-                 .writeStream.format("headwater-jsonl").option("path", f"{work}/sink")
-                 .option("checkpointLocation", f"{work}/checkpoint").trigger(availableNow=True).start())
-        query.awaitTermination()
-        spark.stop()
-        gateway = SparkContext._gateway
-        proc = getattr(gateway, "proc", None) if gateway is not None else None
-        if gateway is not None:
-            gateway.shutdown()
-        if proc is not None:  # the JVM exits once its stdin closes, and writes the archive as it exits
-            proc.stdin.close()
-            proc.wait(timeout=300)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--dump"] and len(argv) == 2:
-        _dump(argv[1])
-        return 0
     if argv[:1] == ["--build"] and len(argv) == 2:
-        path = Path(argv[1])
+        target = Path(argv[1])
         try:
-            return 0 if build(path) else 1
+            return 0 if build(target) else 1
         finally:
-            path.with_suffix(".building").unlink(missing_ok=True)
+            target.with_suffix(".building").unlink(missing_ok=True)
     path = archive_path()
     if path is None:
         print("headwater: no java found; no class archive built", file=sys.stderr)

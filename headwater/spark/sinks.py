@@ -1,72 +1,26 @@
-"""Exactly-once file sinks for change events: `headwater-jsonl` and `headwater-parquet`.
+"""The file sinks headwater registers with Spark, and the first of them: `headwater-jsonl`.
 
-Both are Spark Python streaming writers. Each task writes its partition to a temporary file under
-`<path>/_tmp/`; the driver's `commit(batchId)` then removes whatever an earlier attempt of the
-same batch left and moves the new files to their final names, `batch-<id>-part-<n>` (so the names
-sort in event order). A batch replayed after a crash therefore replaces its own earlier output:
-with a source that yields the same events for a replayed batch, each change is written once.
-Readers should take only files with the final extension (`.jsonl`, `.parquet`).
+`headwater-jsonl` writes Debezium JSON lines (`{"topic", "key", "value"[, "headers"]}`), one file
+per partition per batch, with the exactly-once commit of `headwater.spark.filesink`; the final
+files end in `.jsonl`. `headwater-parquet` is in `headwater.spark.parquet`. `register_sinks` makes
+both known to a Spark session.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from headwater.events.arrays import lit, string_array
+from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
+from headwater.spark.parquet import ParquetSink
 
-TMP = "_tmp"
 JSONL_COLUMNS = ("topic", "key", "value", "headers")  # all the jsonl sink reads of an event
-
-
-@dataclass
-class FileCommit(WriterCommitMessage):
-    """What a task wrote: its partition index and temporary files (and rows, for progress)."""
-
-    partition: int
-    files: list[tuple[str, str]]  # (temporary path, subdirectory of the final file: "" or a topic)
-    rows: int
-
-
-def _partition_id() -> int:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.partitionId() if ctx is not None else 0
-
-
-def batch_prefix(batch_id: int) -> str:
-    return f"batch-{batch_id:012d}-"
-
-
-def commit_files(root: Path, batch_id: int, messages: list, ext: str) -> int:
-    """Replace batch `batch_id`'s output under `root`: delete what any earlier attempt of the batch
-    left (in `root` and its topic directories), move the new temporary files to their final names
-    `[<topic dir>/]batch-<id>-part-<n><ext>`, and clear the temporary directory."""
-    prefix = batch_prefix(batch_id)
-    for dirpath, dirnames, files in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != TMP]
-        for f in files:
-            if f.startswith(prefix) and f.endswith(ext):
-                os.unlink(os.path.join(dirpath, f))
-    rows = 0
-    for msg in sorted((m for m in messages if m is not None), key=lambda m: m.partition):
-        rows += msg.rows
-        for tmp, subdir in msg.files:
-            target = root / subdir if subdir else root
-            target.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, target / f"{prefix}part-{msg.partition:05d}{ext}")
-    shutil.rmtree(root / TMP, ignore_errors=True)
-    return rows
 
 
 def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
@@ -105,42 +59,13 @@ def write_lines(f, lines: pa.Array) -> None:
             f.write(v.encode())
 
 
-class FileStreamWriter(DataSourceStreamArrowWriter):
-    """A writer whose tasks leave temporary files and whose batch commit moves them into place."""
-
-    extension = ""
-
-    def __init__(self, path: str):
-        self.root = Path(path)
-
-    def commit(self, messages, batchId: int) -> None:
-        commit_files(self.root, batchId, messages, self.extension)
-
-    def abort(self, messages, batchId: int) -> None:
-        for m in messages:
-            for tmp, _ in (m.files if m else []):
-                Path(tmp).unlink(missing_ok=True)
-
-
-class FileSink(DataSource):
-    """A file sink: `df.writeStream.format(<name>).option("path", ...)`."""
-
-    writer: type[FileStreamWriter] = FileStreamWriter
-
-    def streamWriter(self, schema, overwrite: bool) -> FileStreamWriter:
-        path = self.options.get("path")
-        if not path:
-            raise ValueError(f"the {self.name()} sink needs option path")
-        return self.writer(path)
-
-
 class JsonlStreamWriter(FileStreamWriter):
     """Writes Debezium JSON lines, one file per partition per batch."""
 
     extension = ".jsonl"
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
-        pid = _partition_id()
+        pid = partition_id()
         tmpdir = self.root / TMP
         tmpdir.mkdir(parents=True, exist_ok=True)
         tmp = tmpdir / f"{uuid.uuid4().hex}-{pid}.tmp"
@@ -160,7 +85,7 @@ class JsonlStreamWriter(FileStreamWriter):
 class JsonlSink(FileSink):
     """`df.writeStream.format("headwater-jsonl").option("path", ...)`."""
 
-    writer = JsonlStreamWriter
+    writer_class = JsonlStreamWriter
 
     @classmethod
     def name(cls) -> str:
@@ -168,7 +93,6 @@ class JsonlSink(FileSink):
 
 
 def register_sinks(spark) -> None:
-    from headwater.spark.parquet import ParquetSink
-
+    """Make the `headwater-jsonl` and `headwater-parquet` sinks known to the session `spark`."""
     spark.dataSource.register(JsonlSink)
     spark.dataSource.register(ParquetSink)

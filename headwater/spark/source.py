@@ -29,8 +29,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from headwater.config.properties import ConnectorConfig, canonical_names, validate_connector
-from headwater.connectors.base import SourceConnector, WorkUnit, create_source
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import SourceConnector, WorkUnit
+from headwater.connectors.registry import canonical_names, create_source, validate_connector
 from headwater.engine.startup import open_source
 from headwater.events.batch import SPARK_SCHEMA_DDL
 

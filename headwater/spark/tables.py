@@ -3,14 +3,14 @@
     changes = table_changes(df, properties, "public.customers")
 
 gives one row per change event of that table: the row image (`after`, or `before` for a delete)
-as columns typed the way the `headwater-parquet` sink types them (Decimal -> decimal, MicroTimestamp
--> timestamp, Date -> date, ...), plus `_op`, `_change_type`, `_commit_version`,
-`_commit_timestamp` and `_source_ts_ms`. The column types come from the table's definition in the
-database, read once when the query is defined, exactly as the connector builds the event schema
-for the same properties (column filters, name adjustment and type handling modes included).
-A delete's row is its `before` image: under REPLICA IDENTITY DEFAULT only the key columns are set.
-Tombstones and truncates carry no row image and are left out. A column whose Arrow type Spark
-cannot hold is given as text.
+as columns typed by `headwater.events.arrow`, as the `headwater-parquet` sink types them (Decimal
+-> decimal, MicroTimestamp -> timestamp, Date -> date, ...), plus `_op`, `_change_type`,
+`_commit_version`, `_commit_timestamp` and `_source_ts_ms`. The column types come from the
+connector (`SourceConnector.table_schema`): the table's row schema as its events carry it for the
+same properties (column filters, name adjustment and type handling modes included), read once
+when the query is defined. A delete's row is its `before` image: under REPLICA IDENTITY DEFAULT
+only the key columns are set. Tombstones and truncates carry no row image and are left out. A
+column whose Arrow type Spark cannot hold is given as text.
 """
 
 from __future__ import annotations
@@ -21,50 +21,41 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
-from headwater.config.properties import validate_connector
-from headwater.connectors.postgres.catalog import read_table
-from headwater.connectors.postgres.connection import ConnectionParams, connect
-from headwater.connectors.postgres.records import EventContext, table_events
-from headwater.spark.parquet import META, RowImages, arrow_type
+from headwater.connectors.registry import create_source, validate_connector
+from headwater.events.arrow import META, Column, RowImages, arrow_type, json_text
 
 ROW_OPS = ("c", "u", "d", "r")
 
 
 def table_row_schema(properties: Mapping[str, Any], table: str) -> tuple[str, dict]:
-    """The topic of `table` ('schema.table') and the Connect schema (JSON form) of its row image."""
-    cfg = validate_connector(properties)
-    schema, _, name = table.rpartition(".")
-    conn = connect(ConnectionParams.from_config(cfg))
+    """The topic of `table` ('schema.table') and the Connect schema (JSON form) of its row image,
+    from the connector the properties name."""
+    source = create_source(validate_connector(properties))
     try:
-        found = read_table(conn, schema or "public", name)
+        return source.table_schema(table)
     finally:
-        conn.close()
-    events = table_events(EventContext.from_config(cfg), found, found.columns, streaming=True)
-    return events.topic, events.value_schema.to_json()
+        source.close()
 
 
-def spark_columns(row_schema: dict) -> tuple[list[tuple[str, pa.DataType, Any]], Any]:
+def spark_columns(row_schema: dict) -> tuple[list[Column], Any]:
     """Converters of the row's columns (those Spark cannot hold become text) and the Spark schema."""
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import StructField, StructType
 
-    columns, fields = [], []
+    columns: list[Column] = []
+    fields = []
     for f in row_schema.get("fields", []):
         typ, fn = arrow_type(f)
         try:
             spark_type = from_arrow_type(typ)
         except Exception:  # a type Spark has no equivalent for: its JSON text
             typ, spark_type = pa.string(), from_arrow_type(pa.string())
-            fn = _text
+            fn = json_text
         columns.append((f["field"], typ, fn))
         fields.append(StructField(f["field"], spark_type, True))
     for name, typ in META:
         fields.append(StructField(name, from_arrow_type(typ), True))
     return columns, StructType(fields)
-
-
-def _text(v: Any) -> str:
-    return v if isinstance(v, str) else orjson.dumps(v).decode()
 
 
 def table_changes(df, properties: Mapping[str, Any], table: str):

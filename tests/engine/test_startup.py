@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from headwater.config.properties import validate_connector
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
 from headwater.connectors.errors import ConnectError, SourceError
+from headwater.connectors.registry import validate_connector
 from headwater.engine.startup import open_source, start_retries
 
 BASE = {"connector.class": "postgres", "database.hostname": "127.0.0.1", "database.user": "u",
@@ -39,6 +39,9 @@ class Unreachable(SourceConnector):
 
     def commit(self, end: Offset) -> None:
         pass
+
+    def table_schema(self, table: str) -> tuple[str, dict]:
+        raise NotImplementedError
 
     def close(self) -> None:
         pass

@@ -12,8 +12,7 @@ Debezium's schemas depend on it: `length` and `scale` are pgjdbc's COLUMN_SIZE a
 friends for integer columns whose default calls nextval()).
 
 `list_tables` applies Debezium's `schema.include.list` / `schema.exclude.list` /
-`table.include.list` / `table.exclude.list` (`TableFilters`): comma-separated regular expressions,
-matched case-insensitively against the whole schema name or the whole `schema.table` name; system
+`table.include.list` / `table.exclude.list` (`TableFilters` of connectors/common/filters.py); system
 schemas (pg_catalog, information_schema, pg_temp*) and PostGIS's spatial_ref_sys are never captured.
 `CatalogCache` keeps tables by oid for the streaming side and re-reads a table when a pgoutput
 RELATION message no longer matches it (Debezium's schema.refresh.mode=columns_diff).
@@ -21,10 +20,11 @@ RELATION message no longer matches it (Debezium's schema.refresh.mode=columns_di
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from headwater.connectors.common.filters import SystemTables, TableFilters
 
 UNKNOWN_LENGTH = 2147483647  # pgjdbc's length for types without a length modifier
 VARIABLE_NUMERIC_LENGTH = 131089  # pgjdbc's COLUMN_SIZE for numeric without precision
@@ -84,7 +84,7 @@ class TypeRegistry:
 
     def domain_chain(self, oid: int) -> tuple[PgType, ...]:
         """The domains from `oid` down to (not including) its root type."""
-        chain = []
+        chain: list[PgType] = []
         t = self.by_oid.get(oid)
         while t is not None and t.typtype == "d" and len(chain) < 64:
             chain.append(t)
@@ -140,6 +140,14 @@ class ColumnInfo:
     def is_domain(self) -> bool:
         return bool(self.domains)
 
+    def with_typmod(self, typmod: int) -> ColumnInfo:
+        """This column with another type modifier (of the same type): length and scale follow it.
+
+        Only for a column whose type is not a domain (a domain column's modifier is always -1)."""
+        sized_oid = self.element_root_oid or self.root_oid
+        length, scale = jdbc_length_scale(sized_oid, typmod)
+        return replace(self, typmod=typmod, length=length, scale=scale)
+
 
 @dataclass(frozen=True)
 class TableSchema:
@@ -185,24 +193,52 @@ class TableSchema:
     def layout_for(self, relation_columns: Sequence[Any]) -> tuple[ColumnInfo, ...]:
         """The ColumnInfos in the order of a pgoutput RELATION message's columns.
 
-        A column the catalog does not know (DDL raced the read) gets a bare ColumnInfo built from the
-        message's type oid and modifier, which types.py converts when it is a built-in type.
+        The schema at a log position is the message's: a column's length, precision and scale come
+        from the message's type modifier (the catalog, read later, may hold a newer one after an
+        ALTER COLUMN ... TYPE), and only what the message cannot say (NOT NULL, the default, enum
+        labels, domains) from the catalog -- as Debezium does when it reads a RELATION message.
+        A column the catalog does not know, or knows with another type (DDL raced the read), gets a
+        bare ColumnInfo built from the message's type oid and modifier, which types.py converts
+        when it is a built-in type.
         """
         by_name = {c.name: c for c in self.columns}
         out = []
         for i, rc in enumerate(relation_columns, 1):
             c = by_name.get(rc.name)
-            if c is None or c.type_oid != rc.type_oid:
-                c = ColumnInfo(name=rc.name, position=i, type_oid=rc.type_oid, type_name=str(rc.type_oid),
-                               typname=str(rc.type_oid), jdbc_type_name=str(rc.type_oid),
-                               typmod=rc.type_modifier, not_null=False, default_expr=None,
-                               length=jdbc_length(rc.type_oid, rc.type_modifier),
-                               scale=jdbc_scale(rc.type_oid, rc.type_modifier), root_oid=rc.type_oid)
+            if c is not None and c.type_oid == rc.type_oid and c.typmod != rc.type_modifier:
+                c = c.with_typmod(rc.type_modifier)
+            elif c is None or c.type_oid != rc.type_oid:
+                c = _message_column(rc, i, c)
             out.append(c)
         return tuple(out)
 
 
+def _message_column(rc: Any, position: int, catalog: ColumnInfo | None) -> ColumnInfo:
+    """A RELATION message column whose type the catalog does not hold (any more): its type from
+    the message (named when it is a built-in scalar type), NOT NULL and the default from the
+    catalog's column of that name, as Debezium takes them."""
+    oid, typmod = rc.type_oid, rc.type_modifier
+    name = BUILTIN_TYPE_NAMES.get(oid, str(oid))
+    length, scale = jdbc_length_scale(oid, typmod)
+    return ColumnInfo(name=rc.name, position=position, type_oid=oid, type_name=name, typname=name,
+                      jdbc_type_name=name, typmod=typmod,
+                      not_null=catalog.not_null if catalog is not None else False,
+                      default_expr=catalog.default_expr if catalog is not None else None,
+                      length=length, scale=scale, root_oid=oid, root_name=name)
+
+
 # ---------------------------------------------------------------------------------------- types
+
+# pg_catalog's scalar types by oid (fixed across PostgreSQL versions), for a RELATION message's
+# column whose type the catalog read no longer shows
+BUILTIN_TYPE_NAMES = {
+    BOOL: "bool", BYTEA: "bytea", CHAR: "char", NAME: "name", INT8: "int8", INT2: "int2", INT4: "int4",
+    TEXT: "text", OID: "oid", 114: "json", 142: "xml", 600: "point", FLOAT4: "float4", FLOAT8: "float8",
+    MONEY: "money", 829: "macaddr", 869: "inet", 650: "cidr", BPCHAR: "bpchar", VARCHAR: "varchar",
+    DATE: "date", TIME: "time", TIMESTAMP: "timestamp", TIMESTAMPTZ: "timestamptz", INTERVAL: "interval",
+    TIMETZ: "timetz", BIT: "bit", VARBIT: "varbit", NUMERIC: "numeric", 2950: "uuid", 3614: "tsvector",
+    3802: "jsonb",
+}
 
 _TYPES_SELECT = """
 SELECT t.oid, t.typname, n.nspname, t.typtype, t.typcategory,
@@ -325,6 +361,13 @@ def jdbc_scale(oid: int, typmod: int) -> int:
     return 0
 
 
+def jdbc_length_scale(oid: int, typmod: int) -> tuple[int, int | None]:
+    """pgjdbc's (COLUMN_SIZE, DECIMAL_DIGITS) of a column of a built-in type oid and modifier;
+    no DECIMAL_DIGITS (None) for an unconstrained numeric."""
+    scale = None if oid == NUMERIC and typmod == -1 else jdbc_scale(oid, typmod)
+    return jdbc_length(oid, typmod), scale
+
+
 # ------------------------------------------------------------------------------------ columns
 
 _COLUMNS_SQL = """
@@ -380,10 +423,7 @@ def make_column(registry: TypeRegistry, name: str, position: int, type_oid: int,
     element_root = registry.root(element_oid) if element_oid else None
     # pgjdbc sizes an array column by its element type and the column's modifier
     sized_oid = element_root.oid if element_root is not None else root_oid
-    length = jdbc_length(sized_oid, effective_mod)
-    scale: int | None = jdbc_scale(sized_oid, effective_mod)
-    if sized_oid == NUMERIC and effective_mod == -1:
-        scale = None  # pgjdbc reports no DECIMAL_DIGITS for an unconstrained numeric
+    length, scale = jdbc_length_scale(sized_oid, effective_mod)
     labels: tuple[str, ...] = ()
     if root is not None and root.typtype == "e":
         labels = root.enum_labels
@@ -448,61 +488,12 @@ def read_table(conn: Any, schema: str, name: str, registry: TypeRegistry | None 
 
 # ------------------------------------------------------------------------------------ filters
 
-
-def _patterns(values: Iterable[str] | str | None) -> tuple[re.Pattern[str], ...] | None:
-    if values is None:
-        return None
-    if isinstance(values, str):
-        values = values.split(",")
-    compiled = tuple(re.compile(v.strip(), re.IGNORECASE) for v in values if v and v.strip())
-    return compiled or None
+PG_SYSTEM = SystemTables(SYSTEM_SCHEMAS, ("pg_temp",), SYSTEM_TABLES)
 
 
-def matches_any(patterns: Iterable[str] | str, name: str) -> bool:
-    """Whether `name` matches one of Debezium's list-property regexes (whole name, case-insensitive)."""
-    return any(p.fullmatch(name) for p in _patterns(patterns) or ())
-
-
-@dataclass(frozen=True)
-class TableFilters:
-    """Debezium's schema/table include and exclude lists (anchored, case-insensitive regexes)."""
-
-    schema_include: tuple[re.Pattern[str], ...] | None = None
-    schema_exclude: tuple[re.Pattern[str], ...] | None = None
-    table_include: tuple[re.Pattern[str], ...] | None = None
-    table_exclude: tuple[re.Pattern[str], ...] | None = None
-
-    @classmethod
-    def from_config(cls, props: Mapping[str, Any] | Any) -> TableFilters:
-        """From a ConnectorConfig or a plain dict of properties."""
-        def get(name: str) -> Any:
-            try:
-                return props.get(name)
-            except KeyError:
-                return None
-
-        return cls(_patterns(get("schema.include.list")), _patterns(get("schema.exclude.list")),
-                   _patterns(get("table.include.list")), _patterns(get("table.exclude.list")))
-
-    from_properties = from_config
-
-    @staticmethod
-    def is_system(schema: str, table: str) -> bool:
-        low = schema.lower()
-        return low in SYSTEM_SCHEMAS or low.startswith("pg_temp") or table.lower() in SYSTEM_TABLES
-
-    def includes(self, schema: str, table: str) -> bool:
-        """Whether Debezium captures `schema`.`table`."""
-        if self.is_system(schema, table):
-            return False
-        if self.schema_include is not None and not any(p.fullmatch(schema) for p in self.schema_include):
-            return False
-        if self.schema_exclude is not None and any(p.fullmatch(schema) for p in self.schema_exclude):
-            return False
-        full = f"{schema}.{table}"
-        if self.table_include is not None and not any(p.fullmatch(full) for p in self.table_include):
-            return False
-        return not (self.table_exclude is not None and any(p.fullmatch(full) for p in self.table_exclude))
+def table_filters(props: Mapping[str, Any] | Any = None) -> TableFilters:
+    """The table filters of a configuration (or none), with PostgreSQL's system tables left out."""
+    return TableFilters.from_config(props or {}, PG_SYSTEM)
 
 
 @dataclass(frozen=True, order=True)
@@ -525,10 +516,8 @@ WHERE c.relkind IN ('r', 'p') ORDER BY 2, 3
 
 def list_tables(conn: Any, filters: TableFilters | Mapping[str, Any] | None = None) -> list[TableId]:
     """The tables and partitioned tables the filters capture, sorted by schema and name."""
-    if filters is None:
-        filters = TableFilters()
-    elif not isinstance(filters, TableFilters):
-        filters = TableFilters.from_config(filters)
+    if not isinstance(filters, TableFilters):
+        filters = table_filters(filters)
     return [TableId(oid, s, t) for oid, s, t in _query(conn, _TABLE_NAMES_SQL) if filters.includes(s, t)]
 
 
@@ -547,7 +536,7 @@ class CatalogCache:
     def __init__(self, connection: Any, filters: TableFilters | None = None):
         self._factory = connection
         self._conn: Any = None
-        self.filters = filters or TableFilters()
+        self.filters = filters or table_filters()
         self.registry: TypeRegistry | None = None
         self.tables: dict[int, TableSchema | None] = {}
 

@@ -29,6 +29,7 @@ import psycopg2.extras
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.errors import ConnectError, PositionLost, SourceError
+from headwater.connectors.postgres.positions import PG_EPOCH_US
 
 log = logging.getLogger("headwater.postgres")
 T = TypeVar("T")
@@ -162,7 +163,6 @@ def connect_replication(params: ConnectionParams) -> psycopg2.extras.LogicalRepl
         raise cls(f"cannot open a replication connection to PostgreSQL ({_target(params)}): {msg}{hint}") from None
 
 
-PG_EPOCH_US = 946_684_800_000_000  # 2000-01-01 in Unix microseconds
 _XLOGDATA = struct.Struct(">QQq")  # data start, WAL end, send time
 _KEEPALIVE = struct.Struct(">QqB")  # WAL end, send time, reply requested
 _STATUS = struct.Struct(">cQQQqB")  # 'r', write, flush, apply, client time, reply requested

@@ -1,59 +1,44 @@
-"""PostgreSQL value formats, and the Java behaviour that shows through in Debezium's values.
+"""PostgreSQL value formats: parsers and decoders of what the server sends.
 
 Pure functions without database access, used by `types.py`:
 
 - parsers for PostgreSQL's text output (DateStyle ISO, IntervalStyle postgres, bytea_output hex):
-  dates, times, timestamps with and without zone, intervals, numerics, money, arrays, hstore;
+  dates, times, timestamps with and without zone, intervals (with pgjdbc's PGInterval, which
+  Debezium computes from), numerics, money, arrays, hstore;
 - decoders for the binary (send/recv) formats of pgoutput's binary mode and COPY BINARY;
-- the Java pieces Debezium's JSON inherits: BigInteger.toByteArray, Double.toString, HashMap
-  iteration order, Jackson's string escaping, java.time's ISO formats, pgjdbc's PGInterval.
+- COPY's text-format unescaping.
 
 Times are kept as integers (days, microseconds) and calendars are proleptic Gregorian, as in
-java.time; the helpers on the hot path are cached per distinct date.
+java.time (the Java behaviour itself is in `connectors/common/java.py`); the helpers on the hot
+path are cached per distinct date.
 """
 
 from __future__ import annotations
 
-import math
 import struct
 from decimal import Decimal
 from functools import lru_cache
 
-MICROS_PER_SECOND = 1_000_000
-MICROS_PER_DAY = 86_400_000_000
+from headwater.connectors.common.java import (
+    INT_MAX,
+    INT_MIN,
+    MICROS_PER_DAY,
+    MICROS_PER_SECOND,
+    d2l,
+    days_from_civil,
+    java_double_decimal,
+    java_int,
+    java_round,
+    julian_days,
+    plain_string,
+    plain_stripped,
+)
+
 PG_EPOCH_DAYS = 10_957  # 2000-01-01, PostgreSQL's binary epoch, in days since 1970-01-01
-LONG_MAX, LONG_MIN = 2**63 - 1, -(2**63)
-INT_MAX, INT_MIN = 2**31 - 1, -(2**31)
 POW10 = tuple(10**i for i in range(10))
 
 
 # ------------------------------------------------------------------------------- calendar
-
-
-@lru_cache(maxsize=65536)
-def days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (year 0 = 1 BC)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-@lru_cache(maxsize=65536)
-def civil_from_days(z: int) -> tuple[int, int, int]:
-    """The proleptic Gregorian (year, month, day) of a day number since 1970-01-01."""
-    z += 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    y = yoe + era * 400
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + 3 if mp < 10 else mp - 9
-    return y + (m <= 2), m, d
 
 
 @lru_cache(maxsize=65536)
@@ -115,17 +100,10 @@ def timestamp_micros(s: str) -> int:
     if bc:
         s = s[:-3]
     i = s.index(" ")
-    y, m, d = s[:i].split("-")
-    y = int(y)
+    ys, m, d = s[:i].split("-")
+    y = int(ys)
     days = days_from_civil(1 - y if bc else y, int(m), int(d))
     return days * MICROS_PER_DAY + time_micros(s[i + 1:])
-
-
-def julian_days(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a Julian calendar date (astronomical year)."""
-    a = (14 - m) // 12
-    y2, m2 = y + 4800 - a, m + 12 * a - 3
-    return d + (153 * m2 + 2) // 5 + 365 * y2 + y2 // 4 - 32083 - 2440588
 
 
 def timestamp_micros_hybrid(s: str) -> int:
@@ -171,8 +149,8 @@ def timestamptz_micros(s: str) -> int:
     if i == 10 and not bc:
         days = days_of(local[:10])
     else:
-        y, m, d = local[:i].split("-")
-        y = int(y)
+        ys, m, d = local[:i].split("-")
+        y = int(ys)
         days = days_from_civil(1 - y if bc else y, int(m), int(d))
     return days * MICROS_PER_DAY + time_micros(local[i + 1:]) - offset_seconds(zone) * MICROS_PER_SECOND
 
@@ -188,69 +166,7 @@ def timetz_parts(s: str) -> tuple[int, int]:
     return time_micros(local), offset_seconds(zone)
 
 
-@lru_cache(maxsize=65536)
-def iso_date(days: int) -> str:
-    """java.time's ISO_LOCAL_DATE of an epoch day: 4-digit years, '-' below 0, '+' above 9999."""
-    y, m, d = civil_from_days(days)
-    if 0 <= y <= 9999:
-        return f"{y:04d}-{m:02d}-{d:02d}"
-    if y < 0:
-        return f"-{-y:04d}-{m:02d}-{d:02d}"
-    return f"+{y}-{m:02d}-{d:02d}"
-
-
-_TWO = tuple(f"{i:02d}" for i in range(100))
-
-
-def iso_timestamp_utc(micros: int, digits: int) -> str:
-    """Debezium's ZonedTimestamp of UTC microseconds: ISO date-time, `digits` fraction digits, 'Z'."""
-    days, us = divmod(micros, MICROS_PER_DAY)
-    secs, frac = divmod(us, MICROS_PER_SECOND)
-    two = _TWO
-    text = f"{iso_date(days)}T{two[secs // 3600]}:{two[secs // 60 % 60]}:{two[secs % 60]}"
-    if digits == 0:
-        return text + "Z"
-    return f"{text}.{str(frac + 1_000_000)[1:digits + 1]}Z"
-
-
-def iso_time_utc(micros_of_day: int) -> str:
-    """Debezium's ZonedTime: 'HH:MM:SS[.fraction without trailing zeros]Z'."""
-    secs, frac = divmod(micros_of_day % MICROS_PER_DAY, MICROS_PER_SECOND)
-    hh, rest = divmod(secs, 3600)
-    mm, ss = divmod(rest, 60)
-    if frac:
-        return f"{hh:02d}:{mm:02d}:{ss:02d}.{frac:06d}".rstrip("0") + "Z"
-    return f"{hh:02d}:{mm:02d}:{ss:02d}Z"
-
-
 # ------------------------------------------------------------------------------- interval
-
-
-def java_int(s: str | None) -> int:
-    """Integer.parseInt: decimal digits with an optional sign, within 32 bits (0 for None)."""
-    if s is None:
-        return 0
-    v = int(s)
-    if not INT_MIN <= v <= INT_MAX or not s.lstrip("+-").isdigit():
-        raise ValueError(f"not a Java int: {s!r}")
-    return v
-
-
-def java_round(x: float) -> int:
-    """Math.round(double): the closest long, ties towards positive infinity."""
-    f = math.floor(x)
-    return int(f) + (1 if x - f >= 0.5 else 0)
-
-
-def d2l(x: float) -> int:
-    """Java's (long) cast of a double: truncation, saturating at the long range, NaN -> 0."""
-    if x != x:
-        return 0
-    if x >= 9.223372036854775807e18:
-        return LONG_MAX
-    if x <= -9.223372036854775808e18:
-        return LONG_MIN
-    return int(x)
 
 
 def pginterval(s: str) -> tuple[int, int, int, int, int, float]:
@@ -306,20 +222,6 @@ def interval_micros(fields: tuple[int, int, int, int, int, float]) -> int:
     return d2l(s * 1_000_000.0)
 
 
-def java_double_decimal(x: float) -> Decimal:
-    """BigDecimal.valueOf(double): the decimal of Double.toString(x) (shortest round-trip digits)."""
-    return Decimal(repr(x))
-
-
-def plain_stripped(d: Decimal, max_scale: int | None = None) -> str:
-    """BigDecimal [setScale(max, DOWN)].stripTrailingZeros().toPlainString()."""
-    if max_scale is not None and d.as_tuple().exponent < -max_scale:
-        d = d.quantize(Decimal(1).scaleb(-max_scale), rounding="ROUND_DOWN")
-    if d == 0:
-        return "0"
-    return format(d.normalize(), "f")
-
-
 def interval_iso(fields: tuple[int, int, int, int, int, float]) -> str:
     """Debezium's Interval string 'P<y>Y<m>M<d>DT<h>H<m>M<s>S' of PGInterval fields."""
     years, months, days, hours, minutes, seconds = fields
@@ -328,12 +230,6 @@ def interval_iso(fields: tuple[int, int, int, int, int, float]) -> str:
 
 
 # -------------------------------------------------------------------------------- numbers
-
-
-def to_byte_array(n: int) -> bytes:
-    """Java BigInteger.toByteArray: minimal big-endian two's complement (at least one byte)."""
-    bits = n.bit_length() if n >= 0 else (~n).bit_length()
-    return n.to_bytes(bits // 8 + 1, "big", signed=True)
 
 
 def big_int(digits: str) -> int:
@@ -349,29 +245,6 @@ def split_numeric(s: str) -> tuple[int, int]:
     return big_int(s[:dot] + s[dot + 1:]), len(s) - dot - 1
 
 
-def rescale(unscaled: int, scale: int, new_scale: int) -> int:
-    """The unscaled value at `new_scale`; ArithmeticException (ValueError) if digits would be lost."""
-    if new_scale >= scale:
-        return unscaled * 10 ** (new_scale - scale)
-    q, r = divmod(unscaled, 10 ** (scale - new_scale))
-    if r:
-        raise ValueError("Rounding necessary")
-    return q
-
-
-def _int_text(n: int) -> str:
-    return str(n) if n.bit_length() < 13000 else format(Decimal(n), "f")
-
-
-def plain_string(unscaled: int, scale: int) -> str:
-    """BigDecimal.toPlainString of (unscaled, scale >= 0)."""
-    if scale <= 0:
-        return _int_text(unscaled * 10 ** -scale)
-    sign = "-" if unscaled < 0 else ""
-    digits = _int_text(abs(unscaled)).rjust(scale + 1, "0")
-    return f"{sign}{digits[:-scale]}.{digits[-scale:]}"
-
-
 def parse_money(s: str) -> Decimal:
     """Debezium's PostgresMoney.parse: drop sign or parentheses, one currency symbol and commas."""
     negative = s[0] in "(-"
@@ -381,177 +254,6 @@ def parse_money(s: str) -> Decimal:
         v = v[1:]
     v = v.replace(",", "")
     return Decimal("-" + v if negative else v)
-
-
-# Java's Float.toString and Double.toString (JDK 17's FloatingDecimal, which is not always the
-# shortest representation: Jackson writes float4 values this way, so the digits matter).
-
-_INSIGNIFICANT = (0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7,
-                  8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 11, 11, 11, 12, 12, 12, 12, 13, 13, 13, 14, 14, 14,
-                  15, 15, 15, 15, 16, 16, 16, 17, 17, 17, 18, 18, 18, 19)
-_N5BITS = tuple(0 if i == 0 else (5**i).bit_length() for i in range(27))
-
-
-def _wrap(v: int, bits: int) -> int:
-    return (v + (1 << (bits - 1))) % (1 << bits) - (1 << (bits - 1))
-
-
-def _estimate_dec_exp(fract_bits: int, bin_exp: int) -> int:
-    d2 = struct.unpack("<d", struct.pack("<Q", 0x3FF0000000000000 | (fract_bits & 0xFFFFFFFFFFFFF)))[0]
-    d = (d2 - 1.5) * 0.289529654 + 0.176091259 + bin_exp * 0.301029995663981
-    return math.floor(d)
-
-
-def _java_dtoa(bin_exp: int, fract_bits: int, n_sig: int) -> tuple[str, int]:
-    """FloatingDecimal.BinaryToASCIIBuffer.dtoa: (digits, decimal exponent) with value 0.DIGITS x 10^exp."""
-    tail_zeros = (fract_bits & -fract_bits).bit_length() - 1
-    n_fract_bits = 53 - tail_zeros
-    n_tiny_bits = max(0, n_fract_bits - bin_exp - 1)
-    if -21 <= bin_exp <= 62 and n_tiny_bits < 27 and n_fract_bits + _N5BITS[n_tiny_bits] < 64 \
-            and n_tiny_bits == 0:
-        p2 = bin_exp - n_sig - 1
-        insignificant = _INSIGNIFICANT[p2] if bin_exp > n_sig and 1 < p2 < len(_INSIGNIFICANT) else 0
-        lvalue = fract_bits << (bin_exp - 52) if bin_exp >= 52 else fract_bits >> (52 - bin_exp)
-        dec_exp = 0
-        if insignificant:
-            pow10 = 10**insignificant
-            residue = lvalue % pow10
-            lvalue //= pow10
-            dec_exp += insignificant
-            if residue >= pow10 >> 1:
-                lvalue += 1
-        text = str(lvalue)
-        return text.rstrip("0") or "0", dec_exp + len(text)
-    dec_exp = _estimate_dec_exp(fract_bits, bin_exp)
-    b5 = max(0, -dec_exp)
-    b2 = b5 + n_tiny_bits + bin_exp
-    s5 = max(0, dec_exp)
-    s2 = s5 + n_tiny_bits
-    m5 = b5
-    m2 = b2 - n_sig
-    fract_bits >>= tail_zeros
-    b2 -= n_fract_bits - 1
-    common = min(b2, s2)
-    b2 -= common
-    s2 -= common
-    m2 -= common
-    if n_fract_bits == 1:
-        m2 -= 1
-    if m2 < 0:
-        b2 -= m2
-        s2 -= m2
-        m2 = 0
-    b_bits = n_fract_bits + b2 + (_N5BITS[b5] if b5 < 27 else b5 * 3)
-    ten_s_bits = s2 + 1 + (_N5BITS[s5 + 1] if s5 + 1 < 27 else (s5 + 1) * 3)
-    digits: list[int] = []
-    b = fract_bits * 5**b5 << b2
-    s = 5**s5 << s2
-    m = 5**m5 << m2
-    tens = s * 10
-    width = 32 if b_bits < 32 and ten_s_bits < 32 else 64 if b_bits < 64 and ten_s_bits < 64 else 0
-    if width:  # Java's int/long arithmetic: m may overflow, and so may b + m
-        q, b = divmod(b, s)
-        b *= 10
-        m = _wrap(m * 10, width)
-        low = b < m
-        high = _wrap(b + m, width) > tens
-        if q == 0 and not high:
-            dec_exp -= 1
-        else:
-            digits.append(q)
-        if dec_exp < -3 or dec_exp >= 8:
-            high = low = False
-        while not low and not high:
-            q, b = divmod(b, s)
-            b *= 10
-            m = _wrap(m * 10, width)
-            if m > 0:
-                low = b < m
-                high = _wrap(b + m, width) > tens
-            else:
-                low = high = True
-            digits.append(q)
-        low_diff = (b << 1) - tens
-    else:  # FDBigInteger arithmetic: the same loop, with "high" meaning b + m >= 10 s
-        q, b = divmod(b, s)
-        b *= 10
-        m *= 10
-        low = b < m
-        high = b + m >= tens
-        if q == 0 and not high:
-            dec_exp -= 1
-        else:
-            digits.append(q)
-        if dec_exp < -3 or dec_exp >= 8:
-            high = low = False
-        while not low and not high:
-            q, b = divmod(b, s)
-            b *= 10
-            m *= 10
-            low = b < m
-            high = b + m >= tens
-            digits.append(q)
-        low_diff = (b << 1) - tens if high and low else 0
-    dec_exp += 1
-    if high and (not low or low_diff > 0 or (low_diff == 0 and digits[-1] & 1)):
-        i = len(digits) - 1
-        while digits[i] == 9 and i > 0:
-            digits[i] = 0
-            i -= 1
-        if digits[i] == 9:
-            dec_exp += 1
-            digits[0] = 1
-        else:
-            digits[i] += 1
-    return "".join(map(str, digits)), dec_exp
-
-
-def _java_format(negative: bool, digits: str, dec_exp: int) -> str:
-    sign = "-" if negative else ""
-    n = len(digits)
-    if 0 < dec_exp < 8:
-        if n <= dec_exp:
-            return f"{sign}{digits}{'0' * (dec_exp - n)}.0"
-        return f"{sign}{digits[:dec_exp]}.{digits[dec_exp:]}"
-    if -3 < dec_exp <= 0:
-        return f"{sign}0.{'0' * -dec_exp}{digits}"
-    e = dec_exp - 1
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{e}"
-
-
-def _java_fp_to_string(bits: int, width: int) -> str:
-    """Java 17's Float.toString (width 32) or Double.toString (width 64) of an IEEE value's bits."""
-    frac_bits = 23 if width == 32 else 52
-    exp_bits = width - 1 - frac_bits
-    exp_max = (1 << exp_bits) - 1
-    negative = bool(bits >> (width - 1))
-    fract = bits & ((1 << frac_bits) - 1)
-    bin_exp = (bits >> frac_bits) & exp_max
-    if bin_exp == exp_max:
-        return "NaN" if fract else ("-Infinity" if negative else "Infinity")
-    if bin_exp == 0:
-        if fract == 0:
-            return "-0.0" if negative else "0.0"
-        lz = width - fract.bit_length()
-        shift = lz - exp_bits
-        fract <<= shift
-        bin_exp = 1 - shift
-        n_sig = width - lz
-    else:
-        fract |= 1 << frac_bits
-        n_sig = frac_bits + 1
-    digits, dec_exp = _java_dtoa(bin_exp - (exp_max >> 1), fract << (52 - frac_bits), n_sig)
-    return _java_format(negative, digits, dec_exp)
-
-
-def java_float_to_string(x: float) -> str:
-    """Java 17's Float.toString of the float32 nearest to `x`."""
-    return _java_fp_to_string(struct.unpack("<I", struct.pack("<f", x))[0], 32)
-
-
-def java_double_to_string(x: float) -> str:
-    """Java 17's Double.toString."""
-    return _java_fp_to_string(struct.unpack("<Q", struct.pack("<d", x))[0], 64)
 
 
 # ------------------------------------------------------------------------ arrays, hstore
@@ -659,46 +361,6 @@ def parse_hstore(s: str) -> list[tuple[str, str | None]]:
             out.append((key, None))
             pos = j
     return out
-
-
-def java_string_hash(s: str) -> int:
-    """String.hashCode over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def hashmap_order(keys: list[str]) -> list[int]:
-    """The indexes of `keys` (inserted in this order, distinct) in java.util.HashMap iteration order."""
-    n = 16
-    while len(keys) > n * 3 // 4:
-        n *= 2
-    buckets: dict[int, list[int]] = {}
-    for i, k in enumerate(keys):
-        h = java_string_hash(k) & 0xFFFFFFFF
-        buckets.setdefault((h ^ (h >> 16)) & (n - 1), []).append(i)
-    return [i for b in sorted(buckets) for i in buckets[b]]
-
-
-_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def jackson_quote(s: str) -> str:
-    """A JSON string literal as Jackson writes it (short escapes, \\u00XX for other controls)."""
-    if s.isprintable() and '"' not in s and "\\" not in s:
-        return f'"{s}"'
-    out = []
-    for c in s:
-        e = _JSON_ESCAPES.get(c)
-        if e is not None:
-            out.append(e)
-        elif c < " ":
-            out.append(f"\\u{ord(c):04X}")
-        else:
-            out.append(c)
-    return '"' + "".join(out) + '"'
 
 
 # ---------------------------------------------------------------------------- binary formats

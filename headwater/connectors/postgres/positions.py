@@ -1,11 +1,12 @@
-"""Positions in PostgreSQL's change stream, and their form as offsets (plain JSON dicts).
+"""Positions in PostgreSQL's change stream, their form as offsets (plain JSON dicts), LSNs and times.
 
 A streaming position is `(lsn_commit, txId, msg)`: everything in transactions whose commit ended
 at or before `lsn_commit` is delivered, plus the first `msg` data messages of the next transaction
 (`txId`) when a batch ended inside it. Restarting replication at `lsn_commit` makes PostgreSQL send
 exactly the transactions that commit after it, so the same position always means the same events.
 
-Offsets carry Debezium's names (`lsn`, `lsn_commit`, `lsn_proc`, `txId`, `ts_usec`, `snapshot`) so
+The phases around these positions (`pending`, `completed`, `streaming`) are the shared
+lifecycle's (connectors/common/phases.py). Offsets carry Debezium's names (`lsn`, `lsn_commit`, `lsn_proc`, `txId`, `ts_usec`, `snapshot`) so
 a user can read them; `msg`, `last_commit_lsn` and `last_commit_ts` are headwater's own (the last two
 make a batch read again from this position yield the same `source.sequence` and message times).
 """
@@ -13,11 +14,11 @@ make a batch read again from this position yield the same `source.sequence` and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
-SNAPSHOT_PENDING = "pending"
-SNAPSHOT_COMPLETED = "completed"
-STREAMING = "streaming"
+from headwater.connectors.postgres.pgvalues import PG_EPOCH_DAYS
+
+PG_EPOCH_US = PG_EPOCH_DAYS * 86_400 * 1_000_000  # 2000-01-01, PostgreSQL's epoch, in Unix microseconds
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class StreamPosition:
     heartbeat_ms: int | None = None  # set when the batch ending here is a heartbeat
 
     def to_offset(self) -> dict[str, Any]:
-        off: dict[str, Any] = {"snapshot": STREAMING, "lsn_commit": self.lsn_commit}
+        """The position's fields of a `streaming` offset (the phase and epoch are the lifecycle's)."""
+        off: dict[str, Any] = {"lsn_commit": self.lsn_commit}
         if self.txid is not None and self.msg:
             off["txId"] = self.txid
             off["msg"] = self.msg
@@ -65,11 +67,24 @@ class StreamPosition:
         )
 
 
-def phase(offset: dict[str, Any]) -> str:
-    return str(offset.get("snapshot", STREAMING))
+@overload
+def lsn_int(text: str) -> int: ...
+@overload
+def lsn_int(text: None) -> None: ...
+def lsn_int(text: str | None) -> int | None:
+    """PostgreSQL's text form of an LSN (`16/B374D848`) as an int; None stays None."""
+    if text is None:
+        return None
+    hi, lo = text.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
 
 
+@overload
+def lsn_text(value: int) -> str: ...
+@overload
+def lsn_text(value: None) -> None: ...
 def lsn_text(value: int | None) -> str | None:
+    """An LSN in PostgreSQL's text form; None stays None."""
     if value is None:
         return None
     return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"

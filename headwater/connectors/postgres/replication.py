@@ -1,5 +1,6 @@
-"""The driver-side replication reader: one thread reads the slot into an ordered buffer.
+"""The driver-side replication reader: one thread reads the slot into the shared transaction buffer.
 
+The buffer (`common.txbuffer.StreamBuffer`) tells pgoutput's messages apart through `PGOUTPUT`.
 The thread does only framing: it looks at each pgoutput message's type byte and, for BEGIN,
 COMMIT and the v2 stream messages, a few integers. Data messages stay raw bytes; decoding them
 into events is the executors' work. Transactions enter the buffer in commit order. Messages of
@@ -22,23 +23,19 @@ or invalidated is reported at once (`SlotLost`), as are refused credentials.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import logging
-import os
 import select
 import shutil
 import struct
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 
 import psycopg2
 
+from headwater.connectors.common.txbuffer import Spill, StreamBuffer, Txn
 from headwater.connectors.postgres.connection import (
-    PG_EPOCH_US,
     ConnectError,
     ConnectionParams,
     CopyBothStream,
@@ -46,7 +43,7 @@ from headwater.connectors.postgres.connection import (
     SourceError,
     connect_replication,
 )
-from headwater.connectors.postgres.positions import StreamPosition
+from headwater.connectors.postgres.positions import PG_EPOCH_US, StreamPosition
 
 log = logging.getLogger("headwater.postgres")
 
@@ -54,203 +51,24 @@ _BEGIN = struct.Struct(">QqI")  # final_lsn, commit ts, xid
 _COMMIT = struct.Struct(">BQQq")  # flags, commit_lsn, end_lsn, commit ts
 _STREAM_COMMIT = struct.Struct(">IBQQq")  # xid, flags, commit_lsn, end_lsn, ts
 _U32 = struct.Struct(">I")
-_SPILL = struct.Struct("<QII")  # lsn, xid, length
 DATA_KINDS = frozenset(b"IUDTM")
 STREAM_XID_KINDS = frozenset(b"RYIUDTM")
-LAYOUT_KINDS = frozenset(b"RY")
 SHUTDOWN_ASK_S = 0.5  # requests for a reply this soon after the last answer ...
 SHUTDOWN_ASKS = 3  # ... this many times in a row: the walsender is shutting down
 
 
-@dataclass
-class Txn:
-    """One transaction (or one non-transactional logical message) in commit order."""
+class PgoutputKinds:
+    """pgoutput's message kinds for the shared buffer and planner: INSERT, UPDATE, DELETE, TRUNCATE and
+    logical MESSAGE are data; a RELATION is a layout, its id the relation's oid."""
 
-    xid: int | None
-    begin_lsn: int
-    commit_lsn: int
-    commit_ts: int  # Unix microseconds
-    end_lsn: int | None = None  # set when COMMIT arrived
-    msgs: list[tuple[int, bytes]] = field(default_factory=list)  # (lsn, payload), minus trimmed prefix
-    first_index: int = 0  # data messages trimmed off the front
-    n_data: int = 0  # data messages received (including trimmed ones)
-    nbytes: int = 0
-    spill: Spill | None = None
-    transactional: bool = True
+    def is_data(self, payload: bytes) -> bool:
+        return payload[0] in DATA_KINDS
 
-    @property
-    def complete(self) -> bool:
-        return self.end_lsn is not None
-
-    def messages(self) -> Iterator[tuple[int, bytes]]:
-        if self.spill is not None:
-            yield from self.spill.read()
-        else:
-            yield from self.msgs
+    def layout_id(self, payload: bytes) -> int | None:
+        return _U32.unpack_from(payload, 1)[0] if payload[0] == 0x52 else None
 
 
-class Spill:
-    """An in-progress streamed transaction's messages on disk (protocol v2).
-
-    Messages of aborted subtransactions are left out when read, except RELATION and TYPE
-    messages: pgoutput sends a relation's layout once per streamed transaction, so the one sent
-    inside a subtransaction that later aborted still describes the changes that follow it.
-
-    `scan()` (once the transaction committed) counts the data messages and notes a checkpoint
-    every `CHECKPOINT_EVERY` of them (file offset, relations sent before it), so that a batch
-    starting deep inside the transaction seeks there instead of reading the file from its start.
-    """
-
-    CHECKPOINT_EVERY = 1024
-
-    def __init__(self, directory: str, xid: int):
-        fd, self.path = tempfile.mkstemp(prefix=f"xid{xid}-", suffix=".spill", dir=directory)
-        self.file = os.fdopen(fd, "wb", buffering=1 << 20)
-        self.xid = xid
-        self.aborted_subxids: set[int] = set()
-        self.size = 0  # bytes written
-        # (data messages before it, file offset, RELATION payloads sent before it), from scan()
-        self.checkpoints: list[tuple[int, int, dict[int, bytes]]] = [(0, 0, {})]
-        self.relations: dict[int, bytes] = {}  # RELATION payloads sent in the whole transaction
-
-    def add(self, lsn: int, xid: int, payload: bytes) -> None:
-        self.file.write(_SPILL.pack(lsn, xid, len(payload)))
-        self.file.write(payload)
-        self.size += _SPILL.size + len(payload)
-
-    def seal(self) -> None:
-        self.file.close()
-
-    def _records(self, offset: int = 0) -> Iterator[tuple[int, int, bytes]]:
-        """(file offset, lsn, payload) of the messages kept, from `offset` on."""
-        aborted = self.aborted_subxids
-        with open(self.path, "rb", buffering=1 << 20) as f:
-            f.seek(offset)
-            pos = offset
-            while True:
-                head = f.read(_SPILL.size)
-                if not head:
-                    return
-                lsn, xid, n = _SPILL.unpack(head)
-                payload = f.read(n)
-                here, pos = pos, pos + _SPILL.size + n
-                if xid not in aborted or payload[0] in LAYOUT_KINDS:
-                    yield here, lsn, payload
-
-    def read(self) -> Iterator[tuple[int, bytes]]:
-        for _, lsn, payload in self._records():
-            yield lsn, payload
-
-    def read_from(self, index: int) -> tuple[int, dict[int, bytes], Iterator[tuple[int, bytes]]]:
-        """The messages from the last checkpoint at or before data message `index` (0-based): the
-        checkpoint's data message count, the relations sent before it, and the messages."""
-        i = bisect.bisect_right(self.checkpoints, index, key=lambda c: c[0]) - 1
-        n, offset, relations = self.checkpoints[i]
-        return n, relations, ((lsn, p) for _, lsn, p in self._records(offset))
-
-    def scan(self) -> tuple[int, int | None]:
-        """The number of data messages kept, and the LSN of the first: where protocol 1 (and so
-        Debezium) puts the BEGIN, which PostgreSQL 15 sends just before the first change it outputs."""
-        n, first = 0, None
-        relations: dict[int, bytes] = {}
-        checkpoints = [(0, 0, {})]
-        every = self.CHECKPOINT_EVERY
-        for offset, lsn, p in self._records():
-            kind = p[0]
-            if kind in DATA_KINDS:
-                if n and n % every == 0:
-                    shared = checkpoints[-1][2]
-                    checkpoints.append((n, offset, shared if shared == relations else dict(relations)))
-                if first is None:
-                    first = lsn
-                n += 1
-            elif kind == 0x52:
-                relations[_U32.unpack_from(p, 1)[0]] = p
-        self.checkpoints, self.relations = checkpoints, relations
-        return n, first
-
-    def discard(self) -> None:
-        try:
-            self.file.close()
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(self.path)
-
-
-class StreamBuffer:
-    """Transactions received and not yet handed out, in commit order, with a byte bound."""
-
-    def __init__(self, limit_bytes: int):
-        self.cond = threading.Condition()
-        self.txns: list[Txn] = []
-        self.nbytes = 0
-        self.limit = limit_bytes
-        self.received_lsn = 0  # every transaction committing before this has been received
-        self.head_relations: dict[int, bytes] = {}  # RELATION payloads as of the buffer's head
-        self.peak_nbytes = 0  # high-water mark of `nbytes`
-
-    def full(self) -> bool:
-        return self.nbytes >= self.limit
-
-    def add_bytes(self, n: int) -> None:
-        self.nbytes += n
-        if self.nbytes > self.peak_nbytes:
-            self.peak_nbytes = self.nbytes
-
-    def reset_incomplete(self) -> None:
-        """Forget transactions not complete (after a lost connection: they will come again)."""
-        with self.cond:
-            keep = [t for t in self.txns if t.complete]
-            for t in self.txns:
-                if not t.complete:
-                    self.nbytes -= t.nbytes
-            self.txns = keep
-
-    def resume_lsn(self, committed: int) -> int:
-        """Where a reconnect should start: the end of the last complete transaction held."""
-        with self.cond:
-            ends = [t.end_lsn for t in self.txns if t.complete]
-            return max([committed, *ends])
-
-    def trim(self, upto: StreamPosition) -> None:
-        """Drop what lies at or before `upto` (it has been handed out)."""
-        with self.cond:
-            done = 0  # complete transactions at the head that end by `upto` (dropped at once at the end)
-            for t in self.txns:
-                if not (t.complete and t.end_lsn <= upto.lsn_commit):
-                    break
-                done += 1
-                if t.spill is not None:
-                    self.head_relations.update(t.spill.relations)
-                    t.spill.discard()
-                else:
-                    self._absorb_relations(t.msgs)
-                self.nbytes -= t.nbytes
-            del self.txns[:done]
-            t = self.txns[0] if self.txns else None
-            if t is not None and upto.txid is not None and t.xid == upto.txid and t.spill is None:
-                drop = upto.msg - t.first_index
-                if drop > 0:
-                    cut, seen = 0, 0
-                    for i, (_, p) in enumerate(t.msgs):
-                        if p[0] in DATA_KINDS:
-                            seen += 1
-                            cut = i + 1
-                            if seen == drop:
-                                break
-                    gone = t.msgs[:cut]
-                    self._absorb_relations(gone)
-                    freed = sum(len(p) for _, p in gone)
-                    t.msgs = t.msgs[cut:]
-                    t.first_index += seen
-                    t.nbytes -= freed
-                    self.nbytes -= freed
-            self.cond.notify_all()
-
-    def _absorb_relations(self, msgs) -> None:
-        for _, p in msgs:
-            if p[:1] == b"R":
-                self.head_relations[_U32.unpack_from(p, 1)[0]] = p
+PGOUTPUT = PgoutputKinds()
 
 
 class ReplicationReader:
@@ -273,7 +91,7 @@ class ReplicationReader:
         self.server_version = server_version
         self.slot_retries = slot_retries
         self.slot_retry_delay_s = slot_retry_delay_s
-        self.buffer = StreamBuffer(buffer_bytes)
+        self.buffer = StreamBuffer(buffer_bytes, PGOUTPUT)
         self.spill_dir = spill_dir or tempfile.mkdtemp(prefix="headwater-spill-")
         self.confirmed = 0
         self._sent_confirmed = -1
@@ -298,17 +116,17 @@ class ReplicationReader:
         self._start_lsn = start_lsn
         self.last_commit_ts = last_commit_ts
         self.confirmed = max(self.confirmed, start_lsn)
-        self.buffer.received_lsn = start_lsn
+        self.buffer.received = start_lsn
         self._thread = threading.Thread(target=self._run, name="headwater-replication", daemon=True)
         self._thread.start()
 
-    def restart(self, start_lsn: int, last_commit_ts: int | None = None) -> None:
-        """Stop, forget the buffer, and read again from `start_lsn`."""
+    def restart(self, at: StreamPosition) -> None:
+        """Stop, forget the buffer, and read again from `at`."""
         self.stop()
         self._stop = threading.Event()
-        self.buffer = StreamBuffer(self.buffer.limit)
+        self.buffer = StreamBuffer(self.buffer.limit, PGOUTPUT)
         self.error = None
-        self.start(start_lsn, last_commit_ts)
+        self.start(at.lsn_commit, at.last_commit_ts)
 
     def confirm(self, lsn: int) -> None:
         """Everything committing at or before `lsn` is durably processed."""
@@ -317,7 +135,7 @@ class ReplicationReader:
             self._want_reply.set()
 
     def request_position(self) -> None:
-        """Ask the server for a keepalive now, so `received_lsn` catches up when idle."""
+        """Ask the server for a keepalive now, so `buffer.received` catches up when idle."""
         self._want_reply.set()
 
     def check(self) -> None:
@@ -403,7 +221,7 @@ class ReplicationReader:
         self.backend_pids.append(conn.get_backend_pid())
         try:
             cur = conn.cursor()
-            start = self.buffer.resume_lsn(max(self.confirmed, self._start_lsn))
+            start = self.buffer.resume_pos(max(self.confirmed, self._start_lsn))
             self._start_replication(cur, start)
             self.connected = True
             self._streamed = True
@@ -481,9 +299,9 @@ class ReplicationReader:
                 continue
             msg = stream.read()
             if msg is None:
-                if current is None and block is None and stream.wal_end > buf.received_lsn:
+                if current is None and block is None and stream.wal_end > buf.received:
                     with buf.cond:
-                        buf.received_lsn = max(buf.received_lsn, stream.wal_end)
+                        buf.received = max(buf.received, stream.wal_end)
                         buf.cond.notify_all()
                 if not stream.reply_requested:
                     select.select([fd], [], [], 0.2)
@@ -508,11 +326,11 @@ class ReplicationReader:
                     buf.cond.notify_all()
             elif kind == 0x43:  # C
                 _, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(p, 1)
-                if current is None or current.commit_lsn != commit_lsn:
+                if current is None or current.commit_pos != commit_lsn:
                     raise SourceError(f"pgoutput COMMIT at {commit_lsn} does not match the open transaction")
                 with buf.cond:
-                    current.end_lsn = end_lsn
-                    buf.received_lsn = max(buf.received_lsn, end_lsn)
+                    current.end_pos = end_lsn
+                    buf.received = max(buf.received, end_lsn)
                     buf.cond.notify_all()
                 current = None
                 self.last_commit_ts = ts + PG_EPOCH_US
@@ -520,7 +338,7 @@ class ReplicationReader:
                 xid = _U32.unpack_from(p, 1)[0]
                 block = spills.get(xid)
                 if block is None:
-                    block = spills[xid] = Spill(self.spill_dir, xid)
+                    block = spills[xid] = Spill(self.spill_dir, xid, PGOUTPUT)
                     self.spill_files += 1
             elif kind == 0x45:  # E stream stop
                 block = None
@@ -533,13 +351,13 @@ class ReplicationReader:
                 self.spilled_bytes += sp.size
                 n_data, first = sp.scan()
                 with buf.cond:
-                    if n_data:
+                    if first is not None:  # it kept a change
                         self.last_commit_ts = ts + PG_EPOCH_US
-                        buf.txns.append(Txn(xid, first, commit_lsn, ts + PG_EPOCH_US, end_lsn=end_lsn, spill=sp,
+                        buf.txns.append(Txn(xid, first, commit_lsn, ts + PG_EPOCH_US, end_pos=end_lsn, spill=sp,
                                             n_data=n_data))
                     else:  # nothing left once aborted subtransactions are gone: protocol 1 sends nothing
                         sp.discard()
-                    buf.received_lsn = max(buf.received_lsn, end_lsn)
+                    buf.received = max(buf.received, end_lsn)
                     buf.cond.notify_all()
             elif kind == 0x41:  # A stream abort
                 xid, subxid = struct.unpack_from(">II", p, 1)
@@ -563,12 +381,12 @@ class ReplicationReader:
                 # its LSN is the end of its WAL record: restarting there skips it, and nothing after;
                 # its time is the last commit's (as Debezium's), so a replay gives the same events
                 ts_us = self.last_commit_ts if self.last_commit_ts is not None else time.time_ns() // 1000
-                t = Txn(None, lsn, lsn, ts_us, end_lsn=lsn,
+                t = Txn(None, lsn, lsn, ts_us, end_pos=lsn,
                         msgs=[(lsn, p)], n_data=1, nbytes=len(p), transactional=False)
                 with buf.cond:
                     buf.txns.append(t)
                     buf.add_bytes(len(p))
-                    buf.received_lsn = max(buf.received_lsn, lsn)
+                    buf.received = max(buf.received, lsn)
                     buf.cond.notify_all()
             elif kind in b"RYO":
                 # relation/type/origin outside a transaction: keep with the next one via head state
@@ -578,7 +396,7 @@ class ReplicationReader:
                             last = buf.txns[-1]
                             last.msgs.append((lsn, p))
                         else:
-                            buf.head_relations[_U32.unpack_from(p, 1)[0]] = p
+                            buf.head_layouts[_U32.unpack_from(p, 1)[0]] = p
             else:
                 raise SourceError(f"unexpected pgoutput message {chr(kind)!r} at LSN {lsn} outside a transaction")
 

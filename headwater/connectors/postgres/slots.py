@@ -16,6 +16,7 @@ import psycopg2.errors
 from psycopg2 import sql
 
 from headwater.connectors.errors import SourceError
+from headwater.connectors.postgres.positions import lsn_int
 
 
 @dataclass(frozen=True)
@@ -29,17 +30,6 @@ class SlotState:
     restart_lsn: int | None
     confirmed_flush_lsn: int | None
     wal_status: str | None
-
-
-def lsn_int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    hi, lo = text.split("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
-
-
-def lsn_text(value: int) -> str:
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
 
 
 def check_server(conn) -> None:

@@ -1,11 +1,13 @@
-"""The initial snapshot: tables cut into CTID-range chunks, each read under one exported snapshot.
+"""PostgreSQL's initial snapshot: tables cut into CTID-range chunks, each read under one exported snapshot.
 
 `plan_snapshot` runs on the driver while the replication connection that created the slot holds
 the exported snapshot: it imports the snapshot, reads the catalog as of it, takes the snapshot's
 transaction id, finds each table's first and last row (for Debezium's `source.snapshot` markers)
-and cuts each table into page ranges. Each `SnapshotChunk` is picklable; its `read()` opens its own
-connection, imports the same snapshot and streams `COPY (SELECT ... WHERE ctid ...) TO STDOUT`,
-so chunks can be read in parallel by Spark executors and still form one consistent snapshot.
+and cuts each table into page ranges; which tables, in which order, the override SELECTs and the
+markers are the shared planning's (connectors/common/snapshot.py). Each `SnapshotChunk` is
+picklable; its `read()` opens its own connection, imports the same snapshot and streams
+`COPY (SELECT ... WHERE ctid ...) TO STDOUT`, so chunks can be read in parallel by Spark executors
+and still form one consistent snapshot.
 """
 
 from __future__ import annotations
@@ -24,13 +26,16 @@ from psycopg2 import sql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
+from headwater.connectors.common.columnar import SnapshotBlockEncoder
+from headwater.connectors.common.records import table_records
+from headwater.connectors.common.snapshot import marker, select_overrides, snapshot_tables
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
-from headwater.connectors.postgres.columnar import SnapshotBlockEncoder, read_csv_blocks
+from headwater.connectors.postgres.columnar import read_csv_blocks
 from headwater.connectors.postgres.connection import ConnectionParams, connect
-from headwater.connectors.postgres.records import EventContext, RecordMaker, table_events
-from headwater.connectors.postgres.slots import lsn_int
+from headwater.connectors.postgres.positions import lsn_int
+from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.streaming import sequence
 from headwater.events.arrays import lit
 from headwater.events.batch import ArrowEvents, EventBatch, Events
@@ -95,17 +100,12 @@ def plan_snapshot(params: ConnectionParams, snapshot_name: str, lsn: int, tables
             txid, block_size, current_lsn = cur.fetchone()
             ts_us = time.time_ns() // 1000
             schemas = catalog.read_tables(conn, [t.oid for t in tables])
-            only = cfg.get("snapshot.include.collection.list")
-            overrides = {t: cfg.extra.get(f"snapshot.select.statement.overrides.{t}")
-                         for t in cfg.get("snapshot.select.statement.overrides") or ()}
+            overrides = select_overrides(cfg)
             info = SnapshotInfo(params, snapshot_name, lsn_int(current_lsn), txid, ts_us, lsn)
             chunk_rows = cfg["headwater.snapshot.chunk.rows"]
             planned: list[tuple[TableSchema, list[tuple[int | None, int | None]], str | None, str | None, str | None]] = []
-            for t in sorted(schemas, key=lambda s: snapshot_order(s, cfg.get("table.include.list"))):
-                fq = f"{t.schema}.{t.name}"
-                if only and not catalog.matches_any(only, fq):
-                    continue
-                override = overrides.get(fq)
+            for t in snapshot_tables(schemas, _name, cfg):
+                override = overrides.get(_name(t))
                 if override:
                     planned.append((t, [(None, None)], override, None, None))
                     continue
@@ -143,28 +143,8 @@ def plan_snapshot(params: ConnectionParams, snapshot_name: str, lsn: int, tables
     return units
 
 
-def snapshot_order(table: TableSchema, include: list[str] | None) -> tuple[int, str]:
-    """Debezium's order: by the first `table.include.list` pattern a table matches, then by name."""
-    fq = f"{table.schema}.{table.name}"
-    if include:
-        for i, pattern in enumerate(include):
-            if catalog.matches_any([pattern], fq):
-                return i, fq
-        return len(include), fq
-    return 0, fq
-
-
-def marker(first_table: bool, last_table: bool, first_row: bool, last_row: bool) -> str:
-    """Debezium 3's `source.snapshot` value for a snapshot record (the last marks win over the first)."""
-    if last_row and last_table:
-        return "last"
-    if first_row and first_table:
-        return "first"
-    if last_row:
-        return "last_in_data_collection"
-    if first_row:
-        return "first_in_data_collection"
-    return "true"
+def _name(table: TableSchema) -> str:
+    return f"{table.schema}.{table.name}"
 
 
 class SnapshotChunk(WorkUnit):
@@ -255,7 +235,7 @@ class _Blocks:
     def __init__(self, chunk: SnapshotChunk):
         self.chunk = chunk
         ctx = chunk.ctx
-        te = table_events(ctx, chunk.table, chunk.table.columns, streaming=False)
+        te = table_records(ctx, chunk.table, chunk.table.columns, streaming=False)
         info = chunk.info
         self.encoder = SnapshotBlockEncoder(te, RecordMaker(ctx, EventBatch()), lsn=info.lsn, txid=info.txid,
                                             ts_us=info.ts_us, sequence=sequence(None, info.lsn),

@@ -1,16 +1,15 @@
-"""The PostgreSQL connector's driver-side half: snapshot and streaming phases, offsets, slot control.
+"""The PostgreSQL connector's driver-side half: slot control, the exported snapshot, PostgreSQL's positions.
 
-Offsets move through three phases (`snapshot` key): `pending` (a snapshot is due), `completed`
-(the snapshot batch ran; streaming starts at the slot's own position, which is the snapshot's
-consistent point), and `streaming` (a `StreamPosition`). `epoch` counts snapshots, so a later
-re-snapshot (`snapshot.mode=always` on restart, or `when_needed` after a lost slot) is a new
-batch from `streaming` to `completed`. Streaming positions are absolute LSNs: the slot's own
-position is read once when streaming begins after a snapshot.
+The phases (`pending`, `completed`, `streaming`), epochs, `snapshot.mode` and the "position lost"
+rule are the shared lifecycle's (`common.phases.SnapshotThenStream`); this module fills in its
+hooks. Streaming positions are absolute LSNs: the slot's own position, the snapshot's consistent
+point, is read once when streaming begins after a snapshot.
 
 A slot that cannot serve the stored position -- dropped, invalidated (`wal_status = lost`), or
-confirmed past it (dropped and re-created by someone else) -- fails loudly before streaming, or
-mid-stream when it goes while the connector runs; with `snapshot.mode=when_needed` (or `always`)
-it is a new snapshot instead. Debezium silently skips the lost changes here.
+confirmed past it (dropped and re-created by someone else) -- is a lost position: it fails loudly
+before streaming, or mid-stream when it goes while the connector runs; with
+`snapshot.mode=when_needed` (or `always`) it is a new snapshot instead. Debezium silently skips
+the lost changes here.
 
 A snapshot batch creates the slot with an exported snapshot and keeps the replication connection
 that exported it open and idle until the batch is over, so every chunk, in any process, reads under
@@ -29,7 +28,9 @@ from dataclasses import replace
 from typing import Any
 
 from headwater.config.properties import ConnectorConfig
-from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common.phases import STREAMING, SnapshotThenStream, phase
+from headwater.connectors.common.records import table_records
 from headwater.connectors.postgres import catalog, slots
 from headwater.connectors.postgres.connection import (
     ConnectionParams,
@@ -39,14 +40,7 @@ from headwater.connectors.postgres.connection import (
     connect,
     connect_replication,
 )
-from headwater.connectors.postgres.positions import (
-    SNAPSHOT_COMPLETED,
-    SNAPSHOT_PENDING,
-    STREAMING,
-    StreamPosition,
-    lsn_text,
-    phase,
-)
+from headwater.connectors.postgres.positions import StreamPosition, lsn_int, lsn_text
 from headwater.connectors.postgres.records import EventContext
 from headwater.connectors.postgres.replication import ReplicationReader
 from headwater.connectors.postgres.snapshot import plan_snapshot
@@ -54,10 +48,8 @@ from headwater.connectors.postgres.streaming import StreamPlanner
 
 log = logging.getLogger("headwater.postgres")
 
-SNAPSHOT_MODES = ("initial", "always", "initial_only", "when_needed")
 
-
-class PostgresSource(SourceConnector):
+class PostgresSource(SnapshotThenStream):
     """Snapshot, then stream, one PostgreSQL database through one replication slot."""
 
     def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
@@ -65,7 +57,6 @@ class PostgresSource(SourceConnector):
         super().__init__(config)
         self.params = ConnectionParams.from_config(config)
         self.context = EventContext.from_config(config, schemas_enable, replace_null_with_default)
-        self.mode = config["snapshot.mode"]
         self.slot = config["slot.name"]
         self.publication = config["publication.name"]
         self.parallelism = max(1, parallelism)
@@ -74,20 +65,13 @@ class PostgresSource(SourceConnector):
         self.planner: StreamPlanner | None = None
         self.snapshot_holder = None  # replication connection keeping the exported snapshot alive
         self.snapshot_plan: tuple[int, list[WorkUnit]] | None = None
-        self.resnapshot = False
         self.target_lsn: int | None = None
         self.server_version = 0
-        self.opened = False
         self.base_lsn: int | None = None  # where streaming after a snapshot starts: the slot's consistent point
         self.db = Reconnecting(self._reset_connection, config["errors.max.retries"],
                                config["retriable.restart.connector.wait.ms"] / 1000)
 
-    # ------------------------------------------------------------------ lifecycle
-    def initial_offset(self) -> Offset:
-        if self.mode in SNAPSHOT_MODES:
-            return {"snapshot": SNAPSHOT_PENDING, "epoch": 0}
-        return {"snapshot": STREAMING, "lsn_commit": 0, "epoch": 0}
-
+    # ------------------------------------------------------------------ connections
     def _connection(self):
         if self.conn is None or self.conn.closed:
             self.conn = connect(self.params)
@@ -98,7 +82,8 @@ class PostgresSource(SourceConnector):
             with contextlib.suppress(Exception):
                 self.conn.close()
 
-    def _prepare_database(self) -> list[catalog.TableId]:
+    # ------------------------------------------------------------------ the lifecycle's hooks
+    def prepare_database(self) -> list[catalog.TableId]:
         conn = self._connection()
         slots.check_server(conn)
         with conn.cursor() as cur:
@@ -112,54 +97,62 @@ class PostgresSource(SourceConnector):
             slots.apply_replica_identity(conn, autoset, signal_like)
         return tables
 
-    def open(self, start: Offset) -> None:
-        self._prepare_database()
-        self.opened = True
-        ph = phase(start)
-        if ph == SNAPSHOT_PENDING:
-            return
+    def visible_tables(self) -> list[str]:
+        no_filters: dict[str, Any] = {}  # every table but the system's
+        return [str(t) for t in catalog.list_tables(self._connection(), no_filters)]
+
+    def new_stream_offset(self) -> Offset:
+        return {"lsn_commit": 0}  # the slot's position, once it exists
+
+    def check_position(self, offset: Offset) -> str | None:
         state = slots.get_slot(self._connection(), self.slot)
-        pos = StreamPosition.from_offset(start) if ph == STREAMING else StreamPosition(0)
+        pos = StreamPosition.from_offset(offset) if phase(offset) == STREAMING else StreamPosition(0)
         if state is None:
-            if ph == STREAMING and pos.lsn_commit == 0 and self.mode in ("never", "no_data"):
-                self._create_slot(export=False)
-                return
-            self._lost(f"replication slot {self.slot!r} does not exist any more")
-            return
+            if phase(offset) == STREAMING and pos.lsn_commit == 0 and not self.snapshot_mode.snapshot_first:
+                self._create_slot(export=False)  # streaming without a snapshot begins here
+                return None
+            return f"replication slot {self.slot!r} does not exist any more"
         slots.validate_slot(state, self.params.dbname)
         if state.wal_status == "lost":
-            self._lost(f"replication slot {self.slot!r} is invalidated (wal_status = lost): the WAL it needed "
-                       "was removed (max_slot_wal_keep_size)")
-            return
+            return (f"replication slot {self.slot!r} is invalidated (wal_status = lost): the WAL it needed "
+                    "was removed (max_slot_wal_keep_size)")
         if pos.lsn_commit and state.confirmed_flush_lsn and state.confirmed_flush_lsn > pos.lsn_commit:
-            self._lost(f"replication slot {self.slot!r} has confirmed {lsn_text(state.confirmed_flush_lsn)}, "
-                       f"past the last position headwater processed ({lsn_text(pos.lsn_commit)})")
-            return
-        if self.mode == "always" and ph in (STREAMING, SNAPSHOT_COMPLETED):
-            self.resnapshot = True
+            return (f"replication slot {self.slot!r} has confirmed {lsn_text(state.confirmed_flush_lsn)}, "
+                    f"past the last position headwater processed ({lsn_text(pos.lsn_commit)})")
+        return None
 
-    def _lost(self, why: str) -> None:
-        """The slot cannot serve the stored position: re-snapshot when the mode allows, else fail."""
-        if self.mode == "when_needed" or self.mode == "always":
-            log.warning("%s: taking a new snapshot (snapshot.mode=%s)", why, self.mode)
-            self.resnapshot = True
-            return
-        raise SourceError(_lost_message(why)) from None
+    def end_snapshot(self) -> None:
+        self._release_snapshot()
 
-    def _position(self, offset: Offset) -> StreamPosition:
-        """The streaming position of an offset. Streaming after a snapshot (or from a new slot) starts
-        at the slot's confirmed position, its consistent point: read once, it makes every later
-        position an absolute LSN, which a slot that moved past it can be checked against."""
-        pos = StreamPosition.from_offset(offset) if phase(offset) == STREAMING else None
-        if pos is not None and pos.lsn_commit:
+    def stream_latest(self, start: Offset, max_events: int) -> Offset | None:
+        end = self._stream_planner(start).latest(self._position(start), max_events, self.target_lsn)
+        return None if end is None else end.to_offset()
+
+    def stream_plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
+        return self._stream_planner(start).plan(self._position(start), StreamPosition.from_offset(end),
+                                                self.parallelism)
+
+    def stop_stream(self) -> None:
+        self._stop_streaming()
+
+    def commit_position(self, end: Offset) -> None:
+        pos = StreamPosition.from_offset(end)
+        if self.reader is not None and pos.lsn_commit:
+            self.reader.confirm(pos.lsn_commit)
+
+    def _position(self, start: Offset) -> StreamPosition:
+        """The streaming position of a stream offset (`{}` right after a snapshot). Streaming after a
+        snapshot (or from a new slot) starts at the slot's confirmed position, its consistent point:
+        read once, it makes every later position an absolute LSN, which a slot that moved past it
+        can be checked against."""
+        pos = StreamPosition.from_offset(start)
+        if pos.lsn_commit:
             return pos
         if self.base_lsn is None:
             state = slots.get_slot(self._connection(), self.slot)
             if state is None or state.confirmed_flush_lsn is None:
                 raise SlotLost(f"replication slot {self.slot!r} does not exist any more")
             self.base_lsn = state.confirmed_flush_lsn
-        if pos is None:
-            return StreamPosition(self.base_lsn)
         return replace(pos, lsn_commit=self.base_lsn)
 
     def _stop_streaming(self) -> None:
@@ -192,55 +185,11 @@ class PostgresSource(SourceConnector):
             self.snapshot_holder = None
         self.snapshot_plan = None
 
-    # ------------------------------------------------------------------ offsets
-    def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
-        ph = phase(start)
-        epoch = int(start.get("epoch", 0))
-        if ph == SNAPSHOT_PENDING or self.resnapshot:
-            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": epoch + 1}
-        if ph == SNAPSHOT_COMPLETED and self.mode == "initial_only":
-            return start
-        self._release_snapshot()  # the snapshot batch is over once the next batch is planned
-        cap = self.config["headwater.max.batch.events"]
-        max_events = min(max_events, cap) if max_events else cap
-        try:
-            planner = self._stream_planner(start)
-            end = planner.latest(self._position(start), max_events, self.target_lsn)
-        except SlotLost as exc:
-            self._stop_streaming()
-            self._lost(str(exc))
-            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": epoch + 1}
-        if end is None:
-            return start
-        return {**end.to_offset(), "epoch": epoch}
-
-    def is_finished(self, offset: Offset) -> bool:
-        return self.mode == "initial_only" and phase(offset) == SNAPSHOT_COMPLETED
-
-    def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
-        if phase(end) == SNAPSHOT_COMPLETED and (
-                phase(start) != SNAPSHOT_COMPLETED or start.get("epoch") != end.get("epoch")):
-            return self._plan_snapshot(int(end.get("epoch", 1)))
-        if phase(end) != STREAMING:
-            return []
-        try:
-            planner = self._stream_planner(start)
-            return planner.plan(self._position(start), StreamPosition.from_offset(end), self.parallelism)
-        except SlotLost as exc:
-            raise SourceError(_lost_message(str(exc))) from None
-
-    def commit(self, end: Offset) -> None:
-        if phase(end) != STREAMING:
-            return
-        pos = StreamPosition.from_offset(end)
-        if self.reader is not None and pos.lsn_commit:
-            self.reader.confirm(pos.lsn_commit)
-
     def prepare_available_now(self) -> None:
         def current() -> int | None:
             with self._connection().cursor() as cur:
                 cur.execute("SELECT pg_current_wal_flush_lsn()::text")
-                return slots.lsn_int(cur.fetchone()[0])
+                return lsn_int(cur.fetchone()[0])
 
         self.target_lsn = self.db("reading the server's WAL position", current)
 
@@ -259,14 +208,14 @@ class PostgresSource(SourceConnector):
         if not export:
             holder.close()
             return None
-        return holder, slots.lsn_int(consistent_point), snapshot_name
+        return holder, lsn_int(consistent_point), snapshot_name
 
-    def _plan_snapshot(self, epoch: int) -> list[WorkUnit]:
+    def plan_snapshot(self, epoch: int) -> list[WorkUnit]:
         if self.snapshot_plan is not None and self.snapshot_plan[0] == epoch and self.snapshot_holder is not None:
             return self.snapshot_plan[1]
         self._stop_streaming()
         self._release_snapshot()
-        tables = self._prepare_database()
+        tables = list(self.prepare())
         conn = self._connection()
         state = slots.get_slot(conn, self.slot)
         if state is not None:
@@ -278,7 +227,6 @@ class PostgresSource(SourceConnector):
         units = plan_snapshot(self.params, snapshot_name, consistent_point, tables, self.context, self.config,
                               self.parallelism)
         self.snapshot_plan = (epoch, units)
-        self.resnapshot = False
         log.info("snapshot of %d tables in %d chunks at LSN %s", len(tables), len(units), lsn_text(consistent_point))
         return units
 
@@ -286,8 +234,6 @@ class PostgresSource(SourceConnector):
     def _stream_planner(self, start: Offset) -> StreamPlanner:
         if self.planner is not None:
             return self.planner
-        if not self.opened:
-            self.open(start)
         pos = self._position(start)
         cfg = self.config
         self.reader = ReplicationReader(
@@ -307,12 +253,18 @@ class PostgresSource(SourceConnector):
         self.planner = StreamPlanner(self.reader, self.params, self.context, self._connection, self.db)
         return self.planner
 
+    def table_schema(self, table: str) -> tuple[str, dict]:
+        schema, _, name = table.rpartition(".")
+        found = catalog.read_table(self._connection(), schema or "public", name)
+        events = table_records(self.context, found, found.columns, streaming=True)
+        return events.topic, events.value_schema.to_json()
+
     def status(self, offset: Offset | None) -> dict[str, Any]:
         conn = self._connection()
         state = slots.get_slot(conn, self.slot)
         with conn.cursor() as cur:
             cur.execute("SELECT pg_current_wal_lsn()::text")
-            current = slots.lsn_int(cur.fetchone()[0])
+            current = lsn_int(cur.fetchone()[0])
         out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_text(current)}
         if state is None:
             out["slot_exists"] = False
@@ -329,11 +281,6 @@ class PostgresSource(SourceConnector):
                 # WAL is pending past what was delivered: its first commit came after this one
                 out["lag_seconds_at_most"] = round(max(0.0, time.time() - ts_usec / 1e6), 1)
         return out
-
-
-def _lost_message(why: str) -> str:
-    return (f"{why}; changes may have been lost. Re-snapshot with snapshot.mode=when_needed (or always), "
-            "or drop the stored offsets (the Spark checkpoint) to start over")
 
 
 def _stream_params(value: str | None) -> dict[str, str]:

@@ -30,9 +30,7 @@ column and raises `ConversionError` for a NOT NULL one (Debezium stops there too
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
+import logging
 import re
 import struct
 import uuid
@@ -43,6 +41,23 @@ from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from typing import Any, NamedTuple
 
+from headwater.connectors.common import java
+from headwater.connectors.common.semantics import (
+    ZONED_TIME,
+    ZONED_TIMESTAMP,
+    b64,
+    binary_encoder,
+    binary_schema,
+    date_schema,
+    decimal_mode_schema,
+    named,
+    nanos_from_micros,
+    struct_schema,
+    time_schema,
+    time_unit,
+    timestamp_schema,
+    timestamp_unit,
+)
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
 from headwater.events.connect import (
@@ -57,9 +72,10 @@ from headwater.events.connect import (
     MAP,
     NO_DEFAULT,
     STRING,
-    Field,
     Schema,
 )
+
+log = logging.getLogger("headwater.postgres")
 
 DEFAULT_PLACEHOLDER = "__debezium_unavailable_value"
 
@@ -92,7 +108,7 @@ class TypeSettings:
     """The connector properties type conversion depends on."""
 
     decimal_mode: str = "precise"  # decimal.handling.mode: precise | double | string
-    time_precision_mode: str = "adaptive"  # adaptive | adaptive_time_microseconds | connect
+    time_precision_mode: str = "adaptive"  # one of semantics.TIME_PRECISION_MODES
     binary_mode: str = "bytes"  # binary.handling.mode: bytes | base64 | base64-url-safe | hex
     interval_mode: str = "numeric"  # interval.handling.mode: numeric | string
     hstore_mode: str = "json"  # hstore.handling.mode: json | map
@@ -143,57 +159,18 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------- schemas
 
 
-def _named(type_: str, name: str, parameters: dict[str, str] | None = None, doc: str | None = None) -> Schema:
-    return Schema(type_, name=name, version=1, doc=doc,
-                  parameters=tuple(parameters.items()) if parameters else None)
-
-
-def _struct(name: str, fields: list[tuple[str, Schema]], doc: str | None = None) -> Schema:
-    return Schema("struct", name=name, version=1, doc=doc, fields=tuple(Field(n, s) for n, s in fields))
-
-
-VARIABLE_SCALE_DECIMAL = _struct("io.debezium.data.VariableScaleDecimal",
-                                 [("scale", Schema(INT32)), ("value", Schema(BYTES))], "Variable scaled decimal")
-POINT = _struct("io.debezium.data.geometry.Point",
+POINT = struct_schema("io.debezium.data.geometry.Point",
                 [("x", Schema(FLOAT64)), ("y", Schema(FLOAT64)), ("wkb", Schema(BYTES, optional=True)),
                  ("srid", Schema(INT32, optional=True))], "Geometry (POINT)")
-GEOMETRY = _struct("io.debezium.data.geometry.Geometry",
+GEOMETRY = struct_schema("io.debezium.data.geometry.Geometry",
                    [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))],
                    "Geometry")
-GEOGRAPHY = _struct("io.debezium.data.geometry.Geography",
+GEOGRAPHY = struct_schema("io.debezium.data.geometry.Geography",
                     [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))],
                     "Geography")
 
 
-def _decimal_schema(scale: int, precision: int | None) -> Schema:
-    params = {"scale": str(scale)}
-    if precision is not None:
-        params["connect.decimal.precision"] = str(precision)
-    return _named(BYTES, "org.apache.kafka.connect.data.Decimal", params)
-
-
-def _binary_schema(settings: TypeSettings) -> Schema:
-    return Schema(BYTES) if settings.binary_mode == "bytes" else Schema(STRING)
-
-
 # ------------------------------------------------------------------------------------ encoders
-
-
-def _b64(b: bytes) -> str:
-    return binascii.b2a_base64(b, newline=False).decode("ascii")
-
-
-def _b64_url(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).decode("ascii")
-
-
-def _binary_encoder(mode: str) -> Callable[[bytes], str]:
-    """bytes -> JSON for binary.handling.mode (bytes and base64 both give base64 text in JSON)."""
-    if mode == "hex":
-        return bytes.hex
-    if mode == "base64-url-safe":
-        return _b64_url
-    return _b64
 
 
 def _bytea_text(s: str) -> bytes:
@@ -201,17 +178,6 @@ def _bytea_text(s: str) -> bytes:
     if s.startswith("\\x"):
         return bytes.fromhex(s[2:])
     raise ValueError("bytea text must be in hex format (bytea_output = hex)")
-
-
-def _float_json(x: float) -> Any:
-    """Jackson writes NaN and the infinities as strings."""
-    if x != x:
-        return "NaN"
-    if x == float("inf"):
-        return "Infinity"
-    if x == float("-inf"):
-        return "-Infinity"
-    return x
 
 
 _FLOAT_SPECIAL = {"NaN": "NaN", "Infinity": "Infinity", "-Infinity": "-Infinity"}
@@ -227,16 +193,16 @@ def _float4_text(s: str) -> Any:
     # Jackson writes a float with Java's Float.toString, whose digits are not always PostgreSQL's
     # shortest ones (1.17549435E-38, not 1.1754944e-38): the JSON value is the double of those digits.
     special = _FLOAT_SPECIAL.get(s)
-    return special if special is not None else float(pv.java_float_to_string(float(s)))
+    return special if special is not None else float(java.java_float_to_string(float(s)))
 
 
 def _float4_binary(b: bytes) -> Any:
-    return _float_json(float(pv.java_float_to_string(pv.bin_float4(b))))
+    return java.jackson_double(float(java.java_float_to_string(pv.bin_float4(b))))
 
 
 def _point_value(x: float, y: float) -> dict:
     wkb = struct.pack("<BIdd", 1, 1, x, y)
-    return {"x": x, "y": y, "wkb": _b64(wkb), "srid": None}
+    return {"x": x, "y": y, "wkb": b64(wkb), "srid": None}
 
 
 def _point_text(s: str) -> dict:
@@ -255,7 +221,7 @@ _GEOMETRIC = {"box", "circle", "line", "lseg", "path", "polygon"}
 
 def _pgjdbc_geometric_text(s: str) -> str:
     """pgjdbc's PGbox/PGcircle/... getValue(): the same shape with Java-formatted doubles."""
-    return _NUMBER.sub(lambda m: pv.java_double_to_string(float(m.group())), s)
+    return _NUMBER.sub(lambda m: java.java_double_to_string(float(m.group())), s)
 
 
 # ------------------------------------------------------------------------------ type "kinds"
@@ -279,11 +245,12 @@ def _kind_numeric(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
     variable = (length in (0, cat.VARIABLE_NUMERIC_LENGTH)) and not (scale or 0)
     scale = scale or 0
     mode = s.decimal_mode
+    schema = decimal_mode_schema(mode, scale, length, variable)
     if mode == "double":
         def as_double(t: str) -> Any:
             return _float_text(t)
 
-        return _Kind(Schema(FLOAT64), as_double, binary=lambda b: as_double(pv.numeric_text_from_binary(b)),
+        return _Kind(schema, as_double, binary=lambda b: as_double(pv.numeric_text_from_binary(b)),
                      fallback=0.0)
     if mode == "string":
         special = {"NaN": "NAN", "Infinity": "POSITIVE_INFINITY", "-Infinity": "NEGATIVE_INFINITY"}
@@ -300,12 +267,12 @@ def _kind_numeric(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
                 unscaled, sc = pv.split_numeric(t)
                 if sc == scale:
                     return t
-                return pv.plain_string(pv.rescale(unscaled, sc, scale), scale)
-            fallback = pv.plain_string(0, scale)
-        return _Kind(Schema(STRING), as_string, binary=lambda b: as_string(pv.numeric_text_from_binary(b)),
+                return java.plain_string(java.rescale(unscaled, sc, scale), scale)
+            fallback = java.plain_string(0, scale)
+        return _Kind(schema, as_string, binary=lambda b: as_string(pv.numeric_text_from_binary(b)),
                      fallback=fallback)
     if variable:
-        to_byte_array, b64, big_int = pv.to_byte_array, _b64, pv.big_int
+        to_byte_array, big_int = java.to_byte_array, pv.big_int
 
         def as_vsd(t: str) -> Any:
             if t[0] in "NI-" and t in _FLOAT_SPECIAL:
@@ -318,11 +285,11 @@ def _kind_numeric(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             unscaled = big_int(t[:dot] + t[dot + 1:])
             return {"scale": frac if unscaled else 0, "value": b64(to_byte_array(unscaled))}
 
-        return _Kind(VARIABLE_SCALE_DECIMAL, as_vsd,
+        return _Kind(schema, as_vsd,
                      binary=lambda b: as_vsd(pv.numeric_text_from_binary(b)),
                      fallback={"scale": 0, "value": "AA=="}, fails=True)
 
-    to_byte_array, b64 = pv.to_byte_array, _b64
+    to_byte_array = java.to_byte_array
 
     def as_decimal(t: str) -> Any:
         if t[0] in "NI-" and t in _FLOAT_SPECIAL:
@@ -331,50 +298,40 @@ def _kind_numeric(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         if dot > 0 and len(t) - dot - 1 == scale and len(t) < 4000:  # the usual case: the column's scale
             return b64(to_byte_array(int(t[:dot] + t[dot + 1:])))
         unscaled, sc = pv.split_numeric(t)
-        return b64(to_byte_array(pv.rescale(unscaled, sc, scale)))
+        return b64(to_byte_array(java.rescale(unscaled, sc, scale)))
 
-    return _Kind(_decimal_schema(scale, length), as_decimal,
+    return _Kind(schema, as_decimal,
                  binary=lambda b: as_decimal(pv.numeric_text_from_binary(b)), fallback="AA==", fails=True)
 
 
 def _kind_money(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
     digits = s.money_fraction_digits
     q = Decimal(1).scaleb(-digits)
+    schema = decimal_mode_schema(s.decimal_mode, digits, None)
     if s.decimal_mode == "double":
-        return _Kind(Schema(FLOAT64), lambda t: float(pv.parse_money(t)), fallback=0.0,
+        return _Kind(schema, lambda t: float(pv.parse_money(t)), fallback=0.0,
                      binary=lambda b: pv.bin_int(b) / 100)
     if s.decimal_mode == "string":
         def as_string(t: str) -> str:
             return format(pv.parse_money(t), "f")
-        return _Kind(Schema(STRING), as_string, fallback=pv.plain_string(0, digits),
-                     binary=lambda b: pv.plain_string(pv.bin_int(b), 2))
+        return _Kind(schema, as_string, fallback=java.plain_string(0, digits),
+                     binary=lambda b: java.plain_string(pv.bin_int(b), 2))
 
     def as_decimal(t: str) -> str:
         d = pv.parse_money(t).quantize(q, rounding="ROUND_HALF_UP")
-        return _b64(pv.to_byte_array(int(d.scaleb(digits))))
+        return b64(java.to_byte_array(int(d.scaleb(digits))))
 
     def from_binary(b: bytes) -> str:
-        return as_decimal(pv.plain_string(pv.bin_int(b), 2))
+        return as_decimal(java.plain_string(pv.bin_int(b), 2))
 
-    return _Kind(_decimal_schema(digits, None), as_decimal, binary=from_binary, fallback="AA==")
+    return _Kind(schema, as_decimal, binary=from_binary, fallback="AA==")
 
 
 # --- temporal
 
 
-def _time_unit(col_scale: int | None, s: TypeSettings) -> str:
-    """'ms' or 'us' for a time column under the time precision mode."""
-    if s.time_precision_mode == "connect":
-        return "ms"
-    if s.time_precision_mode == "adaptive_time_microseconds":
-        return "us"
-    p = -1 if col_scale is None else col_scale
-    return "ms" if 0 <= p <= 3 else "us"
-
-
 def _kind_date(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    name = "org.apache.kafka.connect.data.Date" if s.time_precision_mode == "connect" else "io.debezium.time.Date"
-    schema = _named(INT32, name)
+    mode = s.time_precision_mode
 
     def snapshot(t: str) -> int:
         if t[0] in "-i":
@@ -394,49 +351,67 @@ def _kind_date(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
 
     def binary(b: bytes) -> int:
         d = pv.bin_int(b)
-        if d == pv.INT_MAX:
+        if d == java.INT_MAX:
             return DATE_POS_INF_JDBC
-        if d == pv.INT_MIN:
+        if d == java.INT_MIN:
             return DATE_NEG_INF_JDBC
         return _jdbc_days(d + pv.PG_EPOCH_DAYS)
 
-    return _Kind(schema, snapshot, stream=stream, element=snapshot, binary=binary, fallback=0)
+    if mode == "isostring":
+        iso = _iso_date_value
+        return _Kind(date_schema(mode), lambda t: iso(snapshot(t)), stream=lambda t: iso(stream(t)),
+                     element=lambda t: iso(snapshot(t)), binary=lambda b: iso(binary(b)), fallback=iso(0))
+    return _Kind(date_schema(mode), snapshot, stream=stream, element=snapshot, binary=binary, fallback=0)
+
+
+def _iso_date_value(days: int) -> str:
+    """IsoDate of the epoch day Debezium's int32 Date holds (its infinities unwrapped to the
+    LocalDate they stand for)."""
+    return java.iso_date(_DATE_UNWRAPPED.get(days, days)) + "Z"
 
 
 def _jdbc_days(days: int) -> int:
     """A proleptic epoch day as java.sql.Date.toLocalDate() returns it: a BC year becomes AD."""
     if days >= -719162:  # 0001-01-01
         return days
-    y, m, d = pv.civil_from_days(days)
-    return pv.days_from_civil(1 - y, m, d)
+    y, m, d = java.civil_from_days(days)
+    return java.days_from_civil(1 - y, m, d)
+
+
+def _time_out(unit: str) -> Callable[[int], Any]:
+    """Microseconds past midnight -> a time's value in `unit` (see semantics.time_unit)."""
+    if unit == "ms":
+        return lambda us: us // 1000
+    if unit == "ns":
+        return lambda us: us * 1000
+    if unit == "iso":
+        return java.iso_time_utc  # IsoTime: java.time's ISO_LOCAL_TIME and 'Z', 24:00:00 wraps to 00:00
+    return _identity_int
+
+
+def _identity_int(us: int) -> int:
+    return us
 
 
 def _kind_time(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    unit = _time_unit(col.scale, s)
-    if s.time_precision_mode == "connect":
-        schema = _named(INT32, "org.apache.kafka.connect.data.Time")
-    elif unit == "ms":
-        schema = _named(INT32, "io.debezium.time.Time")
-    else:
-        schema = _named(INT64, "io.debezium.time.MicroTime")
+    unit = time_unit(s.time_precision_mode, col.scale)
+    out = _time_out(unit)
     time_micros = pv.time_micros
-    if unit == "ms":
-        def text(t: str) -> int:
-            return time_micros(t) // 1000
-
-        def element(t: str) -> int:  # java.sql.Time: milliseconds, 24:00:00 wraps to 0
-            return (time_micros(t) // 1000) % 86_400_000
-
-        def binary(b: bytes) -> int:
-            return pv.bin_int(b) // 1000
+    if unit == "us":
+        text: Callable[[str], Any] = time_micros
+        binary: Callable[[bytes], Any] = pv.bin_int
     else:
-        text = time_micros
+        def text(t: str) -> Any:
+            return out(time_micros(t))
 
-        def element(t: str) -> int:
-            return (time_micros(t) // 1000) % 86_400_000 * 1000
+        def binary(b: bytes) -> Any:
+            return out(pv.bin_int(b))
 
-        binary = pv.bin_int
-    return _Kind(schema, text, element=element, binary=binary, fallback=0)
+    def element(t: str) -> Any:  # java.sql.Time: milliseconds, 24:00:00 wraps to 0
+        return out((time_micros(t) // 1000) % 86_400_000 * 1000)
+
+    return _Kind(time_schema(s.time_precision_mode, col.scale), text, element=element, binary=binary,
+                 fallback=out(0))
 
 
 def _kind_timetz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
@@ -444,47 +419,43 @@ def _kind_timetz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         local, off = pv.timetz_parts(t)
         if off % 60:
             raise _Failed  # java.time's OffsetTime pattern has no seconds in the offset
-        return pv.iso_time_utc(local - off * 1_000_000)
+        return java.iso_time_utc(local - off * 1_000_000)
 
     def stream(t: str) -> str:
         local, off = pv.timetz_parts(t)
         if off % 60:
             raise ValueError(f"Debezium cannot parse the timetz {t!r} while streaming")
-        return pv.iso_time_utc(local - off * 1_000_000)
+        return java.iso_time_utc(local - off * 1_000_000)
 
     def element(t: str) -> str:  # java.sql.Time drops the fraction and wraps 24:00
         local, off = pv.timetz_parts(t)
-        return pv.iso_time_utc((local // 1_000_000) * 1_000_000 - off * 1_000_000)
+        return java.iso_time_utc((local // 1_000_000) * 1_000_000 - off * 1_000_000)
 
     def binary(b: bytes) -> str:
         local, off = pv.bin_timetz(b)
         if off % 60:
             raise _Failed
-        return pv.iso_time_utc(local - off * 1_000_000)
+        return java.iso_time_utc(local - off * 1_000_000)
 
-    return _Kind(_named(STRING, "io.debezium.time.ZonedTime"), snapshot, stream=stream, element=element,
+    return _Kind(ZONED_TIME, snapshot, stream=stream, element=element,
                  binary=binary, fallback="00:00:00Z", fails=True)
 
 
 def _micros_java(us: int) -> int:
     """Epoch microseconds as Debezium computes them: seconds * 10^6 saturating, then wrapping."""
-    if pv.LONG_MIN <= us <= pv.LONG_MAX:
+    if java.LONG_MIN <= us <= java.LONG_MAX:
         return us
     secs, frac = divmod(us, 1_000_000)
-    total = min(max(secs * 1_000_000, pv.LONG_MIN), pv.LONG_MAX) + frac
+    total = min(max(secs * 1_000_000, java.LONG_MIN), java.LONG_MAX) + frac
     return (total + 2**63) % 2**64 - 2**63
 
 
 def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    connect = s.time_precision_mode == "connect"
-    p = -1 if col.scale is None else col.scale
-    millis = connect or 0 <= p <= 3
-    if connect:
-        schema = _named(INT64, "org.apache.kafka.connect.data.Timestamp")
-    elif millis:
-        schema = _named(INT64, "io.debezium.time.Timestamp")
-    else:
-        schema = _named(INT64, "io.debezium.time.MicroTimestamp")
+    unit = timestamp_unit(s.time_precision_mode, col.scale)
+    schema = timestamp_schema(s.time_precision_mode, col.scale)
+    if unit in ("ns", "iso"):
+        return _kind_timestamp_exact(col, schema, unit)
+    millis = unit == "ms"
     pos, neg = (TS_POS_INF_MILLIS, TS_NEG_INF_MILLIS) if millis else (TS_POS_INF_MICROS, TS_NEG_INF_MICROS)
     parse = pv.timestamp_micros
 
@@ -495,7 +466,7 @@ def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
                     return pos if t == "infinity" else neg
                 return parse_fn(t) // 1000
         elif parse_fn is pv.timestamp_micros:
-            days_of, day = pv.days_of, pv.MICROS_PER_DAY
+            days_of, day = pv.days_of, java.MICROS_PER_DAY
 
             def conv(t: str) -> int:
                 if len(t) > 20 and t[10] == " " and t[-1] != "C":  # 4-digit AD year, with a fraction
@@ -514,19 +485,67 @@ def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
 
     def binary(b: bytes) -> int:
         us = pv.bin_int(b)
-        if us == pv.LONG_MAX:
+        if us == java.LONG_MAX:
             return pos
-        if us == pv.LONG_MIN:
+        if us == java.LONG_MIN:
             return neg
-        us += pv.PG_EPOCH_DAYS * pv.MICROS_PER_DAY
+        us += pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY
         return us // 1000 if millis else _micros_java(us)
 
     return _Kind(schema, make(parse), element=make(pv.timestamp_micros_hybrid), binary=binary, fallback=0)
 
 
+def _kind_timestamp_exact(col: cat.ColumnInfo, schema: Schema, unit: str) -> _Kind:
+    """A timestamp in nanoseconds or as an ISO string, from the exact microseconds (no wrapping).
+
+    isostring writes pgjdbc's infinities as the timestamps they stand for in the other modes;
+    nanoseconds writes them as Long.MAX_VALUE/MIN_VALUE, and a value outside the INT64 range as
+    null (an element of an array too), with a warning -- a NOT NULL column cannot take that null.
+    """
+    if unit == "iso":
+        out: Callable[[int], Any] = java.iso_local_timestamp
+        pos, neg = out(TS_POS_INF_MICROS), out(TS_NEG_INF_MICROS)
+    else:
+        def out(us: int) -> int:
+            nanos = nanos_from_micros(us)
+            if nanos is None:
+                log.warning("column %s: %s is outside the INT64 nanosecond range of time.precision.mode="
+                            "nanoseconds (1677-09-21..2262-04-11); Debezium writes null", col.name,
+                            java.iso_local_timestamp(us))
+                raise _Failed
+            return nanos
+        pos, neg = java.LONG_MAX, java.LONG_MIN
+
+    def make(parse_fn: Callable[[str], int]) -> Callable[[str], Any]:
+        def conv(t: str) -> Any:
+            if t[0] in "-i" and t[1] in "in":
+                return pos if t == "infinity" else neg
+            return out(parse_fn(t))
+        return conv
+
+    def binary(b: bytes) -> Any:
+        us = pv.bin_int(b)
+        if us == java.LONG_MAX:
+            return pos
+        if us == java.LONG_MIN:
+            return neg
+        return out(us + pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY)
+
+    hybrid = make(pv.timestamp_micros_hybrid)
+
+    def element(t: str) -> Any:
+        try:
+            return hybrid(t)
+        except _Failed:
+            return None
+
+    return _Kind(schema, make(pv.timestamp_micros), element=element, binary=binary, fallback=out(0),
+                 fails=unit == "ns")
+
+
 def _kind_timestamptz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
     digits = 6 if col.scale is None else col.scale
-    fmt, parse = pv.iso_timestamp_utc, pv.timestamptz_micros
+    fmt, parse = java.iso_timestamp_utc, pv.timestamptz_micros
 
     zeros = "0" * digits
 
@@ -548,13 +567,13 @@ def _kind_timestamptz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
 
     def binary(b: bytes) -> str:
         us = pv.bin_int(b)
-        if us == pv.LONG_MAX:
+        if us == java.LONG_MAX:
             return "infinity"
-        if us == pv.LONG_MIN:
+        if us == java.LONG_MIN:
             return "-infinity"
-        return fmt(us + pv.PG_EPOCH_DAYS * pv.MICROS_PER_DAY, digits)
+        return fmt(us + pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY, digits)
 
-    return _Kind(_named(STRING, "io.debezium.time.ZonedTimestamp"), text, element=element, binary=binary,
+    return _Kind(ZONED_TIMESTAMP, text, element=element, binary=binary,
                  fallback="1970-01-01T00:00:00Z")
 
 
@@ -566,13 +585,13 @@ def _kind_interval(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         def binary(b: bytes) -> str:
             return pv.interval_iso(_interval_fields_from_binary(b))
 
-        return _Kind(_named(STRING, "io.debezium.time.Interval"), text, binary=binary,
+        return _Kind(named(STRING, "io.debezium.time.Interval"), text, binary=binary,
                      fallback="P0Y0M0DT0H0M0S")
 
     def micros(t: str) -> int:
         return pv.interval_micros(pv.pginterval(t))
 
-    return _Kind(_named(INT64, "io.debezium.time.MicroDuration"), micros,
+    return _Kind(named(INT64, "io.debezium.time.MicroDuration"), micros,
                  binary=lambda b: pv.interval_micros(_interval_fields_from_binary(b)), fallback=0)
 
 
@@ -612,19 +631,19 @@ def _uuid_binary(b: bytes) -> str:
 
 
 def _kind_bytea(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
-    enc = _binary_encoder(s.binary_mode)
+    enc = binary_encoder(s.binary_mode)
     toast = _binary_toast(s)
 
     def text(t: str) -> str:
         return enc(_bytea_text(t))
 
-    return _Kind(_binary_schema(s), text, binary=enc, fallback="", toast=toast)
+    return _Kind(binary_schema(s.binary_mode), text, binary=enc, fallback="", toast=toast)
 
 
 def _binary_toast(s: TypeSettings) -> Any:
     """Unchanged TOAST in a binary column: the placeholder bytes, its text in hex mode, else null."""
     if s.binary_mode == "bytes":
-        return _b64(s.placeholder_bytes)
+        return b64(s.placeholder_bytes)
     if s.binary_mode == "hex":
         return s.placeholder_text
     return None
@@ -638,9 +657,9 @@ def _kind_bits(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
         return _Kind(Schema(BOOLEAN), as_bool, binary=lambda b: as_bool(pv.bin_bits(b)), fallback=False)
 
     def as_bits(t: str) -> str:
-        return _b64(_bits_bytes(t))
+        return b64(_bits_bytes(t))
 
-    return _Kind(_named(BYTES, "io.debezium.data.Bits", {"length": str(col.length)}), as_bits,
+    return _Kind(named(BYTES, "io.debezium.data.Bits", {"length": str(col.length)}), as_bits,
                  binary=lambda b: as_bits(pv.bin_bits(b)), fallback="")
 
 
@@ -648,27 +667,27 @@ def _kind_hstore(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
     p = s.placeholder_text
     if s.hstore_mode == "map":
         def map_of(pairs: list[tuple[str, str | None]]) -> dict:
-            return {pairs[i][0]: pairs[i][1] for i in pv.hashmap_order([k for k, _ in pairs])}
+            return {pairs[i][0]: pairs[i][1] for i in java.hashmap_order([k for k, _ in pairs])}
 
         return _Kind(Schema(MAP, keys=Schema(STRING), values=Schema(STRING, optional=True)),
                      lambda t: map_of(pv.parse_hstore(t)), binary=lambda b: map_of(pv.bin_hstore(b)),
                      fallback={}, toast={p: p})
 
     def json_of(pairs: list[tuple[str, str | None]]) -> str:
-        order = pv.hashmap_order([k for k, _ in pairs])
+        order = java.hashmap_order([k for k, _ in pairs])
         parts = []
         for i in order:
             k, v = pairs[i]
-            parts.append(pv.jackson_quote(k) + ":" + ("null" if v is None else pv.jackson_quote(v)))
+            parts.append(java.jackson_quote(k) + ":" + ("null" if v is None else java.jackson_quote(v)))
         return "{" + ",".join(parts) + "}"
 
-    return _Kind(_named(STRING, "io.debezium.data.Json"), lambda t: json_of(pv.parse_hstore(t)),
+    return _Kind(named(STRING, "io.debezium.data.Json"), lambda t: json_of(pv.parse_hstore(t)),
                  binary=lambda b: json_of(pv.bin_hstore(b)), fallback="{}",
-                 toast="{" + pv.jackson_quote(p) + ":" + pv.jackson_quote(p) + "}")
+                 toast="{" + java.jackson_quote(p) + ":" + java.jackson_quote(p) + "}")
 
 
 def _kind_unknown(col: cat.ColumnInfo, s: TypeSettings, root_name: str) -> _Kind:
-    enc = _binary_encoder(s.binary_mode)
+    enc = binary_encoder(s.binary_mode)
     toast = _binary_toast(s)
     if root_name in _GEOMETRIC:
         def text(t: str) -> str:
@@ -676,7 +695,7 @@ def _kind_unknown(col: cat.ColumnInfo, s: TypeSettings, root_name: str) -> _Kind
     else:
         def text(t: str) -> str:
             return enc(t.encode())
-    return _Kind(_binary_schema(s), text, fallback="", toast=toast)
+    return _Kind(binary_schema(s.binary_mode), text, fallback="", toast=toast)
 
 
 def _kind_postgis(schema: Schema) -> _Kind:
@@ -690,7 +709,7 @@ def _kind_postgis(schema: Schema) -> _Kind:
         if gtype & 0x20000000:
             srid = struct.unpack_from("<i" if little else ">i", raw, 5)[0]
             raw = raw[:1] + struct.pack(fmt, gtype & ~0x20000000) + raw[9:]
-        return {"wkb": _b64(raw), "srid": srid}
+        return {"wkb": b64(raw), "srid": srid}
 
     return _Kind(schema, text, fallback={"wkb": "", "srid": None})
 
@@ -744,29 +763,29 @@ def _scalar_kind(col: cat.ColumnInfo, s: TypeSettings, root_oid: int, root_name:
     if root_oid == cat.FLOAT4:
         return _Kind(Schema(FLOAT32), _float4_text, binary=_float4_binary, fallback=0.0)
     if root_oid == cat.FLOAT8:
-        return _Kind(Schema(FLOAT64), _float_text, binary=lambda b: _float_json(pv.bin_float8(b)), fallback=0.0)
+        return _Kind(Schema(FLOAT64), _float_text, binary=lambda b: java.jackson_double(pv.bin_float8(b)), fallback=0.0)
     if root_oid in _STRING_OIDS:
         return _text_kind(Schema(STRING), s, _STRING_OIDS[root_oid])
     if root_oid in (JSON, JSONB):
-        return _text_kind(_named(STRING, "io.debezium.data.Json"), s,
+        return _text_kind(named(STRING, "io.debezium.data.Json"), s,
                           binary=_jsonb_binary if root_oid == JSONB else _utf8)
     if root_oid == XML:
-        return _text_kind(_named(STRING, "io.debezium.data.Xml"), s, _utf8)
+        return _text_kind(named(STRING, "io.debezium.data.Xml"), s, _utf8)
     if root_oid == UUID_OID:
-        return _text_kind(_named(STRING, "io.debezium.data.Uuid"), s, binary=_uuid_binary)
+        return _text_kind(named(STRING, "io.debezium.data.Uuid"), s, binary=_uuid_binary)
     if root_oid == TSVECTOR:
-        return _text_kind(_named(STRING, "io.debezium.data.Tsvector"), s, binary=None)
+        return _text_kind(named(STRING, "io.debezium.data.Tsvector"), s, binary=None)
     if root_oid == POINT_OID:
         return _Kind(POINT, _point_text, binary=lambda b: _point_value(*struct.unpack("!dd", b)),
                      fallback=_point_value(0.0, 0.0))
     if typtype == "e":
-        return _text_kind(_named(STRING, "io.debezium.data.Enum", {"allowed": ",".join(labels)}), s, _utf8)
+        return _text_kind(named(STRING, "io.debezium.data.Enum", {"allowed": ",".join(labels)}), s, _utf8)
     if root_name == "citext":
         return _text_kind(Schema(STRING), s, _utf8)
     if root_name == "isbn":
         return _text_kind(Schema(STRING), s, None)
     if root_name == "ltree":
-        return _text_kind(_named(STRING, "io.debezium.data.Ltree"), s, binary=lambda b: b[1:].decode())
+        return _text_kind(named(STRING, "io.debezium.data.Ltree"), s, binary=lambda b: b[1:].decode())
     if root_name == "hstore":
         return _kind_hstore(col, s)
     if root_name == "geometry":
@@ -826,7 +845,7 @@ def _array_kind(col: cat.ColumnInfo, s: TypeSettings) -> _Kind | None:
     sub_array = _java_string_array if eoid in _PLAIN_TEXT_OIDS else _null_sub_array
 
     def text(t: str) -> list:
-        out = []
+        out: list[Any] = []
         for v in pv.parse_array(t):
             if v is None:
                 if required:
@@ -889,20 +908,14 @@ def _array_toast(col: cat.ColumnInfo, s: TypeSettings) -> Any:
     if name in _TOAST_TEXT_ARRAYS:
         return [s.placeholder_text]
     if name == "_bytea":
-        return [_b64(s.placeholder_bytes)] if s.binary_mode == "bytes" else None
+        return [b64(s.placeholder_bytes)] if s.binary_mode == "bytes" else None
+    if name == "_date" and s.time_precision_mode in ("connect", "isostring"):
+        return None  # these modes' date converters cannot take the placeholder's bytes: Debezium writes null
     if name in _TOAST_INT_ARRAYS:
-        return [b - 256 if b > 127 else b for b in s.placeholder_bytes]  # Java's signed bytes
+        return java.signed_bytes(s.placeholder_bytes)
     if name == "_uuid":
-        return [_name_uuid(s.placeholder_bytes)]
+        return [java.name_uuid_from_bytes(s.placeholder_bytes)]
     return None
-
-
-def _name_uuid(data: bytes) -> str:
-    """java.util.UUID.nameUUIDFromBytes: an MD5 (version 3) UUID of the bytes."""
-    h = bytearray(hashlib.md5(data).digest())
-    h[6] = (h[6] & 0x0F) | 0x30
-    h[8] = (h[8] & 0x3F) | 0x80
-    return str(uuid.UUID(bytes=bytes(h)))
 
 
 # -------------------------------------------------------------------------------- defaults
@@ -985,7 +998,7 @@ def _default_from_literal(col: cat.ColumnInfo, kind: _Kind, s: TypeSettings, nam
     if name == "float4":
         return _float4_text(v)  # Float.parseFloat, written with Float.toString
     if name == "float8":
-        return _float_json(float(v))
+        return java.jackson_double(float(v))
     if name == "numeric":
         d = Decimal(v)
         if not d.is_finite():
@@ -1000,9 +1013,9 @@ def _default_from_literal(col: cat.ColumnInfo, kind: _Kind, s: TypeSettings, nam
         variable = (col.length in (0, cat.VARIABLE_NUMERIC_LENGTH)) and not target
         if s.decimal_mode == "string":
             if variable:
-                return pv.plain_string(unscaled, scale) if scale >= 0 else str(unscaled * 10 ** -scale)
-            return pv.plain_string(pv.rescale(unscaled, scale, target), target)
-        return _b64(pv.to_byte_array(pv.rescale(unscaled, scale, target)))
+                return java.plain_string(unscaled, scale) if scale >= 0 else str(unscaled * 10 ** -scale)
+            return java.plain_string(java.rescale(unscaled, scale, target), target)
+        return b64(java.to_byte_array(java.rescale(unscaled, scale, target)))
     if name in ("bit", "varbit"):
         if len(v) == 1 and kind.schema.type == BOOLEAN:
             return v == "1"
@@ -1010,19 +1023,17 @@ def _default_from_literal(col: cat.ColumnInfo, kind: _Kind, s: TypeSettings, nam
     if name == "uuid":
         return str(uuid.UUID(v))
     if name == "date":
-        return _date_default(v)
+        days = _date_default(v)
+        return _iso_date_value(days) if s.time_precision_mode == "isostring" else days
     if name == "time":
-        us = _time_default_micros(v)
-        if kind.schema.type == INT32:
-            return us // 1000
-        return us
+        return _time_out(time_unit(s.time_precision_mode, col.scale))(_time_default_micros(v))
     if name == "timestamp":
         if v in ("infinity", "-infinity"):
             # pgjdbc gives OffsetDateTime.MAX/MIN; Debezium's epoch microseconds saturate (and the
             # nanoseconds of MAX then wrap around); milliseconds overflow (no default)
             if kind.schema.name != "io.debezium.time.MicroTimestamp":
                 raise ValueError(v)
-            return pv.LONG_MIN if v == "-infinity" else pv.LONG_MIN + 999_998
+            return java.LONG_MIN if v == "-infinity" else java.LONG_MIN + 999_998
         return kind.text(v) if " " in v else kind.text(v + " 00:00:00")
     if name == "timestamptz":
         if v in ("infinity", "-infinity"):
@@ -1035,17 +1046,21 @@ def _default_from_literal(col: cat.ColumnInfo, kind: _Kind, s: TypeSettings, nam
 
 def _decimal_parts(d: Decimal) -> tuple[int, int]:
     sign, digits, exp = d.as_tuple()
+    if not isinstance(exp, int):
+        raise ValueError(f"not a finite decimal: {d}")
     unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
     return unscaled, -exp
 
 
-def _wrap32(n: int) -> int:
-    return (n + 2**31) % 2**32 - 2**31
-
-
 # pgjdbc's TimestampUtils reads 'infinity' as LocalDateTime.MAX/MIN; Debezium's (int) epoch day of those
-DATE_DEFAULT_POS_INF = _wrap32(pv.days_from_civil(999999999, 12, 31))
-DATE_DEFAULT_NEG_INF = _wrap32(pv.days_from_civil(-999999999, 1, 1))
+DATE_DEFAULT_POS_INF = java.to_int(java.days_from_civil(999999999, 12, 31))
+DATE_DEFAULT_NEG_INF = java.to_int(java.days_from_civil(-999999999, 1, 1))
+# the epoch days Debezium's int32 Date wraps (IsoDate writes the LocalDate itself)
+_DATE_UNWRAPPED = {
+    DATE_POS_INF_JDBC: java.days_from_civil(292278994, 8, 16), DATE_NEG_INF_JDBC: java.days_from_civil(292269055, 12, 2),
+    DATE_DEFAULT_POS_INF: java.days_from_civil(999999999, 12, 31),
+    DATE_DEFAULT_NEG_INF: java.days_from_civil(-999999999, 1, 1),
+}
 
 
 def _date_default(v: str) -> int:
@@ -1135,13 +1150,10 @@ def build_converter(column: cat.ColumnInfo, settings: TypeSettings | None = None
     if name_is_null:
         stream_binary = stream  # type: ignore[assignment]
     elif column.root_oid == cat.DATE and not column.is_array:
-        def stream_binary(b: bytes) -> int:  # noqa: F811
-            d = pv.bin_int(b)
-            if d == pv.INT_MAX:
-                return DATE_POS_INF_STREAM
-            if d == pv.INT_MIN:
-                return DATE_NEG_INF_STREAM
-            return d + pv.PG_EPOCH_DAYS
+        stream_binary = _stream_date_binary
+        if s.time_precision_mode == "isostring":
+            def stream_binary(b: bytes) -> Any:  # noqa: F811
+                return _iso_date_value(_stream_date_binary(b))
     return ColumnConverter(
         column=column, settings=s, table_id=table_id, schema=schema, stream_schema=stream_schema,
         from_text=text, from_stream_text=stream, from_binary=binary, from_stream_binary=stream_binary,
@@ -1149,6 +1161,17 @@ def build_converter(column: cat.ColumnInfo, settings: TypeSettings | None = None
         null_value=null_value, toast_placeholder=kind.toast,
         stream_text_as_snapshot=kind.stream is None and not name_is_null,
     )
+
+
+def _stream_date_binary(b: bytes) -> int:
+    """A streamed date_send value as Debezium's streaming path gives its epoch day (proleptic,
+    its own infinities)."""
+    d = pv.bin_int(b)
+    if d == java.INT_MAX:
+        return DATE_POS_INF_STREAM
+    if d == java.INT_MIN:
+        return DATE_NEG_INF_STREAM
+    return d + pv.PG_EPOCH_DAYS
 
 
 def _guard(fn: Callable[[Any], Any], optional: bool, null_value: Any, name: str) -> Callable[[Any], Any]:

@@ -1,0 +1,241 @@
+"""The snapshot -> stream lifecycle every connector shares: phases, epochs, `snapshot.mode`, lost positions.
+
+Debezium drives a snapshot source and a streaming source from one coordinator; here that
+coordinator is `SnapshotThenStream`, a `SourceConnector` whose offsets move through three phases
+(the offset's `snapshot` key):
+
+- `pending`: a snapshot is due and nothing was read yet;
+- `completed`: the snapshot batch ran; streaming starts where the snapshot was consistent;
+- `streaming`: the rest of the offset is the database's own stream position.
+
+`epoch` counts snapshots, so a later re-snapshot (`snapshot.mode=always` at a restart, or
+`when_needed` after the stored position was lost) is a new batch from `streaming` to `completed`.
+
+`SnapshotMode` says what each `snapshot.mode` asks: whether a run with no stored offset snapshots
+first, whether every start re-snapshots, whether a lost position is a new snapshot or an error,
+and whether changes are streamed at all. A database fills in the hooks: prepare the database (and
+name the tables it captures), plan a snapshot, the streaming side's `stream_latest`/`stream_plan`,
+commit a position, and check that a stored position is still served. The lifecycle warns when the
+table filters capture no table, naming the filters and the tables that are there.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.errors import PositionLost
+
+log = logging.getLogger("headwater.connectors")
+
+SNAPSHOT_PENDING = "pending"
+SNAPSHOT_COMPLETED = "completed"
+STREAMING = "streaming"
+
+SHOWN_TABLES = 5  # tables named in the warning that the filters capture nothing
+
+
+def phase(offset: Offset) -> str:
+    """The offset's phase: `pending`, `completed` or `streaming` (an offset without one streams)."""
+    return str(offset.get("snapshot", STREAMING))
+
+
+def epoch(offset: Offset) -> int:
+    """How many snapshots were taken up to the offset."""
+    return int(offset.get("epoch", 0))
+
+
+@dataclass(frozen=True)
+class SnapshotMode:
+    """What a `snapshot.mode` value asks of the phases (Debezium's Snapshotter)."""
+
+    name: str
+    snapshot_first: bool  # a run with no stored offset starts with a snapshot
+    snapshot_on_restart: bool  # every start from a stored offset takes a new snapshot
+    snapshot_when_lost: bool  # a lost stream position is a new snapshot rather than an error
+    streams: bool  # changes are streamed after the snapshot
+
+
+SNAPSHOT_MODES = {m.name: m for m in (
+    SnapshotMode("initial", snapshot_first=True, snapshot_on_restart=False, snapshot_when_lost=False, streams=True),
+    SnapshotMode("always", snapshot_first=True, snapshot_on_restart=True, snapshot_when_lost=True, streams=True),
+    SnapshotMode("when_needed", snapshot_first=True, snapshot_on_restart=False, snapshot_when_lost=True,
+                 streams=True),
+    SnapshotMode("initial_only", snapshot_first=True, snapshot_on_restart=False, snapshot_when_lost=False,
+                 streams=False),
+    SnapshotMode("no_data", snapshot_first=False, snapshot_on_restart=False, snapshot_when_lost=False, streams=True),
+    SnapshotMode("never", snapshot_first=False, snapshot_on_restart=False, snapshot_when_lost=False, streams=True),
+)}
+
+
+def lost_message(why: str) -> str:
+    """The error of a lost position under a mode that does not re-snapshot, with the fixes."""
+    return (f"{why}; changes may have been lost. Re-snapshot with snapshot.mode=when_needed (or always), "
+            "or drop the stored offsets (the Spark checkpoint) to start over")
+
+
+class SnapshotThenStream(SourceConnector):
+    """A connector that snapshots, then streams, through the phases `pending`, `completed`, `streaming`.
+
+    Subclasses fill in the hooks below. The streaming hooks (`stream_latest`, `stream_plan`,
+    `commit_position`) see and return only the database's own position fields: the phase and the
+    epoch are added and removed here (`{}` is the position right after a snapshot).
+    """
+
+    TABLE_FILTERS: tuple[str, ...] = ("schema.include.list", "schema.exclude.list",
+                                      "table.include.list", "table.exclude.list")
+    """The properties that choose the captured tables, named when they capture none."""
+
+    def __init__(self, config: ConnectorConfig):
+        super().__init__(config)
+        name = config["snapshot.mode"]
+        if name not in SNAPSHOT_MODES:
+            raise ValueError(f"snapshot.mode={name!r} is not one of {', '.join(SNAPSHOT_MODES)}")
+        self.snapshot_mode = SNAPSHOT_MODES[name]
+        self.resnapshot = False  # the next batch is a new snapshot
+        self.opened = False
+        self._warned_no_tables = False
+
+    # ------------------------------------------------------------------ hooks
+    @abstractmethod
+    def prepare_database(self) -> Sequence[Any]:
+        """Connect and check the database is set up for capture; the tables the filters capture."""
+
+    @abstractmethod
+    def visible_tables(self) -> list[str]:
+        """The names of the tables the filters could choose from (for the warning that none is captured)."""
+
+    @abstractmethod
+    def check_position(self, offset: Offset) -> str | None:
+        """None when the database still serves the stored position of `offset` (phase `completed` or
+        `streaming`); else why not. A stream that has not begun may set up its position here."""
+
+    @abstractmethod
+    def new_stream_offset(self) -> Offset:
+        """The position fields of a stream that starts without a snapshot (the log's current end)."""
+
+    @abstractmethod
+    def plan_snapshot(self, epoch: int) -> list[WorkUnit]:
+        """The work units of snapshot number `epoch` (the same units when asked again for one epoch)."""
+
+    def end_snapshot(self) -> None:  # noqa: B027 - optional hook
+        """The snapshot batch is over (streaming is about to be planned): release what held it."""
+
+    @abstractmethod
+    def stream_latest(self, start: Offset, max_events: int) -> Offset | None:
+        """The position fields of the end of the next streaming batch after `start`; None when nothing is new.
+        Raises PositionLost when the database can no longer serve `start`."""
+
+    @abstractmethod
+    def stream_plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
+        """Work units covering the stream's (start, end]; raises PositionLost like `stream_latest`."""
+
+    def stop_stream(self) -> None:  # noqa: B027 - optional hook
+        """Stop reading the stream (its position was lost; a snapshot comes next)."""
+
+    @abstractmethod
+    def commit_position(self, end: Offset) -> None:
+        """Tell the database everything up to the streaming offset `end` is durably processed."""
+
+    # ------------------------------------------------------------------ the lifecycle
+    def prepare(self) -> Sequence[Any]:
+        """`prepare_database`, warning (once) when the filters capture no table."""
+        tables = self.prepare_database()
+        if not tables and not self._warned_no_tables:
+            self._warned_no_tables = True
+            log.warning("%s", self._no_tables_message())
+        return tables
+
+    def _no_tables_message(self) -> str:
+        filters = [f"{name}={','.join(self.config.get(name))}"
+                   for name in self.TABLE_FILTERS if self.config.get(name)]
+        visible = sorted(self.visible_tables())
+        if visible:
+            more = len(visible) - SHOWN_TABLES
+            shown = ", ".join(visible[:SHOWN_TABLES]) + (f" and {more} more" if more > 0 else "")
+            there = f"the database has {len(visible)} table{'s' if len(visible) != 1 else ''}: {shown}"
+        else:
+            there = "the database has no tables"
+        chosen = f"the table filters ({'; '.join(filters)}) match" if filters else "there is"
+        return f"{chosen} no table to capture; {there}. Nothing will be captured until a matching table exists"
+
+    def initial_offset(self) -> Offset:
+        if self.snapshot_mode.snapshot_first:
+            return {"snapshot": SNAPSHOT_PENDING, "epoch": 0}
+        return {"snapshot": STREAMING, **self.new_stream_offset(), "epoch": 0}
+
+    def open(self, start: Offset) -> None:
+        self.prepare()
+        self.opened = True
+        if phase(start) == SNAPSHOT_PENDING or not self.snapshot_mode.streams:
+            return
+        why = self.check_position(start)
+        if why is not None:
+            self.position_lost(why)
+        elif self.snapshot_mode.snapshot_on_restart:
+            self.resnapshot = True
+
+    def _open_once(self, start: Offset) -> None:
+        """Open at `start` before streaming, unless the caller did."""
+        if not self.opened:
+            self.open(start)
+
+    def position_lost(self, why: str) -> None:
+        """The stored position is no longer served: a new snapshot when the mode allows, else fail."""
+        if self.snapshot_mode.snapshot_when_lost:
+            log.warning("%s: taking a new snapshot (snapshot.mode=%s)", why, self.snapshot_mode.name)
+            self.resnapshot = True
+            return
+        raise PositionLost(lost_message(why)) from None
+
+    def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
+        ph, n = phase(start), epoch(start)
+        if ph == SNAPSHOT_PENDING or self.resnapshot:
+            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": n + 1}
+        if not self.snapshot_mode.streams:
+            return start
+        self.end_snapshot()  # the snapshot batch is over once the next batch is planned
+        self._open_once(start)
+        cap = self.config["headwater.max.batch.events"]
+        try:
+            end = self.stream_latest(_position(start), min(max_events, cap) if max_events else cap)
+        except PositionLost as exc:
+            self.stop_stream()
+            self.position_lost(str(exc))
+            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": n + 1}
+        if end is None:
+            return start
+        return {"snapshot": STREAMING, **end, "epoch": n}
+
+    def is_finished(self, offset: Offset) -> bool:
+        """True past the snapshot when the mode streams nothing (`initial_only`)."""
+        return not self.snapshot_mode.streams and phase(offset) != SNAPSHOT_PENDING
+
+    def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
+        if phase(end) == SNAPSHOT_COMPLETED and (phase(start) != SNAPSHOT_COMPLETED or epoch(start) != epoch(end)):
+            units = self.plan_snapshot(epoch(end) or 1)
+            self.resnapshot = False
+            return units
+        if phase(end) != STREAMING:
+            return []
+        self._open_once(start)
+        try:
+            return self.stream_plan(_position(start), _position(end))
+        except PositionLost as exc:
+            raise PositionLost(lost_message(str(exc))) from None
+
+    def commit(self, end: Offset) -> None:
+        if phase(end) == STREAMING:
+            self.commit_position(_position(end))
+
+
+def _position(offset: Offset) -> Offset:
+    """The database's position fields of an offset: `{}` before streaming began (phase `completed`)."""
+    if phase(offset) != STREAMING:
+        return {}
+    return {k: v for k, v in offset.items() if k not in ("snapshot", "epoch")}

@@ -1,0 +1,418 @@
+"""The streaming planner shared by the stream connectors: batches and slices over a `StreamBuffer`.
+
+`Planner` runs on the driver. `latest` finds where the next batch ends: after whole transactions,
+or inside one when `max_events` says so (a position then names the transaction and how many of
+its data messages are delivered). `plan` cuts a batch into slices of about equal numbers of data
+messages, one per partition, cutting a large transaction too, and trims the buffer behind it. A
+slice carries the layouts in force at its start and, per `Segment`, its transactions' context
+(with transaction metadata, the counters at the segment's start), so it decodes anywhere. The
+connector's `StreamCodec` does what needs its message format or its positions: the planner only
+counts data messages and follows layouts. Heartbeats are timed here: a batch carries one when
+one is due, and with nothing to deliver a due heartbeat is a batch of its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from headwater.connectors.base import WorkUnit
+from headwater.connectors.common.codec import Retrying, StreamCodec, StreamReader
+from headwater.connectors.common.messages import InTxn, Message, Segment
+from headwater.connectors.common.txbuffer import Txn
+from headwater.connectors.errors import SourceError
+
+log = logging.getLogger("headwater.planner")
+
+P = TypeVar("P")
+
+_FRAME = struct.Struct(">QI")
+MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partition
+POLL_S = 0.25
+GATHER_S = 0.5  # how long a batch may wait for more of a transaction that is still arriving
+REPLAY_WAIT_S = 600.0
+
+
+@dataclass
+class Piece:
+    """One transaction's part of a batch, as the planner collects it."""
+
+    txn: Txn
+    skip: int  # data messages of the transaction before this piece
+    upto: int  # data messages of the transaction up to the end of this piece
+    commit: bool  # the piece reaches the commit
+    msgs: list[Message]
+    layouts: dict[int, bytes]  # layouts in force where the piece starts
+    changed: list[bytes]  # the layout messages among `msgs`
+
+
+def pack(msgs: list[Message]) -> bytes:
+    """Messages as one blob (a slice's payload)."""
+    parts = []
+    for pos, p in msgs:
+        parts.append(_FRAME.pack(pos, len(p)))
+        parts.append(p)
+    return b"".join(parts)
+
+
+def unpack(blob: bytes) -> Iterator[Message]:
+    at, n = 0, len(blob)
+    view = memoryview(blob)
+    while at < n:
+        pos, size = _FRAME.unpack_from(blob, at)
+        at += _FRAME.size
+        yield pos, bytes(view[at:at + size])
+        at += size
+
+
+class Planner(Generic[P]):
+    """Driver-side planning over a reader's buffer, for positions of type `P`."""
+
+    def __init__(self, reader: StreamReader[P], codec: StreamCodec[P], retry: Retrying, *,
+                 transaction_metadata: bool, heartbeat_interval_ms: int,
+                 heartbeat_action: Callable[[], None] | None = None):
+        self.reader = reader
+        self.codec = codec
+        self.retry = retry
+        self.transaction_metadata = transaction_metadata
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.heartbeat_action = heartbeat_action  # run every heartbeat interval (heartbeat.action.query)
+        self.cached: tuple[tuple[P, P], list[WorkUnit]] | None = None
+        self.partial_counters: dict[tuple[int | None, int], dict] = {}
+        self.position: P | None = None  # where the buffer's head is
+        self.last_heartbeat = 0.0  # the first heartbeat is due at once (Debezium sends one after the snapshot)
+        self.last_action = time.monotonic()
+
+    # ---- end of the next batch
+    def latest(self, start: P, max_events: int | None, target: int | None) -> P | None:
+        """Where the batch from `start` ends: at most `max_events` data messages, and with `target`
+        (a commit position) only transactions committing before it; None when there is nothing."""
+        self._align(start)
+        buf = self.reader.buffer
+        deadline = time.monotonic() + (REPLAY_WAIT_S if target is not None else POLL_S)
+        self._heartbeat_action()
+        gather_until = time.monotonic() + GATHER_S
+        with buf.cond:
+            while True:
+                self.reader.check()
+                end = self._walk(start, max_events, target)
+                if end is not None:
+                    # a transaction still arriving: let a bit more of it come, rather than cut a
+                    # stream of tiny batches (each costs a plan and, on Spark, a micro-batch)
+                    if self._growing_tail(end, max_events) and time.monotonic() < gather_until:
+                        buf.cond.wait(0.02)
+                        continue
+                    return self._with_heartbeat(end)
+                if target is not None and buf.received >= target:
+                    return self._idle_heartbeat(start)
+                if target is None:
+                    hb = self._idle_heartbeat(start)
+                    if hb is not None:
+                        return hb
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    if target is not None:
+                        raise SourceError("timed out waiting for the change stream to reach the end "
+                                          "position fixed at the start of the run")
+                    return None
+                if target is not None:
+                    self.reader.request_position()
+                buf.cond.wait(min(left, 1.0))
+
+    def _growing_tail(self, end: P, max_events: int | None) -> bool:
+        """Whether `end` stops at the last message received of a transaction still arriving, with
+        fewer messages than a batch may hold."""
+        inside = self.codec.in_txn(end)
+        if inside is None:
+            return False
+        for t in self.reader.buffer.txns:
+            if t.xid == inside.xid and not t.complete:
+                return inside.n >= t.n_data and (max_events is None or inside.n < max_events)
+        return False
+
+    def _heartbeat_due(self) -> bool:
+        interval = self.heartbeat_interval_ms
+        return interval > 0 and (time.monotonic() - self.last_heartbeat) * 1000 >= interval
+
+    def _with_heartbeat(self, end: P) -> P:
+        """A batch with changes also carries a heartbeat when one is due (Debezium's are timed)."""
+        if not self._heartbeat_due():
+            return end
+        self.last_heartbeat = time.monotonic()
+        return self.codec.with_heartbeat(end, time.time_ns() // 1_000_000)
+
+    def _idle_heartbeat(self, start: P) -> P | None:
+        """With nothing to deliver, a due heartbeat is a batch of its own; it moves the position to what
+        the server says it has sent (every transaction committing before it was received)."""
+        if not self._heartbeat_due():
+            return None
+        buf = self.reader.buffer
+        self.reader.request_position()
+        self.last_heartbeat = time.monotonic()
+        commit = self.codec.commit(start)
+        if not buf.txns and buf.received > commit:
+            commit = buf.received
+        return self.codec.with_heartbeat(self.codec.idle(start, commit), time.time_ns() // 1_000_000)
+
+    def _heartbeat_action(self) -> None:
+        action = self.heartbeat_action
+        if self.heartbeat_interval_ms <= 0 or action is None:
+            return
+        if (time.monotonic() - self.last_action) * 1000 < self.heartbeat_interval_ms:
+            return
+        self.last_action = time.monotonic()
+        self.retry("running heartbeat.action.query", action)
+
+    def _skip(self, start: P, t: Txn, first: bool) -> int:
+        """Data messages of `t` delivered before `start` (it can only be the first transaction after it)."""
+        inside = self.codec.in_txn(start)
+        return inside.n if first and inside is not None and t.xid == inside.xid else 0
+
+    def _walk(self, start: P, max_events: int | None, target: int | None) -> P | None:
+        codec = self.codec
+        commit = codec.commit(start)
+        left = max_events if max_events else None
+        last: Txn | None = None  # the last whole transaction the batch takes
+        first = True
+        for t in self.reader.buffer.txns:
+            if t.ends_by(commit):
+                continue
+            if target is not None and t.commit_pos >= target:
+                break
+            skip = self._skip(start, t, first)
+            first = False
+            avail = t.n_data - skip
+            if t.complete and (left is None or avail <= left):
+                if left is not None:
+                    left -= avail
+                last = t
+                continue
+            take = avail if left is None else min(avail, left)
+            if take > 0:
+                return codec.inside(start if last is None else codec.after(last), t, skip + take)
+            break
+        return None if last is None else codec.after(last)
+
+    # ---- work units for (start, end]
+    def plan(self, start: P, end: P, parallelism: int) -> list[WorkUnit]:
+        key = (start, end)
+        if self.cached is not None and self.cached[0] == key:
+            return self.cached[1]
+        self._align(start)
+        codec = self.codec
+        units: list[WorkUnit] = []
+        heartbeat = codec.heartbeat_ms(end) is not None
+        if codec.in_txn(end) is not None or self._has_txns(start, end) or not heartbeat:
+            self._wait_for(end)
+            units = self.retry("reading table metadata", lambda: self._slices(start, end, parallelism))
+            self.retry("reading table metadata", lambda: self._keep_partial_counters(start, end))
+        if heartbeat:
+            units.append(codec.heartbeat(end))
+        self.reader.buffer.trim(codec.commit(end), codec.in_txn(end))
+        self.position = end
+        self.cached = (key, units)
+        return units
+
+    def _has_txns(self, start: P, end: P) -> bool:
+        first, last = self.codec.commit(start), self.codec.commit(end)
+        return any(not t.ends_by(first) and t.commit_pos < last for t in self.reader.buffer.txns)
+
+    def _align(self, start: P) -> None:
+        """Make the buffer begin at `start` (restart the stream there if it does not)."""
+        if self.position is None:
+            self.position = start
+            return
+        if self._place(self.position) == self._place(start):
+            return
+        log.info("restarting the change stream at %s", start)
+        self.reader.restart(start)
+        self.position = start
+
+    def _place(self, pos: P) -> tuple[int, InTxn | None]:
+        """What of a position says where the buffer's head is."""
+        inside = self.codec.in_txn(pos)
+        return self.codec.commit(pos), None if inside is None else inside._replace(commit=None)
+
+    def _wait_for(self, end: P) -> None:
+        buf = self.reader.buffer
+        deadline = time.monotonic() + REPLAY_WAIT_S
+        with buf.cond:
+            while not self._covers(end):
+                self.reader.check()
+                if time.monotonic() > deadline:
+                    raise SourceError(f"the change stream did not deliver up to {end} in time")
+                buf.cond.wait(1.0)
+
+    def _covers(self, end: P) -> bool:
+        buf = self.reader.buffer
+        commit = self.codec.commit(end)
+        inside = self.codec.in_txn(end)
+        if inside is None:
+            return buf.received >= commit
+        for t in buf.txns:
+            if t.xid == inside.xid and not t.ends_by(commit):
+                return t.n_data >= inside.n
+        if inside.commit is not None and buf.received > inside.commit:
+            # everything committing before the transaction's commit has been received: it will not come
+            raise SourceError(f"the change stream no longer serves {end}: transaction {inside.xid} is not in "
+                              f"the stream read from {self.position}; the stream has moved past the start "
+                              "of this batch")
+        return False
+
+    def _pieces(self, start: P, end: P) -> list[Piece]:
+        """Each transaction's messages in (start, end], with the layouts in force where it starts."""
+        buf = self.reader.buffer
+        codec = self.codec
+        first_commit, last_commit = codec.commit(start), codec.commit(end)
+        inside = codec.in_txn(end)
+        is_data, layout_id = codec.is_data, codec.layout_id
+        layouts = dict(buf.head_layouts)
+        pieces: list[Piece] = []
+        first = True
+        for t in buf.txns:
+            if t.ends_by(first_commit):
+                continue
+            skip = self._skip(start, t, first)
+            first = False
+            ends_inside = inside is not None and t.xid == inside.xid and not t.ends_by(last_commit)
+            if inside is not None and ends_inside:
+                upto, commit = inside.n, False
+            elif t.ends_by(last_commit):
+                upto, commit = t.n_data, True
+            else:
+                break
+            msgs: list[Message] = []
+            di = t.first_index  # data messages already trimmed off this transaction's front
+            messages = t.messages()
+            if t.spill is not None and skip:
+                di, sent, messages = t.spill.read_from(skip)  # seek near the piece's start
+                layouts = {**layouts, **sent}
+            at_start = layouts  # (the layout maps are never changed in place: no copies)
+            changed: list[bytes] = []
+            for pos, p in messages:
+                if is_data(p):
+                    if di < skip:
+                        di += 1
+                        continue
+                    if di >= upto:
+                        break
+                    di += 1
+                    msgs.append((pos, p))
+                    continue
+                lid = layout_id(p)
+                if di < skip:
+                    if lid is not None:
+                        layouts = at_start = {**layouts, lid: p}
+                else:
+                    msgs.append((pos, p))
+                    if lid is not None:
+                        layouts = {**layouts, lid: p}
+                        changed.append(p)
+            pieces.append(Piece(t, skip, upto, commit, msgs, at_start, changed))
+            if inside is not None and t.xid == inside.xid:
+                break
+        return pieces
+
+    def _slices(self, start: P, end: P, parallelism: int) -> list[WorkUnit]:
+        """Cut (start, end] into slices of about equal numbers of data messages, one per partition;
+        a large transaction is cut too (its transaction-metadata counters travel with each part)."""
+        codec = self.codec
+        is_data, layout_id = codec.is_data, codec.layout_id
+        pieces = self._pieces(start, end)
+        codec.check_layouts(self.reader.buffer.head_layouts, [p for pc in pieces for p in pc.changed])
+        total = sum(pc.upto - pc.skip for pc in pieces)
+        target = max(MIN_SLICE, -(-total // max(1, parallelism)))
+        slicer: _Slicer[P] = _Slicer(codec, codec.last_commit(start))
+        for pc in pieces:
+            t = pc.txn
+            counters: dict | None = None
+            if self.transaction_metadata and t.transactional:
+                counters = self._start_counters(t, pc.skip) if pc.skip else {}
+            layouts = part_layouts = pc.layouts  # (never changed in place)
+            part: list[Message] = []
+            part_data, begin = 0, pc.skip == 0
+            remaining = pc.upto - pc.skip
+            for pos, p in pc.msgs:
+                part.append((pos, p))
+                if is_data(p):
+                    part_data += 1
+                    remaining -= 1
+                    if slicer.size + part_data >= target and remaining > 0:
+                        slicer.add(t, part, part_data, part_layouts, begin, False, counters)
+                        slicer.flush()
+                        if counters is not None:
+                            counters = codec.count(counters, t, part, part_layouts)
+                        part, part_layouts, part_data, begin = [], layouts, 0, False
+                else:
+                    lid = layout_id(p)
+                    if lid is not None:
+                        layouts = {**layouts, lid: p}
+            slicer.add(t, part, part_data, part_layouts, begin, pc.commit, counters)
+            if pc.commit:
+                slicer.last_commit = t.end_pos
+            if slicer.size >= target:
+                slicer.flush()
+        slicer.flush()
+        return slicer.units
+
+    def _start_counters(self, t: Txn, n: int) -> dict:
+        """Counters after the first `n` data messages of `t`: kept from when they were planned, or
+        counted again from the buffer (after a restart, the transaction is received whole again)."""
+        kept = self.partial_counters.get((t.xid, n))
+        if kept is not None:
+            return kept
+        if t.first_index:
+            raise SourceError(f"transaction {t.xid}: the counts of its first {n} events are no longer buffered")
+        msgs: list[Message] = []
+        di = 0
+        for pos, p in t.messages():
+            if self.codec.is_data(p):
+                if di >= n:
+                    break
+                di += 1
+            msgs.append((pos, p))
+        return self.codec.count({}, t, msgs, dict(self.reader.buffer.head_layouts))
+
+    def _keep_partial_counters(self, start: P, end: P) -> None:
+        """A batch ending inside a transaction: count its events so far now, while they are buffered."""
+        inside = self.codec.in_txn(end)
+        if not self.transaction_metadata or inside is None:
+            return
+        for pc in self._pieces(start, end):
+            t = pc.txn
+            if t.xid == inside.xid and t.transactional:
+                before = self._start_counters(t, pc.skip) if pc.skip else {}
+                self.partial_counters = {(t.xid, inside.n): self.codec.count(before, t, pc.msgs, pc.layouts)}
+                return
+
+
+class _Slicer(Generic[P]):
+    """Collects segments into slices; `last_commit` is the end of the last transaction before."""
+
+    def __init__(self, codec: StreamCodec[P], last_commit: int | None):
+        self.codec = codec
+        self.last_commit = last_commit
+        self.units: list[WorkUnit] = []
+        self.segments: list[Segment] = []
+        self.msgs: list[Message] = []
+        self.layouts: dict[int, bytes] = {}
+        self.first_last_commit: int | None = None  # `last_commit` where the current slice starts
+        self.size = 0  # data messages in the current slice
+
+    def add(self, t: Txn, msgs: list[Message], ndata: int, layouts: dict[int, bytes], begin: bool,
+            commit: bool, counters: dict | None) -> None:
+        if not self.segments:
+            self.layouts, self.first_last_commit = layouts, self.last_commit
+        self.segments.append(Segment(t.xid, t.begin_pos, t.commit_pos, t.end_pos if commit else None, t.commit_ts,
+                                     t.transactional, begin, commit, len(msgs), counters))
+        self.msgs.extend(msgs)
+        self.size += ndata
+
+    def flush(self) -> None:
+        if self.segments:
+            self.units.append(self.codec.slice(self.layouts, self.segments, self.msgs, self.first_last_commit))
+        self.segments, self.msgs, self.layouts, self.size = [], [], {}, 0

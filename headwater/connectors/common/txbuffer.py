@@ -1,0 +1,235 @@
+"""The transaction buffer shared by the stream connectors: transactions in commit order, raw.
+
+A connector's reader thread appends `Txn`s to a `StreamBuffer` in commit order, their messages
+kept as raw bytes (decoding them is the executors' work). The buffer is bounded in bytes: the
+reader stops reading while it is `full()`, and the planner frees memory by trimming what it has
+handed out, also from inside a transaction (a batch may end there). A transaction that arrives
+before it commits (PostgreSQL's protocol 2 streams large ones in progress) goes to a `Spill` file
+instead, so a huge transaction never fills memory. Messages are told apart through the
+connector's `MessageKinds` only.
+
+Positions here are ordered integers: a transaction's begin, commit and end (the commit position
+that a restart after it starts from), and `received`, below which every commit has arrived.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import os
+import struct
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from headwater.connectors.common.messages import InTxn, Message, MessageKinds
+
+_SPILL = struct.Struct("<QII")  # position, (sub)transaction id, length
+
+
+@dataclass
+class Txn:
+    """One transaction (or one non-transactional message) in commit order."""
+
+    xid: int | None
+    begin_pos: int
+    commit_pos: int
+    commit_ts: int  # Unix microseconds
+    end_pos: int | None = None  # set when the commit arrived
+    msgs: list[Message] = field(default_factory=list)  # minus the trimmed prefix
+    first_index: int = 0  # data messages trimmed off the front
+    n_data: int = 0  # data messages received (including trimmed ones)
+    nbytes: int = 0
+    spill: Spill | None = None
+    transactional: bool = True
+
+    @property
+    def complete(self) -> bool:
+        return self.end_pos is not None
+
+    def ends_by(self, commit: int) -> bool:
+        """Whether the transaction is complete and its commit ends at or before `commit`."""
+        return self.end_pos is not None and self.end_pos <= commit
+
+    def messages(self) -> Iterator[Message]:
+        if self.spill is not None:
+            yield from self.spill.read()
+        else:
+            yield from self.msgs
+
+
+class Spill:
+    """A transaction's messages on disk, written while it is still in progress.
+
+    Messages of aborted subtransactions are left out when read, except layouts: pgoutput sends a
+    relation's layout once per streamed transaction, so one sent inside a subtransaction that later
+    aborted still describes the changes that follow it.
+
+    `scan()` (once the transaction committed) counts the data messages and notes a checkpoint
+    every `CHECKPOINT_EVERY` of them (file offset, layouts sent before it), so that a batch
+    starting deep inside the transaction seeks there instead of reading the file from its start.
+    """
+
+    CHECKPOINT_EVERY = 1024
+
+    def __init__(self, directory: str, xid: int, kinds: MessageKinds):
+        fd, self.path = tempfile.mkstemp(prefix=f"xid{xid}-", suffix=".spill", dir=directory)
+        self.file = os.fdopen(fd, "wb", buffering=1 << 20)
+        self.xid = xid
+        self.kinds = kinds
+        self.aborted_subxids: set[int] = set()
+        self.size = 0  # bytes written
+        # (data messages before it, file offset, layouts sent before it), from scan()
+        self.checkpoints: list[tuple[int, int, dict[int, bytes]]] = [(0, 0, {})]
+        self.layouts: dict[int, bytes] = {}  # layouts sent in the whole transaction
+
+    def add(self, pos: int, xid: int, payload: bytes) -> None:
+        """Append a message of (sub)transaction `xid`."""
+        self.file.write(_SPILL.pack(pos, xid, len(payload)))
+        self.file.write(payload)
+        self.size += _SPILL.size + len(payload)
+
+    def seal(self) -> None:
+        self.file.close()
+
+    def _records(self, offset: int = 0) -> Iterator[tuple[int, int, bytes]]:
+        """(file offset, position, payload) of the messages kept, from `offset` on."""
+        aborted = self.aborted_subxids
+        with open(self.path, "rb", buffering=1 << 20) as f:
+            f.seek(offset)
+            here = offset
+            while True:
+                head = f.read(_SPILL.size)
+                if not head:
+                    return
+                pos, xid, n = _SPILL.unpack(head)
+                payload = f.read(n)
+                if xid not in aborted or self.kinds.layout_id(payload) is not None:
+                    yield here, pos, payload
+                here += _SPILL.size + n
+
+    def read(self) -> Iterator[Message]:
+        for _, pos, payload in self._records():
+            yield pos, payload
+
+    def read_from(self, index: int) -> tuple[int, dict[int, bytes], Iterator[Message]]:
+        """The messages from the last checkpoint at or before data message `index` (0-based): the
+        checkpoint's data message count, the layouts sent before it, and the messages."""
+        i = bisect.bisect_right(self.checkpoints, index, key=lambda c: c[0]) - 1
+        n, offset, layouts = self.checkpoints[i]
+        return n, layouts, ((pos, p) for _, pos, p in self._records(offset))
+
+    def scan(self) -> tuple[int, int | None]:
+        """The number of data messages kept, and the position of the first: where a transaction
+        received whole would begin (PostgreSQL's protocol 1, and so Debezium, puts its BEGIN there)."""
+        n, first = 0, None
+        layouts: dict[int, bytes] = {}
+        checkpoints: list[tuple[int, int, dict[int, bytes]]] = [(0, 0, {})]
+        every = self.CHECKPOINT_EVERY
+        kinds = self.kinds
+        for offset, pos, p in self._records():
+            if kinds.is_data(p):
+                if n and n % every == 0:
+                    shared = checkpoints[-1][2]
+                    checkpoints.append((n, offset, shared if shared == layouts else dict(layouts)))
+                if first is None:
+                    first = pos
+                n += 1
+            else:
+                lid = kinds.layout_id(p)
+                if lid is not None:
+                    layouts[lid] = p
+        self.checkpoints, self.layouts = checkpoints, layouts
+        return n, first
+
+    def discard(self) -> None:
+        try:
+            self.file.close()
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+
+
+class StreamBuffer:
+    """Transactions received and not yet handed out, in commit order, with a byte bound.
+
+    The reader and the planner share it under `cond`; the reader notifies on every change."""
+
+    def __init__(self, limit_bytes: int, kinds: MessageKinds):
+        self.cond = threading.Condition()
+        self.kinds = kinds
+        self.txns: list[Txn] = []
+        self.nbytes = 0
+        self.limit = limit_bytes
+        self.received = 0  # every transaction committing before this has been received
+        self.head_layouts: dict[int, bytes] = {}  # layouts in force at the buffer's head
+        self.peak_nbytes = 0  # high-water mark of `nbytes`
+
+    def full(self) -> bool:
+        return self.nbytes >= self.limit
+
+    def add_bytes(self, n: int) -> None:
+        self.nbytes += n
+        if self.nbytes > self.peak_nbytes:
+            self.peak_nbytes = self.nbytes
+
+    def reset_incomplete(self) -> None:
+        """Forget transactions not complete (after a lost connection: they will come again)."""
+        with self.cond:
+            for t in self.txns:
+                if not t.complete:
+                    self.nbytes -= t.nbytes
+            self.txns = [t for t in self.txns if t.complete]
+
+    def resume_pos(self, committed: int) -> int:
+        """Where a reconnect should start: the end of the last complete transaction held."""
+        with self.cond:
+            return max([committed, *(t.end_pos for t in self.txns if t.end_pos is not None)])
+
+    def trim(self, commit: int, inside: InTxn | None) -> None:
+        """Drop what has been handed out: the transactions ending by `commit`, and the first
+        data messages of the next one that `inside` names."""
+        with self.cond:
+            done = 0  # complete transactions at the head that end by `commit` (dropped at once at the end)
+            for t in self.txns:
+                if not t.ends_by(commit):
+                    break
+                done += 1
+                if t.spill is not None:
+                    self.head_layouts.update(t.spill.layouts)
+                    t.spill.discard()
+                else:
+                    self._absorb_layouts(t.msgs)
+                self.nbytes -= t.nbytes
+            del self.txns[:done]
+            head = self.txns[0] if self.txns else None
+            if head is not None and inside is not None and head.xid == inside.xid and head.spill is None:
+                self._trim_front(head, inside.n - head.first_index)
+            self.cond.notify_all()
+
+    def _trim_front(self, t: Txn, drop: int) -> None:
+        """Drop the first `drop` data messages of `t` (and what comes between them)."""
+        if drop <= 0:
+            return
+        cut, seen = 0, 0
+        is_data = self.kinds.is_data
+        for i, (_, p) in enumerate(t.msgs):
+            if is_data(p):
+                seen += 1
+                cut = i + 1
+                if seen == drop:
+                    break
+        gone = t.msgs[:cut]
+        self._absorb_layouts(gone)
+        freed = sum(len(p) for _, p in gone)
+        t.msgs = t.msgs[cut:]
+        t.first_index += seen
+        t.nbytes -= freed
+        self.nbytes -= freed
+
+    def _absorb_layouts(self, msgs: Iterable[Message]) -> None:
+        for _, p in msgs:
+            lid = self.kinds.layout_id(p)
+            if lid is not None:
+                self.head_layouts[lid] = p

@@ -1,0 +1,131 @@
+"""The shared transaction buffer with a fake codec, no server: the byte bound and trimming (also
+from inside a transaction), reconnect bookkeeping, and spill files with aborted subtransactions
+and checkpoints."""
+
+from __future__ import annotations
+
+import os
+
+from headwater.connectors.common.messages import InTxn
+from headwater.connectors.common.txbuffer import Spill, StreamBuffer
+from tests.connectors.common.fakes import KINDS, data, txn
+
+
+def _buffer(*txns, limit=1 << 20) -> StreamBuffer:
+    buf = StreamBuffer(limit, KINDS)
+    for t in txns:
+        buf.txns.append(t)
+        buf.add_bytes(t.nbytes)
+        if t.end_pos is not None:
+            buf.received = max(buf.received, t.end_pos)
+    return buf
+
+
+def test_byte_bound_and_peak():
+    a = txn(1, 100, [b"L1:a", *data(1, range(10))])
+    b = txn(2, 200, data(1, range(10, 20)))
+    buf = _buffer(a, b, limit=a.nbytes + b.nbytes)
+    assert buf.full() and buf.nbytes == buf.peak_nbytes == a.nbytes + b.nbytes
+    buf.trim(100, None)
+    assert not buf.full() and buf.nbytes == b.nbytes
+    assert buf.peak_nbytes == a.nbytes + b.nbytes  # the high-water mark stays
+
+
+def test_trim_whole_transactions_keeps_their_layouts():
+    a = txn(1, 100, [b"L1:a", *data(1, range(3)), b"L2:a", b"Xother"])
+    b = txn(2, 200, [b"L1:b", *data(1, range(3))])
+    c = txn(3, 300, data(2, range(3)))
+    buf = _buffer(a, b, c)
+    buf.trim(200, None)
+    assert [t.xid for t in buf.txns] == [3]
+    assert buf.head_layouts == {1: b"L1:b", 2: b"L2:a"}  # the latest of each, in stream order
+    assert buf.nbytes == c.nbytes
+    buf.trim(250, None)  # nothing more ends by 250
+    assert [t.xid for t in buf.txns] == [3]
+
+
+def test_trim_inside_a_transaction_drops_its_front():
+    t = txn(7, 100, [b"L1:a", b"D1:0", b"D1:1", b"L1:b", b"Xx", b"D1:2", b"D1:3", b"D1:4"])
+    buf = _buffer(t)
+    total = t.nbytes
+    buf.trim(0, InTxn(7, 2, None))  # the first two data messages were handed out
+    assert [p for _, p in t.msgs] == [b"L1:b", b"Xx", b"D1:2", b"D1:3", b"D1:4"]
+    assert t.first_index == 2 and t.n_data == 5
+    assert buf.head_layouts == {1: b"L1:a"}
+    assert buf.nbytes == t.nbytes == total - len(b"L1:a") - 2 * len(b"D1:0")
+    buf.trim(0, InTxn(7, 4, None))  # two more: counted from what was trimmed already
+    assert [p for _, p in t.msgs] == [b"D1:4"]
+    assert t.first_index == 4
+    assert buf.head_layouts == {1: b"L1:b"}
+    buf.trim(0, InTxn(8, 1, None))  # another transaction: nothing of this one goes
+    assert [p for _, p in t.msgs] == [b"D1:4"]
+
+
+def test_reset_incomplete_and_resume():
+    a = txn(1, 100, data(1, range(3)))
+    b = txn(2, 200, data(1, range(3)), complete=False)
+    buf = _buffer(a, b)
+    assert buf.resume_pos(50) == 100 and buf.resume_pos(150) == 150
+    buf.reset_incomplete()
+    assert [t.xid for t in buf.txns] == [1] and buf.nbytes == a.nbytes
+
+
+def _spill(tmp_path, messages) -> Spill:
+    sp = Spill(str(tmp_path), 5, KINDS)
+    for pos, xid, p in messages:
+        sp.add(pos, xid, p)
+    return sp
+
+
+def test_spill_leaves_out_aborted_subtransactions_but_not_their_layouts(tmp_path):
+    sp = _spill(tmp_path, [(10, 5, b"Xorigin"), (11, 5, b"L1:a"), (12, 5, b"D1:0"), (13, 6, b"L1:b"),
+                           (14, 6, b"D1:1"), (15, 6, b"Xsub"), (16, 5, b"D1:2"), (17, 7, b"D1:3")])
+    sp.aborted_subxids.add(6)
+    sp.seal()
+    assert [p for _, p in sp.read()] == [b"Xorigin", b"L1:a", b"D1:0", b"L1:b", b"D1:2", b"D1:3"]
+    assert sp.scan() == (3, 12)  # data messages kept, and where the first is
+    assert sp.layouts == {1: b"L1:b"}
+    assert sp.size == os.path.getsize(sp.path)
+    sp.discard()
+    assert not os.path.exists(sp.path)
+
+
+def test_spill_checkpoints_and_read_from(tmp_path, monkeypatch):
+    monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 3)
+    msgs, pos = [], 0
+    for i in range(10):
+        if i in (2, 7):
+            msgs.append((pos, 5, b"L1:v%d" % i))
+            pos += 1
+        msgs.append((pos, 5, b"D1:%d" % i))
+        pos += 1
+    sp = _spill(tmp_path, msgs)
+    sp.seal()
+    assert sp.scan() == (10, 0)
+    assert [(n, layouts) for n, _, layouts in sp.checkpoints] == [
+        (0, {}), (3, {1: b"L1:v2"}), (6, {1: b"L1:v2"}), (9, {1: b"L1:v7"})]
+    for index in range(10):
+        n, layouts, it = sp.read_from(index)
+        assert n == 3 * (index // 3) and n <= index
+        rest = [p for _, p in it]
+        # from the checkpoint on: its data messages in order, the layouts sent after it
+        assert [p for p in rest if KINDS.is_data(p)] == [b"D1:%d" % i for i in range(n, 10)]
+        expected = {} if n < 3 else {1: b"L1:v2" if n < 9 else b"L1:v7"}
+        assert layouts == expected
+    sp.discard()
+
+
+def test_trim_of_a_spilled_transaction_takes_its_layouts_and_removes_the_file(tmp_path):
+    sp = _spill(tmp_path, [(10, 5, b"L3:a"), (11, 5, b"D3:0"), (12, 5, b"L4:a"), (13, 5, b"D4:0")])
+    sp.seal()
+    n, first = sp.scan()
+    assert first is not None
+    t = txn(5, 20, [])
+    t.msgs, t.spill, t.n_data, t.begin_pos = [], sp, n, first
+    buf = _buffer(t)
+    assert [p for _, p in t.messages()] == [b"L3:a", b"D3:0", b"L4:a", b"D4:0"]
+    buf.trim(0, InTxn(5, 1, None))  # inside a spilled transaction: the file stays whole
+    assert os.path.exists(sp.path) and buf.txns == [t]
+    buf.trim(20, None)
+    assert buf.txns == [] and buf.head_layouts == {3: b"L3:a", 4: b"L4:a"}
+    assert not os.path.exists(sp.path)

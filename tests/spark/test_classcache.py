@@ -1,0 +1,79 @@
+"""The driver JVM's class archive: built for real, mapped by the next Spark, harmless when damaged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from headwater.spark import classcache
+
+# a Spark session made by headwater, its JVM logging where each class came from
+SESSION = textwrap.dedent("""
+    import sys
+    from headwater.pipeline_config import parse_config
+    from headwater.spark.pipeline import spark_session
+    work, log = sys.argv[1], sys.argv[2]
+    cfg = parse_config({"name": "t", "source": {"connector.class": "postgres", "topic.prefix": "t",
+                        "database.hostname": "h", "database.user": "u", "database.dbname": "d"},
+                        "sink": {"type": "jsonl", "path": work + "/sink"},
+                        "spark": {"master": "local[1]", "checkpoint": work + "/ck",
+                                  "conf": {"spark.driver.extraJavaOptions": "-Xlog:class+load=info:file=" + log}}})
+    spark = spark_session(cfg)
+    print(spark.range(5).count())
+    spark.stop()
+""")
+
+
+def run_session(tmp_path: Path, name: str) -> str:
+    log = tmp_path / f"{name}.log"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    env.pop("PYSPARK_GATEWAY_SECRET", None)
+    out = subprocess.run([sys.executable, "-c", SESSION, str(tmp_path / name), str(log)], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "5"
+    return log.read_text()
+
+
+def spark_context_source(log: str) -> str:
+    line = next(x for x in log.splitlines() if "org.apache.spark.SparkContext " in x)
+    return line.split(" source: ", 1)[1]
+
+
+@pytest.mark.slow
+def test_archive_is_built_mapped_and_a_damaged_one_is_ignored(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = classcache.archive_path()
+    assert path is not None and path.parent == tmp_path / "cache" / "headwater"
+    assert classcache.java_options() == ""
+
+    # a damaged archive: the JVM starts without it, silently
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not an archive")
+    assert classcache.java_options() == f"-XX:SharedArchiveFile={path} -Xshare:auto"
+    log = run_session(tmp_path, "damaged")
+    assert "shared objects file (top)" not in spark_context_source(log)
+
+    path.unlink()
+    assert classcache.build(path)
+    assert path.stat().st_size > 10_000_000
+    assert not list(path.parent.glob("*.tmp"))
+    log = run_session(tmp_path, "mapped")
+    # Spark's classes now come from the archive headwater built, not from the jars
+    assert spark_context_source(log) == "shared objects file (top)"
+    shared = sum(1 for x in log.splitlines() if "org.apache.spark." in x and "shared objects file" in x)
+    assert shared > 1000
+
+
+def test_an_unwritable_cache_does_not_stop_spark(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    assert classcache.java_options() == ""
+    classcache.build_in_background()  # nothing to build into, and no error
