@@ -15,9 +15,8 @@ import re
 from headwater.connectors.errors import SourceError
 
 # the last line of a Python traceback raised by headwater code: "headwater.pkg.module.Class: message"
+# (Spark's own text follows on the next line)
 _RAISED = re.compile(r"^(headwater(?:\.\w+)+)\.(\w+): (.*)$", re.MULTILINE)
-# where Spark's text resumes after the worker's message
-_SPARK_RESUMES = re.compile(r"^( SQLSTATE: |\tat |JVM stacktrace:|\s*$)", re.MULTILINE)
 
 
 def source_error(exc: BaseException) -> SourceError | None:
@@ -36,10 +35,7 @@ def source_error(exc: BaseException) -> SourceError | None:
         return None
     if not (isinstance(cls, type) and issubclass(cls, SourceError)):
         return None
-    rest = text[found.end():]
-    end = _SPARK_RESUMES.search(rest)
-    message = found.group(3) + (rest[:end.start()] if end else rest).rstrip()
-    return cls(message)
+    return cls(found.group(3).strip())  # headwater's messages are one line
 
 
 def summary(exc: BaseException) -> str:
