@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 from struct import Struct
 from struct import unpack_from as _unpack_from
-from typing import Any, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 __all__ = [
     "PG_EPOCH_OFFSET_US", "UNCHANGED_TOAST", "STREAM_XID_KINDS", "ProtocolError", "Value", "TupleData",
@@ -95,7 +95,7 @@ def pg_to_unix_us(pg_us: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Message classes. Each has a class attribute `kind` (its type byte as a one-character str).
+# Message classes. Each has a property `kind` (its type byte as a one-character str).
 # `xid` on data messages is the streamed transaction's id inside a stream block, else None.
 
 
@@ -105,7 +105,10 @@ class Begin(NamedTuple):
     final_lsn: int
     commit_ts: int
     xid: int
-    kind = "B"
+
+    @property
+    def kind(self) -> Literal["B"]:
+        return "B"
 
     @property
     def commit_ts_unix_us(self) -> int:
@@ -118,7 +121,10 @@ class Commit(NamedTuple):
     commit_lsn: int
     end_lsn: int
     commit_ts: int
-    kind = "C"
+
+    @property
+    def kind(self) -> Literal["C"]:
+        return "C"
 
     @property
     def commit_ts_unix_us(self) -> int:
@@ -130,7 +136,10 @@ class Origin(NamedTuple):
 
     origin_lsn: int
     name: str
-    kind = "O"
+
+    @property
+    def kind(self) -> Literal["O"]:
+        return "O"
 
 
 class Column(NamedTuple):
@@ -155,7 +164,10 @@ class Relation(NamedTuple):
     name: str
     replica_identity: str
     columns: tuple[Column, ...]
-    kind = "R"
+
+    @property
+    def kind(self) -> Literal["R"]:
+        return "R"
 
 
 class Type(NamedTuple):
@@ -165,7 +177,10 @@ class Type(NamedTuple):
     oid: int
     namespace: str
     name: str
-    kind = "Y"
+
+    @property
+    def kind(self) -> Literal["Y"]:
+        return "Y"
 
 
 class Insert(NamedTuple):
@@ -174,7 +189,10 @@ class Insert(NamedTuple):
     xid: int | None
     relation_oid: int
     new: TupleData
-    kind = "I"
+
+    @property
+    def kind(self) -> Literal["I"]:
+        return "I"
 
 
 class Update(NamedTuple):
@@ -191,7 +209,10 @@ class Update(NamedTuple):
     old_kind: str | None
     old: TupleData | None
     new: TupleData
-    kind = "U"
+
+    @property
+    def kind(self) -> Literal["U"]:
+        return "U"
 
 
 class Delete(NamedTuple):
@@ -201,7 +222,10 @@ class Delete(NamedTuple):
     relation_oid: int
     old_kind: str
     old: TupleData
-    kind = "D"
+
+    @property
+    def kind(self) -> Literal["D"]:
+        return "D"
 
 
 class Truncate(NamedTuple):
@@ -210,7 +234,10 @@ class Truncate(NamedTuple):
     xid: int | None
     options: int
     relation_oids: tuple[int, ...]
-    kind = "T"
+
+    @property
+    def kind(self) -> Literal["T"]:
+        return "T"
 
     @property
     def cascade(self) -> bool:
@@ -229,7 +256,10 @@ class LogicalMessage(NamedTuple):
     lsn: int
     prefix: str
     content: bytes
-    kind = "M"
+
+    @property
+    def kind(self) -> Literal["M"]:
+        return "M"
 
 
 class StreamStart(NamedTuple):
@@ -237,13 +267,18 @@ class StreamStart(NamedTuple):
 
     xid: int
     first_segment: bool
-    kind = "S"
+
+    @property
+    def kind(self) -> Literal["S"]:
+        return "S"
 
 
 class StreamStop(NamedTuple):
     """``E``: the current stream block ended."""
 
-    kind = "E"
+    @property
+    def kind(self) -> Literal["E"]:
+        return "E"
 
 
 class StreamCommit(NamedTuple):
@@ -253,7 +288,10 @@ class StreamCommit(NamedTuple):
     commit_lsn: int
     end_lsn: int
     commit_ts: int
-    kind = "c"
+
+    @property
+    def kind(self) -> Literal["c"]:
+        return "c"
 
     @property
     def commit_ts_unix_us(self) -> int:
@@ -265,7 +303,10 @@ class StreamAbort(NamedTuple):
 
     xid: int
     subxid: int
-    kind = "A"
+
+    @property
+    def kind(self) -> Literal["A"]:
+        return "A"
 
 
 Message: TypeAlias = (Begin | Commit | Origin | Relation | Type | Insert | Update | Delete | Truncate
@@ -598,7 +639,7 @@ def _unknown(buf: bytes) -> ProtocolError:
                          f" ({chr(buf[0])!r})", None, "type", 0)
 
 
-def decode(payload: bytes, in_stream: bool = False) -> Message:
+def decode(payload: bytes | bytearray | memoryview, in_stream: bool = False) -> Message:
     """Decode one pgoutput message.
 
     ``in_stream`` must be true for messages between Stream Start and Stream Stop (their data,
