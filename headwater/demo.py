@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import yaml
 from rich.console import Console
@@ -87,7 +88,7 @@ def main() -> int:
         pg.execute(SHOP, "shop")
         console.print(f"PostgreSQL on 127.0.0.1:{pg.port}, database [bold]shop[/bold]: customers, products, orders")
         cfg_path = work / "shop.yaml"
-        cfg = {
+        cfg: dict[str, Any] = {
             "name": "shop",
             "source": {"connector.class": "postgres", **pg.connector_properties("shop"), "topic.prefix": "shop",
                        "table.include.list": "public.customers,public.products,public.orders"},

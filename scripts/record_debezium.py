@@ -200,6 +200,7 @@ def record(directory: Path, out: Path, waldump: Path | None = None, keep: Path |
 def dump_wal(server: PostgresServer, target: Path) -> None:
     """Write pg_waldump's view of the server's WAL (for studying LSNs) to `target`."""
     server.execute("CHECKPOINT")
+    assert server.root is not None, "the server is not started"
     wal_dir = server.root / "data" / "pg_wal"
     segments = sorted(p.name for p in wal_dir.iterdir() if len(p.name) == 24)
     proc = subprocess.run([str(pg_bindir() / "pg_waldump"), "-p", str(wal_dir), segments[0]],

@@ -52,7 +52,7 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 def read_sink(path: Path) -> list[dict[str, Any]]:
     """Every event in a jsonl sink directory, in order (file names sort in event order)."""
-    events = []
+    events: list[dict[str, Any]] = []
     for f in sorted(path.glob("*.jsonl")):
         with open(f) as fh:
             events.extend(json.loads(line) for line in fh)

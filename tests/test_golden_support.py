@@ -98,7 +98,8 @@ def test_tokens_are_assigned_in_order_of_first_appearance() -> None:
     assert values[0]["source"]["lsn"] == "L1"
     assert values[0]["source"]["txId"] == "X1"
     assert values[0]["source"]["sequence"] == '[null,"L1"]'
-    seen_lsn, seen_tx = [], []
+    seen_lsn: list[str] = []
+    seen_tx: list[str] = []
     for v in values:
         for token, seen in ((v["source"]["lsn"], seen_lsn), (v["source"]["txId"], seen_tx)):
             if token not in seen:
@@ -167,7 +168,7 @@ def test_broken_equality_relation_is_caught() -> None:
     """Two events of one transaction must keep sharing a txId."""
     events = scenario("crud").events
     changed = copy.deepcopy(events)
-    tx = {}
+    tx: dict[int, list[int]] = {}
     for i, e in enumerate(payload_only(changed)):
         if e["value"]:
             tx.setdefault(e["value"]["source"]["txId"], []).append(i)

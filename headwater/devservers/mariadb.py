@@ -398,11 +398,11 @@ class MariaDBServer:
         """Server variables (SHOW GLOBAL VARIABLES), all of them or the named ones."""
         rows = self.query("SHOW GLOBAL VARIABLES")
         wanted = set(names)
-        return {k: v or "" for k, v in rows if not wanted or k in wanted}
+        return {k: v or "" for k, v in rows if k is not None and (not wanted or k in wanted)}
 
     def binlog_files(self) -> list[str]:
         """The server's binlog file names, oldest first."""
-        return [row[0] for row in self.query("SHOW BINARY LOGS")]
+        return [row[0] for row in self.query("SHOW BINARY LOGS") if row[0] is not None]
 
     def gtid_binlog_pos(self) -> str:
         """@@gtid_binlog_pos: the GTID of the last event group written to the binlog, per domain."""

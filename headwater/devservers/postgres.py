@@ -87,13 +87,20 @@ class PostgresServer:
         self._pg_ctl("start", "-w", "-t", "60", "-l", str(self.root / "run" / "server.log"))
         return self
 
+    @property
+    def _root(self) -> Path:
+        """`root` of a started server."""
+        if self.root is None:
+            raise RuntimeError("the PostgreSQL server is not started")
+        return self.root
+
     def _pg_ctl(self, *args: str) -> None:
-        run_as([str(pg_bindir() / "pg_ctl"), "-D", str(self.root / "data"), *args], self.user)
+        run_as([str(pg_bindir() / "pg_ctl"), "-D", str(self._root / "data"), *args], self.user)
 
     def restart(self, mode: str = "fast") -> None:
         """Restart the server (`mode` fast or immediate, as pg_ctl takes it)."""
         self._pg_ctl("stop", "-w", "-m", mode)
-        self._pg_ctl("start", "-w", "-t", "60", "-l", str(self.root / "run" / "server.log"))
+        self._pg_ctl("start", "-w", "-t", "60", "-l", str(self._root / "run" / "server.log"))
 
     def stop(self) -> None:
         """Stop the server and delete its files."""

@@ -41,13 +41,20 @@ class SparkCluster:
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.port}"
 
+    @property
+    def _root(self) -> Path:
+        """`root` of a started cluster."""
+        if self.root is None:
+            raise RuntimeError("the Spark cluster is not started")
+        return self.root
+
     def _env(self) -> dict[str, str]:
         return {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1",
-                "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(self.root / "logs"),
-                "SPARK_WORKER_DIR": str(self.root / "work"), "SPARK_NO_DAEMONIZE": "1"}
+                "PYSPARK_PYTHON": sys.executable, "SPARK_LOG_DIR": str(self._root / "logs"),
+                "SPARK_WORKER_DIR": str(self._root / "work"), "SPARK_NO_DAEMONIZE": "1"}
 
     def _start(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the daemon writes to it until stop()
+        log = open(self._root / f"{name}.log", "wb")  # noqa: SIM115 - the daemon writes to it until stop()
         cmd = [str(spark_home() / "bin" / "spark-class"), *args]
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self._env(), start_new_session=True)
         self.procs.append(proc)
@@ -71,7 +78,7 @@ class SparkCluster:
 
     def _wait_for(self, name: str, text: str, timeout: float) -> None:
         deadline = time.monotonic() + timeout
-        log = self.root / f"{name}.log"
+        log = self._root / f"{name}.log"
         while True:
             content = log.read_text(errors="replace") if log.exists() else ""
             if text in content:

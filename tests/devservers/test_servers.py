@@ -130,6 +130,7 @@ def test_mariadb_restart_keeps_data_and_stop_removes_everything():
     server = MariaDBServer(server_id=7).start()
     try:
         root, port = server.root, server.port
+        assert root is not None
         db = server.create_database("keep")
         server.execute("CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1), (2)", db)
         pos = server.gtid_binlog_pos()

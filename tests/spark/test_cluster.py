@@ -39,4 +39,5 @@ def test_snapshot_and_stream_on_a_standalone_cluster(pg_server, pg_db, tmp_path)
         assert ops.count("u") == 100 and ops.count("d") == 10 and ops.count("tombstone") == 10
         assert ops.count("c") == 50
         # the workers really ran tasks
+        assert cluster.root is not None
         assert any((cluster.root / "work").rglob("stderr"))

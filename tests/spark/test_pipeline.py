@@ -45,6 +45,7 @@ def test_run_once_writes_debezium_events(pg_server, tmp_path, scenario):
         config = write_config(tmp_path, pg_server, db, source=dict(sc.properties),
                               sink={"schemas.enable": True}, name="golden")
         cli("run", str(config), "--once")
+        assert sc.during is not None
         run_psql_script(pg_server, db, sc.during)
         cli("run", str(config), "--once")
         actual = [{k: v for k, v in e.items() if k != "headers"} for e in read_sink(tmp_path / "out")]
@@ -165,7 +166,7 @@ def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(pg_server, tm
                      (e["value"]["after"] or e["value"]["before"])["id"])
                     for e in events if e["value"] is not None and e["value"]["op"] in "cud"]
         assert len(expected) > 100
-        seen = {}
+        seen: dict[tuple[int, str, int], int] = {}
         for s in streamed:
             seen[s] = seen.get(s, 0) + 1
         duplicates = [s for s, n in seen.items() if n > 1]

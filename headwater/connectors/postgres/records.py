@@ -130,7 +130,7 @@ MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey",
                      [("prefix", primitive(STRING, optional=True))], version=1)
 
 
-def message_value_schema(ctx: EventContext) -> Schema:
+def message_value_schema(ctx: RecordContext) -> Schema:
     content = primitive(BYTES if ctx.binary_mode == "bytes" else STRING, optional=True)
     block = struct("io.debezium.connector.postgresql.Message", [
         ("prefix", primitive(STRING, optional=True)), ("content", content)], version=1)

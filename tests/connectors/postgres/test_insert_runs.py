@@ -38,15 +38,23 @@ def _insert(values: list, oid: int = 16384, count: int | None = None) -> bytes:
     return b"".join(out)
 
 
+def _decode_insert(payload: bytes) -> pgoutput.Insert:
+    m = pgoutput.decode(payload)
+    assert isinstance(m, pgoutput.Insert), m
+    return m
+
+
 def test_columns_equal_the_per_message_decoder():
     rows = [["1", "", None, "ünï ☃ 😀"], [None, "a\nb\"c\\", "x" * 70_000, ""], ["-3", None, None, None]]
     payloads = [_insert(r) for r in rows]
     columns = decode_inserts(payloads, 4)
     assert columns is not None
     assert [list(r) for r in zip(*(c.to_pylist() for c in columns), strict=True)] == rows
-    assert [list(pgoutput.decode(p).new) for p in payloads] == rows
+    assert [list(_decode_insert(p).new) for p in payloads] == rows
     # a column null in every row, and one row only
-    assert [c.to_pylist() for c in decode_inserts([_insert([None, "z"])], 2)] == [[None], ["z"]]
+    one = decode_inserts([_insert([None, "z"])], 2)
+    assert one is not None
+    assert [c.to_pylist() for c in one] == [[None], ["z"]]
 
 
 @pytest.mark.parametrize("bad", [
@@ -94,8 +102,8 @@ def _comparable(ev) -> tuple:
 MODES = {"rows": 10**9, "runs": streaming.MIN_RUN, "every": 1}  # the shortest run decoded column-wise
 
 
-def _read_each_way(pg_server, pg_db, monkeypatch, workload, schemas: bool = False,
-                   **props: str) -> dict[str, tuple[list, int]]:
+def _read_each_way(pg_server, pg_db, monkeypatch, workload, props: dict[str, str],
+                   schemas: bool = False) -> dict[str, tuple[list, int]]:
     """One workload read through a slot per mode of `MODES`: the events and the number of
     column-wise blocks made."""
     blocks = [0]
@@ -128,9 +136,9 @@ def _read_each_way(pg_server, pg_db, monkeypatch, workload, schemas: bool = Fals
 @pytest.mark.parametrize("schemas", [False, True])
 def test_column_wise_streaming_equals_row_by_row(pg_server, pg_db, monkeypatch, schemas):
     pg_server.execute(f"ALTER DATABASE \"{pg_db}\" SET TimeZone = 'Europe/Paris'")
-    got = _read_each_way(pg_server, pg_db, monkeypatch, _wide_workload, schemas,
-                         **{"column.mask.with.6.chars": "public.t.masked", "column.exclude.list": "public.t.vc",
-                            "table.include.list": "public.t"})
+    got = _read_each_way(pg_server, pg_db, monkeypatch, _wide_workload,
+                         {"column.mask.with.6.chars": "public.t.masked", "column.exclude.list": "public.t.vc",
+                          "table.include.list": "public.t"}, schemas)
     (rows, row_blocks), (runs, run_blocks), (every, every_blocks) = got["rows"], got["runs"], got["every"]
     assert len(rows) == 3007 + 5 + 301 + 1
     # runs: the large transaction's (cut by max_events), its rest with the single-row transactions
@@ -145,7 +153,7 @@ def test_column_wise_streaming_of_a_mixed_workload(pg_server, pg_db, monkeypatch
     transaction, an uncaptured table: runs of every length give the row-by-row events."""
     _tables(pg_server, pg_db)
     got = _read_each_way(pg_server, pg_db, monkeypatch, _mixed_workload,
-                         **{"table.include.list": "public.a,public.b", "skipped.operations": "none"})
+                         {"table.include.list": "public.a,public.b", "skipped.operations": "none"})
     rows = got["rows"][0]
     assert len(rows) > 3500 and got["every"][1] > got["runs"][1] > 0
     assert got["runs"][0] == rows
@@ -156,5 +164,5 @@ def test_transaction_metadata_keeps_the_row_by_row_path(pg_server, pg_db, monkey
     """Events carrying a transaction block are made row by row (their counters are per event)."""
     _tables(pg_server, pg_db)
     got = _read_each_way(pg_server, pg_db, monkeypatch, _mixed_workload,
-                         **{"table.include.list": "public.a,public.b", "provide.transaction.metadata": "true"})
+                         {"table.include.list": "public.a,public.b", "provide.transaction.metadata": "true"})
     assert got["every"] == got["rows"] and got["every"][1] == 0

@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -43,12 +44,12 @@ from headwater.events.batch import Event
 class RecordingSource(PostgresSource):
     """A PostgresSource that remembers the ranges it planned and their work units."""
 
-    opened: ClassVar[list[RecordingSource]] = []  # closed after each test, whatever happened
+    live: ClassVar[list[RecordingSource]] = []  # closed after each test, whatever happened
 
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.plans: list[tuple[Offset, Offset, list[WorkUnit]]] = []
-        RecordingSource.opened.append(self)
+        RecordingSource.live.append(self)
 
     def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
         units = super().plan(start, end)
@@ -59,9 +60,9 @@ class RecordingSource(PostgresSource):
 @pytest.fixture(autouse=True)
 def _close_sources():
     yield
-    while RecordingSource.opened:
+    while RecordingSource.live:
         with contextlib.suppress(Exception):
-            RecordingSource.opened.pop().close()
+            RecordingSource.live.pop().close()
 
 
 def properties(server: PostgresServer, dbname: str, slot: str, **extra: str) -> dict[str, str]:
@@ -69,8 +70,10 @@ def properties(server: PostgresServer, dbname: str, slot: str, **extra: str) -> 
             "slot.name": slot, "status.update.interval.ms": "1000", **extra}
 
 
-def source(server: PostgresServer, dbname: str, slot: str, parallelism: int = 1, **extra: str) -> RecordingSource:
-    return RecordingSource(validate_connector(properties(server, dbname, slot, **extra)), parallelism=parallelism)
+def source(server: PostgresServer, dbname: str, slot: str, extra: Mapping[str, str] | None = None,
+           parallelism: int = 1) -> RecordingSource:
+    return RecordingSource(validate_connector(properties(server, dbname, slot, **(extra or {}))),
+                           parallelism=parallelism)
 
 
 def engine(src: PostgresSource, offsets: Path | None = None, max_events: int | None = None) -> Engine:
@@ -125,7 +128,7 @@ def check_transaction_metadata(events: list[Event]) -> int:
                 assert open_id is None, f"BEGIN {p['id']} inside {open_id}"
                 open_id, total, per = p["id"], 0, Counter()
             else:
-                assert p["id"].split(":")[0] == open_id.split(":")[0], (p, open_id)
+                assert open_id is not None and p["id"].split(":")[0] == open_id.split(":")[0], (p, open_id)
                 assert p["event_count"] == total
                 assert {d["data_collection"]: d["event_count"] for d in p["data_collections"]} == dict(per)
                 open_id = None
@@ -206,7 +209,7 @@ def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path)
     small_work_mem(pg_server, pg_db)
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", pg_db)
     limit = 1 << 20
-    src = source(pg_server, pg_db, "huge", **{"headwater.stream.buffer.bytes": str(limit)})
+    src = source(pg_server, pg_db, "huge", {"headwater.stream.buffer.bytes": str(limit)})
     eng = engine(src, tmp_path / "offsets.json", max_events=20_000)
     prime(eng)
     pg_server.execute(f"INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, {ROWS}) g", pg_db)
@@ -218,6 +221,7 @@ def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path)
         for batch in eng.batches(once=True):
             batches += 1
             for ev in batch.rows():
+                assert ev.value is not None and ev.key is not None
                 event_bytes += len(ev.value) + len(ev.key)
                 p = payload(ev)
                 if p["op"] != "c" or p["after"]["id"] != expected:
@@ -226,6 +230,7 @@ def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path)
     elapsed = time.monotonic() - started
     reader = src.reader
     eng.close()
+    assert reader is not None
     assert not bad[:5] and expected == ROWS + 1
     assert batches >= ROWS // 20_000
     assert reader.spill_files == 1 and sampler.spill_files_seen  # streamed by the server, spilled here
@@ -281,8 +286,8 @@ def test_aborted_streamed_transactions_emit_nothing(pg_server, pg_db, tmp_path):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text); CREATE TABLE u (id int PRIMARY KEY, v text)",
                       pg_db)
     meta = {"provide.transaction.metadata": "true"}
-    v2 = source(pg_server, pg_db, "v2", **meta)
-    v1 = source(pg_server, pg_db, "v1", **meta, **{"headwater.pgoutput.protocol.version": "1"})
+    v2 = source(pg_server, pg_db, "v2", meta)
+    v1 = source(pg_server, pg_db, "v1", {**meta, "headwater.pgoutput.protocol.version": "1"})
     e2, e1 = engine(v2, max_events=700), engine(v1)
     prime(e2, e1)
     _aborting_workload(pg_server, pg_db)
@@ -290,6 +295,7 @@ def test_aborted_streamed_transactions_emit_nothing(pg_server, pg_db, tmp_path):
     reader = v2.reader
     e2.close()
     e1.close()
+    assert reader is not None
     assert reader.spill_files >= 4  # all four were streamed in progress
     expected = [("t", "c", i) for i in range(10_001, 13_001)] + [("u", "c", -1), ("u", "c", -2), ("t", "c", 99999)]
     assert changes(got2) == expected
@@ -348,12 +354,13 @@ def test_small_batches_and_slices_equal_one_batch(pg_server, pg_db, monkeypatch,
     if streamed:
         small_work_mem(pg_server, pg_db)
     _tables(pg_server, pg_db)
-    ref_src = source(pg_server, pg_db, "reference", **CAPTURE)
-    cut_src = source(pg_server, pg_db, "cut", parallelism=3, **CAPTURE)
+    ref_src = source(pg_server, pg_db, "reference", CAPTURE)
+    cut_src = source(pg_server, pg_db, "cut", CAPTURE, parallelism=3)
     ref, cut = engine(ref_src), engine(cut_src, max_events=170)
     prime(ref, cut)
     _mixed_workload(pg_server, pg_db)
     expected, got = read(ref), read(cut)
+    assert cut_src.reader is not None
     spilled = cut_src.reader.spill_files
     ref.close()
     cut.close()
@@ -381,7 +388,7 @@ def _plan_all(src: PostgresSource, start: Offset, max_events: int) -> list[tuple
     """Every range from `start` to what the server holds now, read but never committed."""
     src.open(start)
     src.prepare_available_now()
-    out = []
+    out: list[tuple[Offset, Offset, list[Event]]] = []
     try:
         for _ in range(10_000):
             end = src.latest_offset(start, max_events)
@@ -401,27 +408,28 @@ def test_replay_in_a_fresh_source_gives_the_same_events(pg_server, pg_db, monkey
     monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 7)
     small_work_mem(pg_server, pg_db)
     _tables(pg_server, pg_db)
-    first = source(pg_server, pg_db, "replayed", parallelism=2, **CAPTURE)
+    first = source(pg_server, pg_db, "replayed", CAPTURE, parallelism=2)
     eng = engine(first)
     prime(eng)
     start = eng.offset
     eng.close()
+    assert start is not None
     _mixed_workload(pg_server, pg_db)
-    ranges = _plan_all(source(pg_server, pg_db, "replayed", parallelism=2, **CAPTURE), start, 250)
+    ranges = _plan_all(source(pg_server, pg_db, "replayed", CAPTURE, parallelism=2), start, 250)
     assert len(ranges) > 10 and any(end.get("txId") for _, end, _ in ranges)
     # each range again, twice, in a new source (a new reader started at the range's start) and
     # with another parallelism: the same events. Opening a source at a range's start tells the
     # slot that everything before it is processed, so the ranges go in order.
     for i, (s, e, events) in enumerate(ranges):
         for parallelism in (1 + i % 3, 3 - i % 3):
-            again_src = source(pg_server, pg_db, "replayed", parallelism=parallelism, **CAPTURE)
+            again_src = source(pg_server, pg_db, "replayed", CAPTURE, parallelism=parallelism)
             again_src.open(s)
             again = [ev for u in again_src.plan(s, e) for b in u.read() for ev in b.rows()]
             again_src.close()
             assert [comparable(x) for x in again] == [comparable(x) for x in events], f"range {i}: {s} -> {e}"
     # a range the slot can no longer serve (it starts before the slot's position) fails at once
     s, e, _ = next(r for r in ranges if r[1].get("txId") and r[0].get("lsn_commit"))
-    late = source(pg_server, pg_db, "replayed", **CAPTURE)
+    late = source(pg_server, pg_db, "replayed", CAPTURE)
     with pytest.raises(SourceError, match="past the last position headwater processed"):
         late.open(s)
     everything = [ev for _, _, events in ranges for ev in events]
@@ -461,8 +469,8 @@ def test_sequence_across_batches_with_truncate_and_messages(pg_server, pg_db, mo
     before the event; the event's LSN], whatever the batch and slice boundaries."""
     monkeypatch.setattr(planner, "MIN_SLICE", 2)
     _tables(pg_server, pg_db)
-    whole = engine(source(pg_server, pg_db, "whole", **CAPTURE))
-    cut = engine(source(pg_server, pg_db, "cut", parallelism=3, **CAPTURE), max_events=3)
+    whole = engine(source(pg_server, pg_db, "whole", CAPTURE))
+    cut = engine(source(pg_server, pg_db, "cut", CAPTURE, parallelism=3), max_events=3)
     prime(whole, cut)
     for i in range(3):
         pg_server.execute(f"BEGIN; INSERT INTO a VALUES ({i * 10 + 1}, 'x'); "
@@ -476,7 +484,7 @@ def test_sequence_across_batches_with_truncate_and_messages(pg_server, pg_db, mo
     cut.close()
     assert [comparable(e) for e in got] == [comparable(e) for e in ref]
     last: str | None = None
-    seen = Counter()
+    seen: Counter[str] = Counter()
     for ev in got:
         p = payload(ev)
         if ev.topic.endswith(".transaction"):

@@ -22,7 +22,6 @@ import json
 import re
 import struct
 import time
-from collections import namedtuple
 from typing import Any
 
 import pytest
@@ -30,7 +29,9 @@ import pytest
 from headwater.connectors.common import java
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
+from headwater.connectors.postgres.pgoutput import Column, Relation
 from headwater.connectors.postgres.types import (
+    ColumnConverter,
     ConversionError,
     TypeSettings,
     build_converter,
@@ -292,11 +293,18 @@ def test_binary_values_match_debezium(recorded, name):
 
 
 def _col(registry_types: dict[int, cat.PgType] | None = None, **kw) -> cat.ColumnInfo:
-    base = dict(name="c", position=1, type_oid=cat.INT4, type_name="integer", typname="int4",
+    base: dict[str, Any] = dict(name="c", position=1, type_oid=cat.INT4, type_name="integer", typname="int4",
                 jdbc_type_name="int4", typmod=-1, not_null=False, default_expr=None, root_oid=cat.INT4,
                 root_name="int4")
     base.update(kw)
     return cat.ColumnInfo(**base)
+
+
+def converter(column: cat.ColumnInfo, settings: TypeSettings | None = None) -> ColumnConverter:
+    """`build_converter` for a column Debezium keeps in its events."""
+    conv = build_converter(column, settings)
+    assert conv is not None, column
+    return conv
 
 
 def test_byte_arrays_are_javas():
@@ -371,11 +379,11 @@ def test_java_double_to_string():
 def test_char_padding_and_name_streaming():
     bpchar = _col(type_oid=cat.BPCHAR, typname="bpchar", jdbc_type_name="bpchar", typmod=9,
                   root_oid=cat.BPCHAR, root_name="bpchar", length=5)
-    conv = build_converter(bpchar)
+    conv = converter(bpchar)
     assert conv.from_text("ab   ") == "ab   "
     name = _col(type_oid=cat.NAME, typname="name", jdbc_type_name="name", root_oid=cat.NAME, root_name="name",
                 not_null=True)
-    conv = build_converter(name)
+    conv = converter(name)
     assert conv.from_text("x") == "x"
     assert conv.from_stream_text("x") == ""  # Debezium has no value while streaming: the fallback
 
@@ -383,30 +391,30 @@ def test_char_padding_and_name_streaming():
 def test_numeric_modes_and_nan():
     n = _col(type_oid=cat.NUMERIC, typname="numeric", jdbc_type_name="numeric", typmod=(10 << 16 | 2) + 4,
              root_oid=cat.NUMERIC, root_name="numeric", length=10, scale=2)
-    precise = build_converter(n)
+    precise = converter(n)
     assert precise.from_text("12.30") == "BM4="
     assert precise.from_text("NaN") is None
-    strict = build_converter(_col(**{**n.__dict__, "not_null": True}))
+    strict = converter(_col(**{**n.__dict__, "not_null": True}))
     with pytest.raises(ConversionError):
         strict.from_text("NaN")
-    assert build_converter(n, TypeSettings(decimal_mode="string")).from_text("NaN") == "NAN"
-    assert build_converter(n, TypeSettings(decimal_mode="double")).from_text("-Infinity") == "-Infinity"
+    assert converter(n, TypeSettings(decimal_mode="string")).from_text("NaN") == "NAN"
+    assert converter(n, TypeSettings(decimal_mode="double")).from_text("-Infinity") == "-Infinity"
     variable = _col(type_oid=cat.NUMERIC, typname="numeric", jdbc_type_name="numeric", root_oid=cat.NUMERIC,
                     root_name="numeric", length=0, scale=None)
-    assert build_converter(variable).from_text("100.000") == {"scale": 0, "value": "ZA=="}
+    assert converter(variable).from_text("100.000") == {"scale": 0, "value": "ZA=="}
 
 
 def test_money_is_exact():
     m = _col(type_oid=cat.MONEY, typname="money", jdbc_type_name="money", root_oid=cat.MONEY, root_name="money")
-    conv = build_converter(m)
+    conv = converter(m)
     assert conv.from_text("-$92,233,720,368,547,758.08") == "gAAAAAAAAAA="
-    assert build_converter(m, TypeSettings(money_fraction_digits=0)).from_text("$1.50") == "Ag=="
+    assert converter(m, TypeSettings(money_fraction_digits=0)).from_text("$1.50") == "Ag=="
 
 
 def test_unknown_types_are_dropped_unless_included():
     box = _col(type_oid=603, typname="box", jdbc_type_name="box", root_oid=603, root_name="box")
     assert build_converter(box) is None
-    conv = build_converter(box, TypeSettings(include_unknown=True, binary_mode="hex"))
+    conv = converter(box, TypeSettings(include_unknown=True, binary_mode="hex"))
     assert conv.from_text("(3,4),(1,2)") == b"(3.0,4.0),(1.0,2.0)".hex()
 
 
@@ -422,7 +430,7 @@ def test_source_type_parameters():
 def test_converters_pickle():
     import pickle
 
-    conv = build_converter(_col(type_oid=cat.TIMESTAMPTZ, typname="timestamptz", jdbc_type_name="timestamptz",
+    conv = converter(_col(type_oid=cat.TIMESTAMPTZ, typname="timestamptz", jdbc_type_name="timestamptz",
                                 root_oid=cat.TIMESTAMPTZ, root_name="timestamptz", scale=6))
     again = pickle.loads(pickle.dumps(conv))
     assert again.from_text("2020-01-01 08:00:00+00") == "2020-01-01T08:00:00.000000Z"
@@ -431,24 +439,24 @@ def test_converters_pickle():
 def test_new_time_precision_modes():
     ts = _col(type_oid=cat.TIMESTAMP, typname="timestamp", jdbc_type_name="timestamp", root_oid=cat.TIMESTAMP,
               root_name="timestamp", scale=3)
-    iso = build_converter(ts, TypeSettings(time_precision_mode="isostring"))
+    iso = converter(ts, TypeSettings(time_precision_mode="isostring"))
     assert iso.schema.name == "io.debezium.time.IsoTimestamp"
     assert iso.from_text("0001-01-01 00:00:00.5 BC") == "0000-01-01T00:00:00.5Z"
     assert iso.from_text("infinity") == "+294247-01-10T04:00:25.2Z"  # pgjdbc's infinity, in microseconds
-    micro = build_converter(ts, TypeSettings(time_precision_mode="microseconds"))
+    micro = converter(ts, TypeSettings(time_precision_mode="microseconds"))
     assert micro.schema.name == "io.debezium.time.MicroTimestamp"  # whatever the column's precision
     assert micro.from_text("1970-01-01 00:00:00.001") == 1000
-    nano = build_converter(ts, TypeSettings(time_precision_mode="nanoseconds"))
+    nano = converter(ts, TypeSettings(time_precision_mode="nanoseconds"))
     assert nano.from_text("2262-04-11 23:47:16.854") == 9223372036854000000
     assert nano.from_binary(struct.pack("!q", 0)) == 946684800 * 10**9
     assert nano.from_text("infinity") == java.LONG_MAX
-    strict = build_converter(_col(**{**ts.__dict__, "not_null": True}), TypeSettings(time_precision_mode="nanoseconds"))
+    strict = converter(_col(**{**ts.__dict__, "not_null": True}), TypeSettings(time_precision_mode="nanoseconds"))
     for value in ("2262-04-12 00:00:00", "1677-09-21 00:00:00"):  # outside INT64 nanoseconds
         assert nano.from_text(value) is None
         with pytest.raises(ConversionError):
             strict.from_text(value)
     date = _col(type_oid=cat.DATE, typname="date", jdbc_type_name="date", root_oid=cat.DATE, root_name="date")
-    iso_date = build_converter(date, TypeSettings(time_precision_mode="isostring"))
+    iso_date = converter(date, TypeSettings(time_precision_mode="isostring"))
     assert (iso_date.from_text("infinity"), iso_date.from_stream_text("infinity")) == \
         ("+292278994-08-16Z", "-5877611-06-21Z")
     assert iso_date.from_stream_binary(struct.pack("!i", java.INT_MAX)) == "-5877611-06-21Z"
@@ -456,9 +464,9 @@ def test_new_time_precision_modes():
     assert iso_date.from_binary(struct.pack("!i", -730485)) == "0001-01-01Z"  # a snapshot loses the era
     time = _col(type_oid=cat.TIME, typname="time", jdbc_type_name="time", root_oid=cat.TIME, root_name="time",
                 scale=6, default_expr="'12:34:56.789'::time without time zone")
-    iso_time = build_converter(time, TypeSettings(time_precision_mode="isostring"))
+    iso_time = converter(time, TypeSettings(time_precision_mode="isostring"))
     assert (iso_time.from_text("24:00:00"), iso_time.schema.default) == ("00:00:00Z", "12:34:56.789Z")
-    assert build_converter(time, TypeSettings(time_precision_mode="nanoseconds")).from_text("24:00:00") == \
+    assert converter(time, TypeSettings(time_precision_mode="nanoseconds")).from_text("24:00:00") == \
         86_400 * 10**9
 
 
@@ -467,15 +475,14 @@ def test_layout_follows_the_relation_messages_type_modifiers():
                          root_oid=cat.NUMERIC, root_name="numeric", length=0, scale=None, not_null=True,
                          default_expr="1.5")
     table = cat.TableSchema("public", "t", 1, (unconstrained,))
-    column = namedtuple("Column", "is_key name type_oid type_modifier")
-    (n52,) = table.layout_for([column(False, "n", cat.NUMERIC, (5 << 16 | 2) + 4)])
+    (n52,) = table.layout_for([Column(False, "n", cat.NUMERIC, (5 << 16 | 2) + 4)])
     assert (n52.length, n52.scale, n52.not_null, n52.default_expr) == (5, 2, True, "1.5")
-    assert build_converter(n52).from_text("1.50") == "AJY="
-    (same,) = table.layout_for([column(False, "n", cat.NUMERIC, -1)])
+    assert converter(n52).from_text("1.50") == "AJY="
+    (same,) = table.layout_for([Column(False, "n", cat.NUMERIC, -1)])
     assert same is unconstrained
-    (older_type,) = table.layout_for([column(False, "n", cat.VARCHAR, 14)])  # before ALTER ... TYPE numeric
+    (older_type,) = table.layout_for([Column(False, "n", cat.VARCHAR, 14)])  # before ALTER ... TYPE numeric
     assert (older_type.typname, older_type.length, older_type.not_null) == ("varchar", 10, True)
-    assert build_converter(older_type).from_text("abc") == "abc"
+    assert converter(older_type).from_text("abc") == "abc"
 
 
 def test_table_filters(pg_server, pg_db):
@@ -513,7 +520,7 @@ def test_conversion_speed():
              root_name="float8"),
         _col(name="j", type_oid=3802, typname="jsonb", jdbc_type_name="jsonb", root_oid=3802, root_name="jsonb"),
     ]
-    fns = [build_converter(c).from_text for c in cols]
+    fns = [converter(c).from_text for c in cols]
     row = ["12345", "some text value", "1234.56", "2024-05-17 10:11:12.345678+00", "t", "2024-05-17",
            "3.14159", '{"a": 1}']
     pairs = list(zip(fns, row, strict=True))
@@ -526,10 +533,6 @@ def test_conversion_speed():
 
 
 def test_catalog_cache_follows_relation_messages(pg_server, pg_db):
-    from collections import namedtuple
-
-    column = namedtuple("Column", "is_key name type_oid type_modifier")
-    relation = namedtuple("Relation", "oid columns")
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, a text, g int GENERATED ALWAYS AS (id * 2) STORED);"
                       "CREATE TABLE skipped (id int)", pg_db)
     cache = cat.CatalogCache(lambda: pg_server.connect(pg_db), cat.TableFilters.from_config(
@@ -537,16 +540,18 @@ def test_catalog_cache_follows_relation_messages(pg_server, pg_db):
     oid, skipped = (r[0] for r in pg_server.query(
         "SELECT 't'::regclass::oid UNION ALL SELECT 'skipped'::regclass::oid", pg_db))
     table = cache.get(oid)
+    assert table is not None
     assert table.column_names() == ("id", "a", "g") and cache.get(skipped) is None
-    rel = relation(oid, (column(True, "id", cat.INT4, -1), column(False, "a", cat.TEXT, -1)))
+    rel = Relation(None, oid, "public", "t", "d", (Column(True, "id", cat.INT4, -1), Column(False, "a", cat.TEXT, -1)))
     assert cache.check(rel) is table  # generated columns are not in RELATION messages
     assert [c.name for c in table.layout_for(rel.columns)] == ["id", "a"]
     pg_server.execute("ALTER TABLE t ADD COLUMN n numeric(5,2)", pg_db)
     typmod = (5 << 16 | 2) + 4
-    rel = relation(oid, (*rel.columns, column(False, "n", cat.NUMERIC, typmod)))
+    rel = rel._replace(columns=(*rel.columns, Column(False, "n", cat.NUMERIC, typmod)))
     refreshed = cache.check(rel)
+    assert refreshed is not None
     assert refreshed is not table and refreshed.column("n").scale == 2
     layout = refreshed.layout_for(rel.columns)
-    assert build_converter(layout[2]).schema.to_json()["parameters"] == {
+    assert converter(layout[2]).schema.to_json()["parameters"] == {
         "scale": "2", "connect.decimal.precision": "5"}
     cache.connection().close()
