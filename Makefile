@@ -52,9 +52,10 @@ test-live: install dbz-venv
 
 lint: install
 	$(VENV)/bin/ruff check headwater tests bench scripts
+	$(VENV)/bin/mypy headwater tests bench scripts
 
 bench: install dbz-venv
 	$(PY) -m bench --debezium-python $(CURDIR)/.dbz-venv/bin/python
 
 clean:
-	rm -rf $(VENV) .dbz-venv state out .pytest_cache
+	rm -rf $(VENV) .dbz-venv state out .pytest_cache .ruff_cache .mypy_cache
