@@ -32,6 +32,9 @@ DEFINITIONS: list[Property] = [
 
 
 def check(values: dict[str, Any], errors: list[ConfigError]) -> None:
+    if values.get("time.precision.mode") == "isostring":
+        errors.append(ConfigError("time.precision.mode", "isostring is not supported by the change-log connector",
+                                  "use adaptive (the default), connect, microseconds or nanoseconds"))
     table = values.get("changelog.table")
     if table is not None and table.count(".") != 1:
         errors.append(ConfigError("changelog.table", f"{table!r} is not schema.table", "e.g. public.hw_changelog"))

@@ -160,7 +160,7 @@ class ChangelogContext(RecordContext):
         if t == "numeric" and column.scale is not None:
             schema = semantics.decimal_mode_schema(self.decimal_mode, column.scale, column.precision)
             return Converter(schema.with_optional(opt), _decimal(self.decimal_mode, column.scale), Decimal)
-        if t == "timestamp without time zone" and self.time_mode != "isostring":
+        if t == "timestamp without time zone":  # (time.precision.mode=isostring is refused)
             unit = semantics.timestamp_unit(self.time_mode, column.precision)
             schema = semantics.timestamp_schema(self.time_mode, column.precision).with_optional(opt)
             return Converter(schema, _timestamp(unit), dt.datetime.fromisoformat)

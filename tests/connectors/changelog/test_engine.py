@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
+from headwater.config.errors import ConfigErrors
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine, OffsetFile
@@ -117,3 +119,12 @@ def test_connector_imports_only_the_shared_layer():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else []
             assert not any(n.startswith("headwater.connectors.postgres") for n in names), (path.name, names)
+
+
+def test_bad_configuration_is_refused_by_name(pg_server):
+    props = properties(pg_server, "db", **{"changelog.table": "hw_changelog", "time.precision.mode": "isostring"})
+    with pytest.raises(ConfigErrors) as err:
+        validate_connector(props)
+    assert {e.property for e in err.value.errors} == {"changelog.table", "time.precision.mode"}
+    with pytest.raises(ConfigErrors, match="unknown connector"):
+        validate_connector({**props, "connector.class": "tests.connectors.changelog.properties:NOTHING"})
