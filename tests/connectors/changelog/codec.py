@@ -199,18 +199,18 @@ class LogSlice(WorkUnit):
         te = table_records(self.ctx, table, table.columns, streaming=True)
         old, new = (None if image is None else tuple(image.get(c.name) for c in table.columns)
                     for image in (before, after))
-        key_values = new if new is not None else old
-        assert key_values is not None, f"log row {seq} has no row image"
-        key = te.key(key_values)
-        block = None
-        if counters is not None:
-            total, per = counters.next(te.collection)
-            block = {"id": str(seg.xid), "total_order": total, "data_collection_order": per}
         src = maker.source(te, seg.commit_ts, "false", seq, seg.xid)
-        maker.emit(te, kind, key, None if old is None else te.row(old), None if new is None else te.row(new), src,
-                   block, seg.commit_pos, seg.commit_ts)
-        if kind == "d" and self.ctx.tombstones:
-            maker.tombstone(te, key, seg.commit_pos, seg.commit_ts)
+
+        def block() -> dict | None:
+            return None if counters is None else counters.block(te.collection, str(seg.xid))
+
+        if new is None:
+            assert old is not None, f"log row {seq} has no row image"
+            maker.delete(te, old, src, block(), seg.commit_pos, seg.commit_ts)
+        elif kind == "u":
+            maker.update(te, old, new, src, block, seg.commit_pos, seg.commit_ts)
+        else:
+            maker.emit(te, "c", te.key(new), None, te.row(new), src, block(), seg.commit_pos, seg.commit_ts)
 
 
 class HeartbeatUnit(WorkUnit):
@@ -263,12 +263,13 @@ class LogCodec(LogKinds):
         return LogSlice(self.ctx, self.tables(), segments, pack(msgs))
 
     def count(self, counters: dict, txn: Txn, msgs: list[Message], layouts: Layouts) -> dict:
+        """The counters after the events of `msgs`, decoded here, on the driver, as a slice decodes them."""
         out = TxnCounters.from_json(counters)
-        tables = self.tables()
-        for _, payload in msgs:
-            tbl, op, _, _ = decode(payload)
-            if tbl in tables and OPS[op] not in self.ctx.skipped:
-                out.next(tbl)
+        decoder = LogSlice(self.ctx, self.tables(), [], b"")
+        maker = ChangelogMaker(self.ctx, EventBatch())
+        seg = Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False, len(msgs))
+        for seq, payload in msgs:
+            decoder.change(maker, seq, payload, seg, out)
         return out.to_json()
 
     def heartbeat(self, pos: LogPosition) -> HeartbeatUnit:

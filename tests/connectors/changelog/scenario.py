@@ -130,9 +130,13 @@ class Model:
                     sets = ", ".join(f"{c} = %s" for c in values)
                     cur.execute(f"UPDATE {table} SET {sets} WHERE id = %s", (*values.values(), key))
                     cols = COLUMNS[table]
-                    new = tuple(values.get(c, v) for c, v in zip(cols, rows[key], strict=True))
-                    changes.append(Change(table, "u", key, rows[key], new, txid))
-                    rows[key] = new
+                    old = rows.pop(key)
+                    new = tuple(values.get(c, v) for c, v in zip(cols, old, strict=True))
+                    if new[0] == key:
+                        changes.append(Change(table, "u", key, old, new, txid))
+                    else:  # a new key: a delete of the old one and a create of the new one
+                        changes += [Change(table, "d", key, old, None, txid), Change(table, "c", new[0], None, new, txid)]
+                    rows[new[0]] = new
                 else:
                     cur.execute(f"DELETE FROM {table} WHERE id = %s", (args[0],))
                     changes.append(Change(table, "d", args[0], rows.pop(args[0]), None, txid))
@@ -157,7 +161,7 @@ STREAMED = [
      ("insert", "orders", order(14))),
     (("delete", "accounts", 2),),
     (("update", "accounts", 3, {"owner": "third owner", "opened": None, "big": -5}),
-     ("insert", "accounts", account(27)), ("delete", "accounts", 27)),
+     ("insert", "accounts", account(27)), ("delete", "accounts", 27), ("update", "orders", 13, {"id": 113})),
 ]
 
 

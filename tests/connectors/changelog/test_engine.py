@@ -22,7 +22,8 @@ PACKAGE = Path(__file__).parent
 
 
 def as_dicts(batches: list) -> list[dict[str, Any]]:
-    return [{"topic": e.topic, "key": e.key_json(), "value": e.value_json()} for b in batches for e in b.rows()]
+    return [{"topic": e.topic, "key": e.key_json(), "value": e.value_json(),
+             "headers": {k: orjson.loads(v) for k, v in e.headers or ()}} for b in batches for e in b.rows()]
 
 
 def run(props: dict, offsets: Path, *, max_events: int | None = None, handled: int | None = None,
@@ -68,7 +69,12 @@ def test_snapshot_then_stream_then_restart(pg_server, pg_db, tmp_path):
     changes = model.transaction(*STREAMED[0])
     check_events(run(props, offsets), changes, pg_db)
     later = [c for ops in STREAMED[1:] for c in model.transaction(*ops)]
-    check_events(run(props, offsets), later, pg_db)
+    events = run(props, offsets)
+    check_events(events, later, pg_db)
+    # order 13's new key: a delete with the new key in a header, its tombstone, a create with the old key
+    moved = [(e["value"] and e["value"]["op"], e["key"], e["headers"]) for e in events[-3:]]
+    assert moved == [("d", {"id": 13}, {"__debezium.newkey": {"id": 113}}), (None, {"id": 13}, {}),
+                     ("c", {"id": 113}, {"__debezium.oldkey": {"id": 13}})]
     assert run(props, offsets) == []
     assert orjson.loads(offsets.read_text())["offset"]["snapshot"] == "streaming"
 
@@ -96,21 +102,22 @@ def test_transaction_metadata(pg_server, pg_db, tmp_path):
     props = properties(pg_server, pg_db, **{"provide.transaction.metadata": "true"})
     offsets = tmp_path / "offsets.json"
     assert len(run(props, offsets)) == 3  # the snapshot
-    changes = model.transaction(("insert", "orders", (5, 1, "x", model.rows["orders"][1][3])),
-                                ("update", "accounts", 1, {"owner": "o"}), ("insert", "orders", (6, 2, None,
-                                                                                                model.rows["orders"][1][3])))
+    placed = model.rows["orders"][1][3]
+    changes = model.transaction(("insert", "orders", (5, 1, "x", placed)), ("update", "accounts", 1, {"owner": "o"}),
+                                ("insert", "orders", (6, 2, None, placed)), ("update", "orders", 1, {"id": 101}))
     events = run(props, offsets, max_events=2)  # the transaction's counts carried across two batches
     txid = str(changes[0].txid)
     begin, end = events[0], events[-1]
     assert begin["topic"] == end["topic"] == "shop.transaction"
     assert (begin["value"]["status"], begin["value"]["id"], end["value"]["status"]) == ("BEGIN", txid, "END")
-    assert end["value"]["event_count"] == 3
+    assert end["value"]["event_count"] == 5  # the new key is a delete and a create
     assert sorted((d["data_collection"], d["event_count"]) for d in end["value"]["data_collections"]) == [
-        ("public.accounts", 1), ("public.orders", 2)]
+        ("public.accounts", 1), ("public.orders", 4)]
     data = events[1:-1]
     check_events(data, changes, pg_db)
-    assert [(e["value"]["transaction"]["total_order"], e["value"]["transaction"]["data_collection_order"])
-            for e in data] == [(1, 1), (2, 1), (3, 2)]
+    assert [(e["value"]["transaction"]["id"], e["value"]["transaction"]["total_order"],
+             e["value"]["transaction"]["data_collection_order"]) for e in data if e["value"]] == [
+        (txid, 1, 1), (txid, 2, 1), (txid, 3, 2), (txid, 4, 3), (txid, 5, 4)]
 
 
 def test_connector_imports_only_the_shared_layer():

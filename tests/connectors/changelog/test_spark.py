@@ -57,7 +57,7 @@ def without_times(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             value = {k: v for k, v in value.items() if k not in ("ts_ms", "ts_us", "ts_ns")}
             if value["op"] == "r":
                 value["source"] = {k: v for k, v in value["source"].items() if k not in ("ts_ms", "ts_us", "ts_ns")}
-        out.append({"topic": e["topic"], "key": e["key"], "value": value})
+        out.append({"topic": e["topic"], "key": e["key"], "value": value, "headers": e.get("headers") or {}})
     return out
 
 
