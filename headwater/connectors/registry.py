@@ -3,7 +3,10 @@
 Each connector is registered once, by its short name, other names users write, and Debezium's
 class names; its property definitions (a `PropertySet`) and its `SourceConnector` class are named
 by module path and imported only when needed, so importing the registry imports no connector.
-Adding a connector is one `Connector(...)` row (plus its package). `validate_connector` checks a
+Adding a connector is one `Connector(...)` row (plus its package); a connector kept outside
+headwater is named by `connector.class: package.module:ATTRIBUTE`, the path of its `Connector` row
+(loaded, and known by its short name from then on, in every process that reads the configuration:
+also Spark's Python workers), or made known in this process with `register`. `validate_connector` checks a
 connector's properties (the YAML `source:` block, Spark's options); `create_source` builds the
 connector's driver-side half from the validated configuration.
 """
@@ -51,16 +54,38 @@ CONNECTORS: tuple[Connector, ...] = (
 )
 
 
+_REGISTERED: dict[str, Connector] = {}  # connectors defined outside headwater, by short name
+
+
+def register(connector: Connector) -> None:
+    """Make a connector defined outside headwater known in this process, by its names."""
+    _REGISTERED[connector.name] = connector
+
+
 def _load(path: str) -> Any:
     module, _, attribute = path.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
 
+def _known() -> tuple[Connector, ...]:
+    return (*CONNECTORS, *_REGISTERED.values())
+
+
 def find(value: str) -> Connector | None:
-    """The connector called `value` (a short name, any case, or a Debezium class name); None if unknown."""
+    """The connector called `value` (a short name, any case, a Debezium class name, or the
+    `module:ATTRIBUTE` path of a `Connector` row defined outside headwater); None if unknown."""
     v = value.strip()
+    if ":" in v:
+        try:
+            found = _load(v)
+        except (ImportError, AttributeError):
+            return None
+        if not isinstance(found, Connector):
+            return None
+        register(found)
+        return found
     low = v.lower()
-    for c in CONNECTORS:
+    for c in _known():
         if low == c.name or low in c.aliases or v in c.classes:
             return c
     return None
@@ -72,12 +97,12 @@ def lookup(value: Any) -> Connector:
         raise ConfigErrors([ConfigError("connector.class", "is required",
                                         "set it to postgres (or Debezium's class name)")])
     found = find(str(value))
-    implemented = ", ".join(c.name for c in CONNECTORS if c.implemented)
+    implemented = ", ".join(c.name for c in _known() if c.implemented)
     if found is None:
         raise ConfigErrors([ConfigError(
             "connector.class", f"unknown connector {value!r}",
-            f"use one of: {', '.join(c.name for c in CONNECTORS)} (implemented: {implemented}), "
-            "or Debezium's class name")])
+            f"use one of: {', '.join(c.name for c in _known())} (implemented: {implemented}), "
+            "Debezium's class name, or the module:ATTRIBUTE path of a connector defined outside headwater")])
     if not found.implemented:
         raise ConfigErrors([ConfigError(
             "connector.class", f"the {found.name} connector is not implemented in headwater yet",

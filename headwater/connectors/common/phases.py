@@ -5,7 +5,9 @@ coordinator is `SnapshotThenStream`, a `SourceConnector` whose offsets move thro
 (the offset's `snapshot` key):
 
 - `pending`: a snapshot is due and nothing was read yet;
-- `completed`: the snapshot batch ran; streaming starts where the snapshot was consistent;
+- `completed`: the snapshot batch ran; streaming starts where the snapshot was consistent (a
+  database that knows that position when the snapshot is due, as a trigger log's sequence or a
+  binlog position read under the snapshot, keeps it in this offset: `snapshot_position`);
 - `streaming`: the rest of the offset is the database's own stream position.
 
 `epoch` counts snapshots, so a later re-snapshot (`snapshot.mode=always` at a restart, or
@@ -84,7 +86,8 @@ class SnapshotThenStream(SourceConnector):
 
     Subclasses fill in the hooks below. The streaming hooks (`stream_latest`, `stream_plan`,
     `commit_position`) see and return only the database's own position fields: the phase and the
-    epoch are added and removed here (`{}` is the position right after a snapshot).
+    epoch are added and removed here (right after a snapshot, the position is what
+    `snapshot_position` gave: `{}` unless the database has one to keep).
     """
 
     TABLE_FILTERS: tuple[str, ...] = ("schema.include.list", "schema.exclude.list",
@@ -118,6 +121,12 @@ class SnapshotThenStream(SourceConnector):
     @abstractmethod
     def new_stream_offset(self) -> Offset:
         """The position fields of a stream that starts without a snapshot (the log's current end)."""
+
+    def snapshot_position(self, epoch: int) -> Offset:
+        """The stream position where streaming after snapshot number `epoch` starts, when the database
+        knows it before the snapshot is read (kept in the `completed` offset); `{}` when the database
+        keeps it itself (PostgreSQL's slot). Asked again for one epoch, the same position."""
+        return {}
 
     @abstractmethod
     def plan_snapshot(self, epoch: int) -> list[WorkUnit]:
@@ -196,7 +205,7 @@ class SnapshotThenStream(SourceConnector):
     def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
         ph, n = phase(start), epoch(start)
         if ph == SNAPSHOT_PENDING or self.resnapshot:
-            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": n + 1}
+            return self._snapshot_offset(n + 1)
         if not self.snapshot_mode.streams:
             return start
         self.end_snapshot()  # the snapshot batch is over once the next batch is planned
@@ -207,10 +216,14 @@ class SnapshotThenStream(SourceConnector):
         except PositionLost as exc:
             self.stop_stream()
             self.position_lost(str(exc))
-            return {"snapshot": SNAPSHOT_COMPLETED, "epoch": n + 1}
+            return self._snapshot_offset(n + 1)
         if end is None:
             return start
         return {"snapshot": STREAMING, **end, "epoch": n}
+
+    def _snapshot_offset(self, epoch: int) -> Offset:
+        """The offset at the end of snapshot number `epoch`."""
+        return {"snapshot": SNAPSHOT_COMPLETED, **self.snapshot_position(epoch), "epoch": epoch}
 
     def is_finished(self, offset: Offset) -> bool:
         """True past the snapshot when the mode streams nothing (`initial_only`)."""
@@ -235,7 +248,8 @@ class SnapshotThenStream(SourceConnector):
 
 
 def _position(offset: Offset) -> Offset:
-    """The database's position fields of an offset: `{}` before streaming began (phase `completed`)."""
-    if phase(offset) != STREAMING:
+    """The database's position fields of an offset: `{}` before a snapshot, and after one (phase
+    `completed`) those `snapshot_position` gave, `{}` when it gave none."""
+    if phase(offset) == SNAPSHOT_PENDING:
         return {}
     return {k: v for k, v in offset.items() if k not in ("snapshot", "epoch")}

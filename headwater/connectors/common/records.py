@@ -4,7 +4,8 @@
 connector subclasses it with its own settings and supplies its column types (`converter`,
 `text_kind`), its `source` schema and its `source` tail. `TableRecords` holds one table's schemas
 and per-column converters for one column layout. `RecordMaker` appends records to an
-`EventBatch`: creates, updates, deletes and their tombstones (`emit`, `tombstone`), truncates,
+`EventBatch`: creates, updates (a key change as a delete and a create), deletes and their
+tombstones (`emit`, `update`, `delete`, `tombstone`), truncates,
 transaction BEGIN/END records (`TxnCounters` counts the events of a transaction) and heartbeats.
 """
 
@@ -331,6 +332,11 @@ class TxnCounters:
         order = sorted(range(len(items)), key=lambda i: (_java_bucket(items[i][0], capacity), i))
         return [items[i] for i in order]
 
+    def block(self, collection: str, tid: str) -> dict[str, Any]:
+        """The `transaction` block of the next event of `collection` in transaction `tid`."""
+        total, per = self.next(collection)
+        return {"id": tid, "total_order": total, "data_collection_order": per}
+
     def to_json(self) -> dict:
         return {"total": self.total, "per_collection": dict(self.per_collection)}
 
@@ -405,6 +411,37 @@ class RecordMaker(ABC):
              version: int, ts_us: int, headers: Any = None) -> None:
         self.out.append(t.topic, t.key_text(key), self.envelope(t, op, before, after, source, transaction),
                         op, version, ts_us, headers)
+
+    def update(self, t: TableRecords, old: Sequence[Any] | None, new: Sequence[Any], source: Any,
+               transaction: Callable[[], Any], version: int, ts_us: int) -> None:
+        """An update of the row `old` (None when the source did not send it) to `new`: an `u` record (none
+        with `skip.messages.without.change` when nothing changed), or, when the key changed, as Debezium
+        writes it: a delete of the old key (header `__debezium.newkey`), its tombstone, and a create of
+        the new key (header `__debezium.oldkey`). `transaction` makes each record's transaction block."""
+        key_new = t.key(new)
+        key_old = t.key(old) if old is not None else key_new
+        if old is not None and t.key_schema is not None and key_old != key_new:
+            newkey, oldkey = t.key_text(key_new), t.key_text(key_old)
+            self.emit(t, "d", key_old, t.row(old), None, source, transaction(), version, ts_us,
+                      headers=[("__debezium.newkey", newkey)])
+            if self.ctx.tombstones:
+                self.tombstone(t, key_old, version, ts_us)
+            self.emit(t, "c", key_new, None, t.row(new), source, transaction(), version, ts_us,
+                      headers=[("__debezium.oldkey", oldkey)])
+            return
+        before = t.row(old) if old is not None else None
+        after = t.row(new)
+        if self.ctx.skip_unchanged and before is not None and before == after:
+            return
+        self.emit(t, "u", key_new, before, after, source, transaction(), version, ts_us)
+
+    def delete(self, t: TableRecords, old: Sequence[Any], source: Any, transaction: Any, version: int,
+               ts_us: int) -> None:
+        """A delete of the row `old`, and its tombstone (`tombstones.on.delete`)."""
+        key = t.key(old)
+        self.emit(t, "d", key, t.row(old), None, source, transaction, version, ts_us)
+        if self.ctx.tombstones:
+            self.tombstone(t, key, version, ts_us)
 
     def tombstone(self, t: TableRecords, key: Any, version: int, ts_us: int) -> None:
         self.out.append(t.topic, t.key_text(key), None, None, version, ts_us)

@@ -244,32 +244,13 @@ class SliceDecoder:
                 # REPLICA IDENTITY FULL sends the old row de-TOASTed: the unchanged value is there
                 new = tuple(o if v is UNCHANGED_TOAST and o is not None and o is not UNCHANGED_TOAST else v
                             for v, o in zip(new, old, strict=True))
-            key_new = te.key(new)
-            key_old = te.key(old) if old is not None else key_new
-            src = maker.source(te, ts, "false", seq, xid, lsn)
-            if old is not None and te.key_schema is not None and key_old != key_new:
-                newkey, oldkey = te.key_text(key_new), te.key_text(key_old)
-                maker.emit(te, "d", key_old, te.row(old), None, src, _txn_block(counters, te, xid, lsn),
-                           version, ts, headers=[("__debezium.newkey", newkey)])
-                if ctx.tombstones:
-                    maker.tombstone(te, key_old, version, ts)
-                src = maker.source(te, ts, "false", seq, xid, lsn)
-                maker.emit(te, "c", key_new, None, te.row(new), src, _txn_block(counters, te, xid, lsn),
-                           version, ts, headers=[("__debezium.oldkey", oldkey)])
-                return
-            before = te.row(old) if old is not None else None
-            after = te.row(new)
-            if ctx.skip_unchanged and before is not None and before == after:
-                return
-            maker.emit(te, "u", key_new, before, after, src, _txn_block(counters, te, xid, lsn), version, ts)
+            maker.update(te, old, new, maker.source(te, ts, "false", seq, xid, lsn),
+                         lambda: _txn_block(counters, te, xid, lsn), version, ts)
         else:
             if "d" in skipped:
                 return
-            key = te.key(msg.old)
-            src = maker.source(te, ts, "false", seq, xid, lsn)
-            maker.emit(te, "d", key, te.row(msg.old), None, src, _txn_block(counters, te, xid, lsn), version, ts)
-            if ctx.tombstones:
-                maker.tombstone(te, key, version, ts)
+            maker.delete(te, msg.old, maker.source(te, ts, "false", seq, xid, lsn), _txn_block(counters, te, xid, lsn),
+                         version, ts)
 
 
 def _relation(payload: bytes) -> pgoutput.Relation:
@@ -282,8 +263,7 @@ def _relation(payload: bytes) -> pgoutput.Relation:
 def _txn_block(counters: TxnCounters | None, te: TableRecords, xid: int | None, lsn: int):
     if counters is None:
         return None
-    total, per = counters.next(te.collection)
-    return {"id": f"{xid}:{lsn}", "total_order": total, "data_collection_order": per}
+    return counters.block(te.collection, f"{xid}:{lsn}")
 
 
 def emit_message(maker: RecordMaker, msg: pgoutput.LogicalMessage, lsn: int, xid: int | None, ts: int, seq: str,

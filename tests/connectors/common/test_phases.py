@@ -303,3 +303,23 @@ def test_captured_tables_do_not_warn(caplog):
     src = FakeSource("initial", props={"table.include.list": ["public.t"]})
     src.open(src.initial_offset())
     assert caplog.records == []
+
+
+class PositionedSnapshots(FakeSource):
+    """A database that knows where streaming after a snapshot starts when the snapshot is due (a trigger
+    log's sequence): the log's end then."""
+
+    def snapshot_position(self, epoch: int) -> Offset:
+        return {"pos": self.log_end}
+
+
+def test_snapshot_position_is_kept_in_the_completed_offset():
+    src = PositionedSnapshots()
+    src.log_end = 5  # changes before the snapshot: the snapshot holds them
+    start = src.initial_offset()
+    src.open(start)
+    end, units = batch(src, start)
+    assert end == {"snapshot": SNAPSHOT_COMPLETED, "pos": 5, "epoch": 1} and units == ["snapshot 1"]
+    src.log_end = 8
+    end, units = batch(src, end)  # streaming starts at the snapshot's position, not where the log is served from
+    assert end == {"snapshot": STREAMING, "pos": 8, "epoch": 1} and units == ["stream 5..8"]
