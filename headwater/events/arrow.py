@@ -23,6 +23,8 @@ from typing import Any
 import orjson
 import pyarrow as pa
 
+from headwater.events.calendar import days_from_civil
+
 Converter = Callable[[Any], Any]
 Column = tuple[str, pa.DataType, Converter]  # name, Arrow type, JSON value -> Arrow value
 
@@ -122,18 +124,8 @@ def _zoned(v: str) -> int:
         raise ValueError(f"not an io.debezium.time.ZonedTimestamp: {v!r}")
     year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
     micros = int((m.group(7) or "0").ljust(9, "0")) // 1000
-    seconds = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+    seconds = days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
     return min(max(seconds * 1_000_000 + micros, _INT64[0]), _INT64[1])
-
-
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar, any year (0 is 1 BC)."""
-    year -= month <= 2
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146097 + day_of_era - 719468
 
 
 def json_text(v: Any) -> str:

@@ -3,8 +3,8 @@
 Debezium runs on the JVM and Kafka Connect's JsonConverter writes with Jackson, so the exact text
 of many values is Java's:
 
-- java.time: the proleptic Gregorian calendar (`days_from_civil`, `civil_from_days`), the ISO
-  formats of dates, times and timestamps (`iso_date`, `iso_time_utc`, `iso_timestamp_utc`,
+- java.time: the ISO
+  formats (over `headwater.events.calendar`'s proleptic Gregorian day numbers) of dates, times and timestamps (`iso_date`, `iso_time_utc`, `iso_timestamp_utc`,
   `iso_local_timestamp`), and java.util.GregorianCalendar's Julian dates before 1582-10-15
   (`julian_days`);
 - numbers: Integer.parseInt (`java_int`), Math.round (`java_round`), the (long) cast of a double
@@ -29,6 +29,8 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
+from headwater.events.calendar import civil_from_days
+
 MICROS_PER_SECOND = 1_000_000
 MICROS_PER_DAY = 86_400_000_000
 LONG_MAX, LONG_MIN = 2**63 - 1, -(2**63)
@@ -36,32 +38,6 @@ INT_MAX, INT_MIN = 2**31 - 1, -(2**31)
 
 
 # ----------------------------------------------------------------------------- java.time
-
-
-@lru_cache(maxsize=65536)
-def days_from_civil(y: int, m: int, d: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date (year 0 = 1 BC)."""
-    y -= m <= 2
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146097 + doe - 719468
-
-
-@lru_cache(maxsize=65536)
-def civil_from_days(z: int) -> tuple[int, int, int]:
-    """The proleptic Gregorian (year, month, day) of a day number since 1970-01-01."""
-    z += 719468
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    y = yoe + era * 400
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = mp + 3 if mp < 10 else mp - 9
-    return y + (m <= 2), m, d
 
 
 def julian_days(y: int, m: int, d: int) -> int:

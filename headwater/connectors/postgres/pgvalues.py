@@ -25,7 +25,6 @@ from headwater.connectors.common.java import (
     MICROS_PER_DAY,
     MICROS_PER_SECOND,
     d2l,
-    days_from_civil,
     java_double_decimal,
     java_int,
     java_round,
@@ -33,6 +32,7 @@ from headwater.connectors.common.java import (
     plain_string,
     plain_stripped,
 )
+from headwater.events.calendar import days_from_civil
 
 PG_EPOCH_DAYS = 10_957  # 2000-01-01, PostgreSQL's binary epoch, in days since 1970-01-01
 POW10 = tuple(10**i for i in range(10))

@@ -60,6 +60,7 @@ from headwater.connectors.common.semantics import (
 )
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
+from headwater.events import calendar
 from headwater.events.connect import (
     ARRAY,
     BOOLEAN,
@@ -374,8 +375,8 @@ def _jdbc_days(days: int) -> int:
     """A proleptic epoch day as java.sql.Date.toLocalDate() returns it: a BC year becomes AD."""
     if days >= -719162:  # 0001-01-01
         return days
-    y, m, d = java.civil_from_days(days)
-    return java.days_from_civil(1 - y, m, d)
+    y, m, d = calendar.civil_from_days(days)
+    return calendar.days_from_civil(1 - y, m, d)
 
 
 def _time_out(unit: str) -> Callable[[int], Any]:
@@ -1053,13 +1054,13 @@ def _decimal_parts(d: Decimal) -> tuple[int, int]:
 
 
 # pgjdbc's TimestampUtils reads 'infinity' as LocalDateTime.MAX/MIN; Debezium's (int) epoch day of those
-DATE_DEFAULT_POS_INF = java.to_int(java.days_from_civil(999999999, 12, 31))
-DATE_DEFAULT_NEG_INF = java.to_int(java.days_from_civil(-999999999, 1, 1))
+DATE_DEFAULT_POS_INF = java.to_int(calendar.days_from_civil(999999999, 12, 31))
+DATE_DEFAULT_NEG_INF = java.to_int(calendar.days_from_civil(-999999999, 1, 1))
 # the epoch days Debezium's int32 Date wraps (IsoDate writes the LocalDate itself)
 _DATE_UNWRAPPED = {
-    DATE_POS_INF_JDBC: java.days_from_civil(292278994, 8, 16), DATE_NEG_INF_JDBC: java.days_from_civil(292269055, 12, 2),
-    DATE_DEFAULT_POS_INF: java.days_from_civil(999999999, 12, 31),
-    DATE_DEFAULT_NEG_INF: java.days_from_civil(-999999999, 1, 1),
+    DATE_POS_INF_JDBC: calendar.days_from_civil(292278994, 8, 16), DATE_NEG_INF_JDBC: calendar.days_from_civil(292269055, 12, 2),
+    DATE_DEFAULT_POS_INF: calendar.days_from_civil(999999999, 12, 31),
+    DATE_DEFAULT_NEG_INF: calendar.days_from_civil(-999999999, 1, 1),
 }
 
 

@@ -10,6 +10,7 @@ from decimal import Decimal
 import pytest
 
 from headwater.connectors.common import java
+from headwater.events import calendar
 
 
 def _double(bits: int) -> float:
@@ -104,4 +105,4 @@ def test_uuid_and_java_time():
     assert java.iso_date(-719528) == "0000-01-01"
     assert java.iso_local_timestamp(1577836800500000) == "2020-01-01T00:00:00.5Z"
     assert java.iso_time_utc(86_400_000_000) == "00:00:00Z"  # 24:00 wraps
-    assert java.days_from_civil(*java.civil_from_days(-141438)) == -141438
+    assert calendar.days_from_civil(*calendar.civil_from_days(-141438)) == -141438
