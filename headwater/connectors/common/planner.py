@@ -269,7 +269,7 @@ class Planner(Generic[P]):
         codec = self.codec
         first_commit, last_commit = codec.commit(start), codec.commit(end)
         inside = codec.in_txn(end)
-        is_data, layout_id = codec.is_data, codec.layout_id
+        data_kinds, layout_kind, layout_id = codec.data_kinds, codec.layout_kind, codec.layout_id
         layouts = dict(buf.head_layouts)
         pieces: list[Piece] = []
         first = True
@@ -293,24 +293,24 @@ class Planner(Generic[P]):
                 layouts = {**layouts, **sent}
             at_start = layouts  # (the layout maps are never changed in place: no copies)
             changed: list[bytes] = []
-            for pos, p in messages:
-                if is_data(p):
+            for m in messages:
+                p = m[1]
+                kind = p[0]
+                if kind in data_kinds:
                     if di < skip:
                         di += 1
                         continue
                     if di >= upto:
                         break
                     di += 1
-                    msgs.append((pos, p))
-                    continue
-                lid = layout_id(p)
-                if di < skip:
-                    if lid is not None:
-                        layouts = at_start = {**layouts, lid: p}
+                    msgs.append(m)
+                elif di < skip:
+                    if kind == layout_kind:
+                        layouts = at_start = {**layouts, layout_id(p): p}
                 else:
-                    msgs.append((pos, p))
-                    if lid is not None:
-                        layouts = {**layouts, lid: p}
+                    msgs.append(m)
+                    if kind == layout_kind:
+                        layouts = {**layouts, layout_id(p): p}
                         changed.append(p)
             pieces.append(Piece(t, skip, upto, commit, msgs, at_start, changed))
             if inside is not None and t.xid == inside.xid:
@@ -321,7 +321,7 @@ class Planner(Generic[P]):
         """Cut (start, end] into slices of about equal numbers of data messages, one per partition;
         a large transaction is cut too (its transaction-metadata counters travel with each part)."""
         codec = self.codec
-        is_data, layout_id = codec.is_data, codec.layout_id
+        data_kinds, layout_kind, layout_id = codec.data_kinds, codec.layout_kind, codec.layout_id
         pieces = self._pieces(start, end)
         codec.check_layouts(self.reader.buffer.head_layouts, [p for pc in pieces for p in pc.changed])
         total = sum(pc.upto - pc.skip for pc in pieces)
@@ -333,25 +333,26 @@ class Planner(Generic[P]):
             if self.transaction_metadata and t.transactional:
                 counters = self._start_counters(t, pc.skip) if pc.skip else {}
             layouts = part_layouts = pc.layouts  # (never changed in place)
-            part: list[Message] = []
+            msgs = pc.msgs
+            cut = 0  # where the current part starts in `msgs`
             part_data, begin = 0, pc.skip == 0
+            need = target - slicer.size  # data messages that fill the current slice
             remaining = pc.upto - pc.skip
-            for pos, p in pc.msgs:
-                part.append((pos, p))
-                if is_data(p):
+            for i, (_, p) in enumerate(msgs):
+                kind = p[0]
+                if kind in data_kinds:
                     part_data += 1
                     remaining -= 1
-                    if slicer.size + part_data >= target and remaining > 0:
+                    if part_data >= need and remaining > 0:
+                        part = msgs[cut:i + 1]
                         slicer.add(t, part, part_data, part_layouts, begin, False, counters)
                         slicer.flush()
                         if counters is not None:
                             counters = codec.count(counters, t, part, part_layouts)
-                        part, part_layouts, part_data, begin = [], layouts, 0, False
-                else:
-                    lid = layout_id(p)
-                    if lid is not None:
-                        layouts = {**layouts, lid: p}
-            slicer.add(t, part, part_data, part_layouts, begin, pc.commit, counters)
+                        cut, part_layouts, part_data, begin, need = i + 1, layouts, 0, False, target
+                elif kind == layout_kind:
+                    layouts = {**layouts, layout_id(p): p}
+            slicer.add(t, msgs[cut:] if cut else msgs, part_data, part_layouts, begin, pc.commit, counters)
             if pc.commit:
                 slicer.last_commit = t.end_pos
             if slicer.size >= target:
@@ -369,12 +370,13 @@ class Planner(Generic[P]):
             raise SourceError(f"transaction {t.xid}: the counts of its first {n} events are no longer buffered")
         msgs: list[Message] = []
         di = 0
-        for pos, p in t.messages():
-            if self.codec.is_data(p):
+        data_kinds = self.codec.data_kinds
+        for m in t.messages():
+            if m[1][0] in data_kinds:
                 if di >= n:
                     break
                 di += 1
-            msgs.append((pos, p))
+            msgs.append(m)
         return self.codec.count({}, t, msgs, dict(self.reader.buffer.head_layouts))
 
     def _keep_partial_counters(self, start: P, end: P) -> None:

@@ -22,6 +22,8 @@ from tests.connectors.common.fakes import (
     FakeSlice,
     Pos,
     data,
+    is_data,
+    layout_of,
     planner,
     retry_once,
     table_of,
@@ -40,7 +42,7 @@ def stream() -> list[Txn]:
 
 
 def all_data(txns: list[Txn]) -> list[bytes]:
-    return [p for t in txns for _, p in t.messages() if KINDS.is_data(p)]
+    return [p for t in txns for _, p in t.messages() if is_data(p)]
 
 
 def layouts_before(txns: list[Txn], head: dict[int, bytes]) -> dict[int, dict[int, bytes]]:
@@ -49,7 +51,7 @@ def layouts_before(txns: list[Txn], head: dict[int, bytes]) -> dict[int, dict[in
     for t in txns:
         for pos, p in t.messages():
             out[pos] = dict(cur)
-            lid = KINDS.layout_id(p)
+            lid = layout_of(p)
             if lid is not None:
                 cur[lid] = p
     return out
@@ -161,7 +163,7 @@ def test_transaction_metadata_counters_across_slices_and_batches(monkeypatch):
             assert seg.begin == (so_far["total"] == 0)
             for _ in range(seg.count):
                 _, p = next(msgs)
-                if KINDS.is_data(p):
+                if is_data(p):
                     so_far = {"total": so_far["total"] + 1,
                               "per": {**so_far["per"], table_of(p): so_far["per"].get(table_of(p), 0) + 1}}
             counted[seg.xid] = so_far

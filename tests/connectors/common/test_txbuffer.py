@@ -8,7 +8,7 @@ import os
 
 from headwater.connectors.common.messages import InTxn
 from headwater.connectors.common.txbuffer import Spill, StreamBuffer
-from tests.connectors.common.fakes import KINDS, data, txn
+from tests.connectors.common.fakes import KINDS, data, is_data, txn
 
 
 def _buffer(*txns, limit=1 << 20) -> StreamBuffer:
@@ -109,7 +109,7 @@ def test_spill_checkpoints_and_read_from(tmp_path, monkeypatch):
         assert n == 3 * (index // 3) and n <= index
         rest = [p for _, p in it]
         # from the checkpoint on: its data messages in order, the layouts sent after it
-        assert [p for p in rest if KINDS.is_data(p)] == [b"D1:%d" % i for i in range(n, 10)]
+        assert [p for p in rest if is_data(p)] == [b"D1:%d" % i for i in range(n, 10)]
         expected = {} if n < 3 else {1: b"L1:v2" if n < 9 else b"L1:v7"}
         assert layouts == expected
     sp.discard()
