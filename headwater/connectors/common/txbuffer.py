@@ -52,11 +52,14 @@ class Txn:
         """Whether the transaction is complete and its commit ends at or before `commit`."""
         return self.end_pos is not None and self.end_pos <= commit
 
-    def messages(self) -> Iterator[Message]:
-        if self.spill is not None:
-            yield from self.spill.read()
-        else:
-            yield from self.msgs
+    def only_data(self) -> bool:
+        """Whether the transaction is held in memory and holds only data messages. (The reader may
+        be adding to it: it appends a message before it counts it, so `n_data` is read first.)"""
+        n = self.n_data
+        return self.spill is None and len(self.msgs) == n - self.first_index
+
+    def messages(self) -> Iterable[Message]:
+        return self.msgs if self.spill is None else self.spill.read()
 
 
 class Spill:
@@ -198,7 +201,7 @@ class StreamBuffer:
                 if t.spill is not None:
                     self.head_layouts.update(t.spill.layouts)
                     t.spill.discard()
-                else:
+                elif not t.only_data():
                     self._absorb_layouts(t.msgs)
                 self.nbytes -= t.nbytes
             del self.txns[:done]
