@@ -359,8 +359,8 @@ class PgoutputCodec(PgoutputKinds):
 
     def _tables(self, layouts: Layouts, msgs: list[Message]) -> dict[int, TableSchema]:
         """The catalog's tables of the relations in `layouts` and of those `msgs` describe."""
-        oids = set(layouts)
-        oids.update(self.layout_id(p) for _, p in msgs if p[0] == 0x52)
+        oids, kind = set(layouts), self.layout_kind
+        oids.update(self.layout_id(p) for _, p in msgs if p[0] == kind)
         tables = {oid: self.catalog.get(oid) for oid in oids}
         return {oid: t for oid, t in tables.items() if t is not None}
 
