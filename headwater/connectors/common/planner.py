@@ -33,6 +33,7 @@ log = logging.getLogger("headwater.planner")
 P = TypeVar("P")
 
 _COUNT = struct.Struct("<I")  # messages in a packed blob
+_UNPACK_CHUNK = 4096
 MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partition
 POLL_S = 0.25
 GATHER_S = 0.5  # how long a batch may wait for more of a transaction that is still arriving
@@ -63,12 +64,14 @@ def pack(msgs: list[Message]) -> bytes:
 
 def unpack(blob: bytes) -> Iterator[Message]:
     n = _COUNT.unpack_from(blob)[0]
-    positions = np.frombuffer(blob, "<u8", n, _COUNT.size).tolist()
+    positions = np.frombuffer(blob, "<u8", n, _COUNT.size)
+    sizes = np.frombuffer(blob, "<u4", n, _COUNT.size + 8 * n)
     at = _COUNT.size + 12 * n  # where the payloads start
-    ends = (np.cumsum(np.frombuffer(blob, "<u4", n, _COUNT.size + 8 * n), dtype=np.int64) + at).tolist()
-    for pos, end in zip(positions, ends, strict=True):
-        yield pos, blob[at:end]
-        at = end
+    for i in range(0, n, _UNPACK_CHUNK):  # (a chunk at a time as Python ints: a slice may be large)
+        ends = (np.cumsum(sizes[i:i + _UNPACK_CHUNK], dtype=np.int64) + at).tolist()
+        for pos, end in zip(positions[i:i + _UNPACK_CHUNK].tolist(), ends, strict=True):
+            yield pos, blob[at:end]
+            at = end
 
 
 class Planner(Generic[P]):

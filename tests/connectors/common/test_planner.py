@@ -282,10 +282,11 @@ def test_heartbeats(monkeypatch):
     assert len(actions) >= 1
 
 
-def test_pack_and_unpack_keep_positions_and_payloads():
-    msgs = [(0, b"D1:0"), (1 << 63, b""), ((1 << 64) - 1, b"L2:" + bytes(range(256)))]
-    assert list(unpack(pack(msgs))) == msgs
-    assert list(unpack(pack([]))) == []
+def test_pack_and_unpack_keep_positions_and_payloads(monkeypatch):
+    monkeypatch.setattr(planner_module, "_UNPACK_CHUNK", 2)
+    msgs = [(0, b"D1:0"), (1 << 63, b""), ((1 << 64) - 1, b"L2:" + bytes(range(256))), (7, b"X"), (8, b"D2:1")]
+    for n in range(len(msgs) + 1):
+        assert list(unpack(pack(msgs[:n]))) == msgs[:n]
 
 
 def random_payloads(rng: random.Random) -> list[list[bytes]]:
