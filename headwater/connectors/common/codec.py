@@ -1,10 +1,10 @@
 """The codec: what the shared transaction buffer and streaming planner know of a connector's stream.
 
-Neither the buffer nor the planner parses a message. `messages.MessageKinds` says, for a raw message,
-whether it is a data message (one that may produce events: batch sizes and positions count
-these) and whether it is a table layout (pgoutput's RELATION, the binlog's TABLE_MAP, a trigger
-log's table description), and then which layout id it carries. Every other message (pgoutput's
-TYPE or ORIGIN, say) travels with its transaction untouched.
+Neither the buffer nor the planner parses a message. `messages.MessageKinds` names, by a raw
+message's first byte, the kinds of data messages (those that may produce events: batch sizes and
+positions count these) and the kind of table layouts (pgoutput's RELATION, the binlog's TABLE_MAP,
+a trigger log's table description), and reads a layout's id. Every other message (pgoutput's TYPE
+or ORIGIN, say) travels with its transaction untouched.
 
 `StreamCodec` adds what the planner delegates to the connector: reading and making its stream
 positions (the planner needs only an ordered commit position and "the first n data messages of

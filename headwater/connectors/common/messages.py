@@ -1,7 +1,7 @@
 """The messages of a connector's change stream as the shared buffer and planner see them.
 
 A message is its stream position and its raw payload; `MessageKinds` tells a connector's data
-messages (changes) and table layouts apart without parsing them further; `InTxn` is a position
+messages (changes) and table layouts apart by their first byte; `InTxn` is a position
 inside a transaction; a `Segment` is a run of one transaction's messages inside a slice.
 """
 
@@ -34,14 +34,15 @@ Layouts = Mapping[int, bytes]  # layout id -> the layout message in force
 
 
 class MessageKinds(Protocol):
-    """How to tell a connector's raw messages apart."""
+    """How to tell a connector's raw messages apart: by their first byte, the message's kind (a
+    reader whose messages do not start with one puts it there as it frames them). The buffer and
+    the planner test it inline, so telling kinds apart costs no call per message."""
 
-    def is_data(self, payload: bytes) -> bool:
-        """Whether the message is a change (it counts towards batch sizes and positions)."""
-        ...
+    data_kinds: frozenset[int]  # the kinds of changes (they count towards batch sizes and positions)
+    layout_kind: int  # the kind of table layouts
 
-    def layout_id(self, payload: bytes) -> int | None:
-        """The id of the table layout the message describes, None when it is not a layout."""
+    def layout_id(self, payload: bytes) -> int:
+        """The id of the table layout a layout message describes."""
         ...
 
 

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import numpy as np
+
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.codec import Retrying, StreamCodec, StreamReader
 from headwater.connectors.common.messages import InTxn, Message, Segment
@@ -30,7 +32,8 @@ log = logging.getLogger("headwater.planner")
 
 P = TypeVar("P")
 
-_FRAME = struct.Struct(">QI")
+_COUNT = struct.Struct("<I")  # messages in a packed blob
+_UNPACK_CHUNK = 4096
 MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partition
 POLL_S = 0.25
 GATHER_S = 0.5  # how long a batch may wait for more of a transaction that is still arriving
@@ -51,22 +54,24 @@ class Piece:
 
 
 def pack(msgs: list[Message]) -> bytes:
-    """Messages as one blob (a slice's payload)."""
-    parts = []
-    for pos, p in msgs:
-        parts.append(_FRAME.pack(pos, len(p)))
-        parts.append(p)
-    return b"".join(parts)
+    """Messages as one blob (a slice's payload): their number, their positions, their sizes, and
+    their payloads one after another (so that packing and unpacking are array operations)."""
+    payloads = [p for _, p in msgs]
+    positions = np.array([pos for pos, _ in msgs], dtype="<u8")
+    sizes = np.fromiter(map(len, payloads), dtype="<u4", count=len(payloads))
+    return b"".join([_COUNT.pack(len(msgs)), positions.tobytes(), sizes.tobytes(), *payloads])
 
 
 def unpack(blob: bytes) -> Iterator[Message]:
-    at, n = 0, len(blob)
-    view = memoryview(blob)
-    while at < n:
-        pos, size = _FRAME.unpack_from(blob, at)
-        at += _FRAME.size
-        yield pos, bytes(view[at:at + size])
-        at += size
+    n = _COUNT.unpack_from(blob)[0]
+    positions = np.frombuffer(blob, "<u8", n, _COUNT.size)
+    sizes = np.frombuffer(blob, "<u4", n, _COUNT.size + 8 * n)
+    at = _COUNT.size + 12 * n  # where the payloads start
+    for i in range(0, n, _UNPACK_CHUNK):  # (a chunk at a time as Python ints: a slice may be large)
+        ends = (np.cumsum(sizes[i:i + _UNPACK_CHUNK], dtype=np.int64) + at).tolist()
+        for pos, end in zip(positions[i:i + _UNPACK_CHUNK].tolist(), ends, strict=True):
+            yield pos, blob[at:end]
+            at = end
 
 
 class Planner(Generic[P]):
@@ -167,10 +172,10 @@ class Planner(Generic[P]):
         self.last_action = time.monotonic()
         self.retry("running heartbeat.action.query", action)
 
-    def _skip(self, start: P, t: Txn, first: bool) -> int:
-        """Data messages of `t` delivered before `start` (it can only be the first transaction after it)."""
+    def _skip(self, start: P, t: Txn) -> int:
+        """Data messages of `t`, the first transaction after `start`, delivered before it."""
         inside = self.codec.in_txn(start)
-        return inside.n if first and inside is not None and t.xid == inside.xid else 0
+        return inside.n if inside is not None and t.xid == inside.xid else 0
 
     def _walk(self, start: P, max_events: int | None, target: int | None) -> P | None:
         codec = self.codec
@@ -183,7 +188,7 @@ class Planner(Generic[P]):
                 continue
             if target is not None and t.commit_pos >= target:
                 break
-            skip = self._skip(start, t, first)
+            skip = self._skip(start, t) if first else 0
             first = False
             avail = t.n_data - skip
             if t.complete and (left is None or avail <= left):
@@ -269,14 +274,14 @@ class Planner(Generic[P]):
         codec = self.codec
         first_commit, last_commit = codec.commit(start), codec.commit(end)
         inside = codec.in_txn(end)
-        is_data, layout_id = codec.is_data, codec.layout_id
+        data_kinds, layout_kind, layout_id = codec.data_kinds, codec.layout_kind, codec.layout_id
         layouts = dict(buf.head_layouts)
         pieces: list[Piece] = []
         first = True
         for t in buf.txns:
             if t.ends_by(first_commit):
                 continue
-            skip = self._skip(start, t, first)
+            skip = self._skip(start, t) if first else 0
             first = False
             ends_inside = inside is not None and t.xid == inside.xid and not t.ends_by(last_commit)
             if inside is not None and ends_inside:
@@ -285,33 +290,36 @@ class Planner(Generic[P]):
                 upto, commit = t.n_data, True
             else:
                 break
-            msgs: list[Message] = []
             di = t.first_index  # data messages already trimmed off this transaction's front
-            messages = t.messages()
-            if t.spill is not None and skip:
-                di, sent, messages = t.spill.read_from(skip)  # seek near the piece's start
-                layouts = {**layouts, **sent}
-            at_start = layouts  # (the layout maps are never changed in place: no copies)
             changed: list[bytes] = []
-            for pos, p in messages:
-                if is_data(p):
-                    if di < skip:
+            if t.only_data():  # no need to look at each message
+                msgs, at_start = t.msgs[skip - di:upto - di], layouts
+            else:
+                msgs = []
+                messages = t.messages()
+                if t.spill is not None and skip:
+                    di, sent, messages = t.spill.read_from(skip)  # seek near the piece's start
+                    layouts = {**layouts, **sent}
+                at_start = layouts  # (the layout maps are never changed in place: no copies)
+                for m in messages:
+                    p = m[1]
+                    kind = p[0]
+                    if kind in data_kinds:
+                        if di < skip:
+                            di += 1
+                            continue
+                        if di >= upto:
+                            break
                         di += 1
-                        continue
-                    if di >= upto:
-                        break
-                    di += 1
-                    msgs.append((pos, p))
-                    continue
-                lid = layout_id(p)
-                if di < skip:
-                    if lid is not None:
-                        layouts = at_start = {**layouts, lid: p}
-                else:
-                    msgs.append((pos, p))
-                    if lid is not None:
-                        layouts = {**layouts, lid: p}
-                        changed.append(p)
+                        msgs.append(m)
+                    elif di < skip:
+                        if kind == layout_kind:
+                            layouts = at_start = {**layouts, layout_id(p): p}
+                    else:
+                        msgs.append(m)
+                        if kind == layout_kind:
+                            layouts = {**layouts, layout_id(p): p}
+                            changed.append(p)
             pieces.append(Piece(t, skip, upto, commit, msgs, at_start, changed))
             if inside is not None and t.xid == inside.xid:
                 break
@@ -321,7 +329,6 @@ class Planner(Generic[P]):
         """Cut (start, end] into slices of about equal numbers of data messages, one per partition;
         a large transaction is cut too (its transaction-metadata counters travel with each part)."""
         codec = self.codec
-        is_data, layout_id = codec.is_data, codec.layout_id
         pieces = self._pieces(start, end)
         codec.check_layouts(self.reader.buffer.head_layouts, [p for pc in pieces for p in pc.changed])
         total = sum(pc.upto - pc.skip for pc in pieces)
@@ -332,32 +339,53 @@ class Planner(Generic[P]):
             counters: dict | None = None
             if self.transaction_metadata and t.transactional:
                 counters = self._start_counters(t, pc.skip) if pc.skip else {}
-            layouts = part_layouts = pc.layouts  # (never changed in place)
-            part: list[Message] = []
-            part_data, begin = 0, pc.skip == 0
-            remaining = pc.upto - pc.skip
-            for pos, p in pc.msgs:
-                part.append((pos, p))
-                if is_data(p):
-                    part_data += 1
-                    remaining -= 1
-                    if slicer.size + part_data >= target and remaining > 0:
-                        slicer.add(t, part, part_data, part_layouts, begin, False, counters)
-                        slicer.flush()
-                        if counters is not None:
-                            counters = codec.count(counters, t, part, part_layouts)
-                        part, part_layouts, part_data, begin = [], layouts, 0, False
-                else:
-                    lid = layout_id(p)
-                    if lid is not None:
-                        layouts = {**layouts, lid: p}
-            slicer.add(t, part, part_data, part_layouts, begin, pc.commit, counters)
+            msgs, part_layouts, begin = pc.msgs, pc.layouts, pc.skip == 0
+            cut = left = 0  # where the current part starts in `msgs`; data messages in the parts cut
+            for at, ndata, layouts in self._cuts(pc, target - slicer.size, target):
+                part = msgs[cut:at]
+                slicer.add(t, part, ndata, part_layouts, begin, False, counters)
+                slicer.flush()
+                if counters is not None:
+                    counters = codec.count(counters, t, part, part_layouts)
+                cut, left, part_layouts, begin = at, left + ndata, layouts, False
+            slicer.add(t, msgs[cut:] if cut else msgs, pc.upto - pc.skip - left, part_layouts, begin, pc.commit,
+                       counters)
             if pc.commit:
                 slicer.last_commit = t.end_pos
             if slicer.size >= target:
                 slicer.flush()
         slicer.flush()
         return slicer.units
+
+    def _cuts(self, pc: Piece, need: int, target: int) -> Iterator[tuple[int, int, dict[int, bytes]]]:
+        """Where `pc` is cut into parts, the first of `need` data messages, the next of `target`, and
+        none after its last data message: (the index in its messages after a part, the part's data
+        messages, the layouts in force after it) for each part but the last."""
+        msgs = pc.msgs
+        data = pc.upto - pc.skip
+        others = len(msgs) - data  # messages that are not data
+        codec = self.codec
+        data_kinds, layout_kind, layout_id = codec.data_kinds, codec.layout_kind, codec.layout_id
+        layouts = pc.layouts  # (never changed in place)
+        i = ndata = seen = 0  # messages looked at; data messages in this part, and in all
+        while others:  # look at each message up to the last that is not data
+            p = msgs[i][1]
+            i += 1
+            kind = p[0]
+            if kind in data_kinds:
+                ndata += 1
+                seen += 1
+                if ndata == need and seen < data:
+                    yield i, ndata, layouts
+                    ndata, need = 0, target
+            else:
+                others -= 1
+                if kind == layout_kind:
+                    layouts = {**layouts, layout_id(p): p}
+        at = i + need - ndata  # only data messages from `i` on: cut by count
+        while at < len(msgs):
+            yield at, need, layouts
+            at, need = at + target, target
 
     def _start_counters(self, t: Txn, n: int) -> dict:
         """Counters after the first `n` data messages of `t`: kept from when they were planned, or
@@ -369,12 +397,13 @@ class Planner(Generic[P]):
             raise SourceError(f"transaction {t.xid}: the counts of its first {n} events are no longer buffered")
         msgs: list[Message] = []
         di = 0
-        for pos, p in t.messages():
-            if self.codec.is_data(p):
+        data_kinds = self.codec.data_kinds
+        for m in t.messages():
+            if m[1][0] in data_kinds:
                 if di >= n:
                     break
                 di += 1
-            msgs.append((pos, p))
+            msgs.append(m)
         return self.codec.count({}, t, msgs, dict(self.reader.buffer.head_layouts))
 
     def _keep_partial_counters(self, start: P, end: P) -> None:

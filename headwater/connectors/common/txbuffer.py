@@ -52,11 +52,14 @@ class Txn:
         """Whether the transaction is complete and its commit ends at or before `commit`."""
         return self.end_pos is not None and self.end_pos <= commit
 
-    def messages(self) -> Iterator[Message]:
-        if self.spill is not None:
-            yield from self.spill.read()
-        else:
-            yield from self.msgs
+    def only_data(self) -> bool:
+        """Whether the transaction is held in memory and holds only data messages. (The reader may
+        be adding to it: it appends a message before it counts it, so `n_data` is read first.)"""
+        n = self.n_data
+        return self.spill is None and len(self.msgs) == n - self.first_index
+
+    def messages(self) -> Iterable[Message]:
+        return self.msgs if self.spill is None else self.spill.read()
 
 
 class Spill:
@@ -95,7 +98,7 @@ class Spill:
 
     def _records(self, offset: int = 0) -> Iterator[tuple[int, int, bytes]]:
         """(file offset, position, payload) of the messages kept, from `offset` on."""
-        aborted = self.aborted_subxids
+        aborted, layout_kind = self.aborted_subxids, self.kinds.layout_kind
         with open(self.path, "rb", buffering=1 << 20) as f:
             f.seek(offset)
             here = offset
@@ -105,7 +108,7 @@ class Spill:
                     return
                 pos, xid, n = _SPILL.unpack(head)
                 payload = f.read(n)
-                if xid not in aborted or self.kinds.layout_id(payload) is not None:
+                if xid not in aborted or payload[0] == layout_kind:
                     yield here, pos, payload
                 here += _SPILL.size + n
 
@@ -127,19 +130,18 @@ class Spill:
         layouts: dict[int, bytes] = {}
         checkpoints: list[tuple[int, int, dict[int, bytes]]] = [(0, 0, {})]
         every = self.CHECKPOINT_EVERY
-        kinds = self.kinds
+        data_kinds, layout_kind, layout_id = self.kinds.data_kinds, self.kinds.layout_kind, self.kinds.layout_id
         for offset, pos, p in self._records():
-            if kinds.is_data(p):
+            kind = p[0]
+            if kind in data_kinds:
                 if n and n % every == 0:
                     shared = checkpoints[-1][2]
                     checkpoints.append((n, offset, shared if shared == layouts else dict(layouts)))
                 if first is None:
                     first = pos
                 n += 1
-            else:
-                lid = kinds.layout_id(p)
-                if lid is not None:
-                    layouts[lid] = p
+            elif kind == layout_kind:
+                layouts[layout_id(p)] = p
         self.checkpoints, self.layouts = checkpoints, layouts
         return n, first
 
@@ -199,7 +201,7 @@ class StreamBuffer:
                 if t.spill is not None:
                     self.head_layouts.update(t.spill.layouts)
                     t.spill.discard()
-                else:
+                elif not t.only_data():
                     self._absorb_layouts(t.msgs)
                 self.nbytes -= t.nbytes
             del self.txns[:done]
@@ -213,9 +215,9 @@ class StreamBuffer:
         if drop <= 0:
             return
         cut, seen = 0, 0
-        is_data = self.kinds.is_data
+        data_kinds = self.kinds.data_kinds
         for i, (_, p) in enumerate(t.msgs):
-            if is_data(p):
+            if p[0] in data_kinds:
                 seen += 1
                 cut = i + 1
                 if seen == drop:
@@ -229,7 +231,7 @@ class StreamBuffer:
         self.nbytes -= freed
 
     def _absorb_layouts(self, msgs: Iterable[Message]) -> None:
+        layout_kind, layout_id = self.kinds.layout_kind, self.kinds.layout_id
         for _, p in msgs:
-            lid = self.kinds.layout_id(p)
-            if lid is not None:
-                self.head_layouts[lid] = p
+            if p[0] == layout_kind:
+                self.head_layouts[layout_id(p)] = p

@@ -61,11 +61,11 @@ class PgoutputKinds:
     """pgoutput's message kinds for the shared buffer and planner: INSERT, UPDATE, DELETE, TRUNCATE and
     logical MESSAGE are data; a RELATION is a layout, its id the relation's oid."""
 
-    def is_data(self, payload: bytes) -> bool:
-        return payload[0] in DATA_KINDS
+    data_kinds = DATA_KINDS
+    layout_kind = 0x52  # R
 
-    def layout_id(self, payload: bytes) -> int | None:
-        return _U32.unpack_from(payload, 1)[0] if payload[0] == 0x52 else None
+    def layout_id(self, payload: bytes) -> int:
+        return _U32.unpack_from(payload, 1)[0]
 
 
 PGOUTPUT = PgoutputKinds()

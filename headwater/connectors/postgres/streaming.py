@@ -329,11 +329,8 @@ class PgoutputCodec(PgoutputKinds):
 
     def _tables(self, layouts: Layouts, msgs: list[Message]) -> dict[int, TableSchema]:
         """The catalog's tables of the relations in `layouts` and of those `msgs` describe."""
-        oids = set(layouts)
-        for _, p in msgs:
-            oid = self.layout_id(p)
-            if oid is not None:
-                oids.add(oid)
+        oids, kind = set(layouts), self.layout_kind
+        oids.update(self.layout_id(p) for _, p in msgs if p[0] == kind)
         tables = {oid: self.catalog.get(oid) for oid in oids}
         return {oid: t for oid, t in tables.items() if t is not None}
 

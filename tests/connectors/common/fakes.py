@@ -24,14 +24,23 @@ T = TypeVar("T")
 
 
 class FakeKinds:
-    def is_data(self, payload: bytes) -> bool:
-        return payload[:1] == b"D"
+    data_kinds = frozenset(b"D")
+    layout_kind = ord("L")
 
-    def layout_id(self, payload: bytes) -> int | None:
-        return int(payload[1:].split(b":")[0]) if payload[:1] == b"L" else None
+    def layout_id(self, payload: bytes) -> int:
+        return int(payload[1:].split(b":")[0])
 
 
 KINDS = FakeKinds()
+
+
+def is_data(payload: bytes) -> bool:
+    return payload[:1] == b"D"
+
+
+def layout_of(payload: bytes) -> int | None:
+    """The layout id of a layout message, None for any other."""
+    return KINDS.layout_id(payload) if payload[:1] == b"L" else None
 
 
 def table_of(payload: bytes) -> int:
@@ -62,7 +71,7 @@ class FakeSlice(WorkUnit):
         return list(unpack(self.blob))
 
     def data(self) -> list[bytes]:
-        return [p for _, p in self.messages() if KINDS.is_data(p)]
+        return [p for _, p in self.messages() if is_data(p)]
 
 
 @dataclass
@@ -114,7 +123,7 @@ class FakeCodec(FakeKinds):
         """Data messages per table, and in all."""
         out = {"total": counters.get("total", 0), "per": dict(counters.get("per", {}))}
         for _, p in msgs:
-            if self.is_data(p):
+            if is_data(p):
                 out["total"] += 1
                 out["per"][table_of(p)] = out["per"].get(table_of(p), 0) + 1
         return out
@@ -128,7 +137,7 @@ def txn(xid: int, commit: int, payloads: list[bytes], *, complete: bool = True) 
     """A transaction whose messages sit at positions commit - len .. commit - 1, ending at `commit`."""
     msgs = [(commit - len(payloads) + i, p) for i, p in enumerate(payloads)]
     return Txn(xid, msgs[0][0] if msgs else commit, commit, commit * 10, end_pos=commit if complete else None,
-               msgs=msgs, n_data=sum(1 for _, p in msgs if KINDS.is_data(p)), nbytes=sum(len(p) for _, p in msgs))
+               msgs=msgs, n_data=sum(1 for _, p in msgs if is_data(p)), nbytes=sum(len(p) for _, p in msgs))
 
 
 def data(table: int, values: range | list[int]) -> list[bytes]:
@@ -153,7 +162,7 @@ class FakeReader:
         for t in self.stream:
             if t.ends_by(start):
                 for _, p in t.msgs:
-                    lid = KINDS.layout_id(p)
+                    lid = layout_of(p)
                     if lid is not None:
                         buf.head_layouts[lid] = p
                 continue

@@ -6,13 +6,14 @@ transactions, transactions still arriving, the end target, and heartbeats."""
 from __future__ import annotations
 
 import os
+import random
 import time
 
 import pytest
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common import planner as planner_module
-from headwater.connectors.common.planner import Planner
+from headwater.connectors.common.planner import Planner, pack, unpack
 from headwater.connectors.common.txbuffer import Spill, Txn
 from tests.connectors.common.fakes import (
     KINDS,
@@ -22,6 +23,8 @@ from tests.connectors.common.fakes import (
     FakeSlice,
     Pos,
     data,
+    is_data,
+    layout_of,
     planner,
     retry_once,
     table_of,
@@ -40,7 +43,7 @@ def stream() -> list[Txn]:
 
 
 def all_data(txns: list[Txn]) -> list[bytes]:
-    return [p for t in txns for _, p in t.messages() if KINDS.is_data(p)]
+    return [p for t in txns for _, p in t.messages() if is_data(p)]
 
 
 def layouts_before(txns: list[Txn], head: dict[int, bytes]) -> dict[int, dict[int, bytes]]:
@@ -49,7 +52,7 @@ def layouts_before(txns: list[Txn], head: dict[int, bytes]) -> dict[int, dict[in
     for t in txns:
         for pos, p in t.messages():
             out[pos] = dict(cur)
-            lid = KINDS.layout_id(p)
+            lid = layout_of(p)
             if lid is not None:
                 cur[lid] = p
     return out
@@ -161,7 +164,7 @@ def test_transaction_metadata_counters_across_slices_and_batches(monkeypatch):
             assert seg.begin == (so_far["total"] == 0)
             for _ in range(seg.count):
                 _, p = next(msgs)
-                if KINDS.is_data(p):
+                if is_data(p):
                     so_far = {"total": so_far["total"] + 1,
                               "per": {**so_far["per"], table_of(p): so_far["per"].get(table_of(p), 0) + 1}}
             counted[seg.xid] = so_far
@@ -277,3 +280,57 @@ def test_heartbeats(monkeypatch):
     assert idle.commit == 350 and idle.heartbeat_ms is not None
     assert [type(u) for u in pl.plan(nxt, idle, 1)] == [FakeHeartbeat]
     assert len(actions) >= 1
+
+
+def test_pack_and_unpack_keep_positions_and_payloads(monkeypatch):
+    monkeypatch.setattr(planner_module, "_UNPACK_CHUNK", 2)
+    msgs = [(0, b"D1:0"), (1 << 63, b""), ((1 << 64) - 1, b"L2:" + bytes(range(256))), (7, b"X"), (8, b"D2:1")]
+    for n in range(len(msgs) + 1):
+        assert list(unpack(pack(msgs[:n]))) == msgs[:n]
+
+
+def random_payloads(rng: random.Random) -> list[list[bytes]]:
+    """Transactions' messages: data messages with layouts and other messages anywhere, or none."""
+    txns = []
+    for _ in range(12):
+        payloads = []
+        for i in range(rng.choice([1, 2, 5, 30, 90])):
+            payloads.append(b"D%d:%d" % (rng.randint(1, 3), i))
+            if rng.random() < 0.05:
+                payloads.append(rng.choice([b"L%d:x%d" % (rng.randint(1, 3), i), b"X%d" % i]))
+        if rng.random() < 0.2:
+            payloads.insert(0, b"L%d:y" % rng.randint(1, 3))
+        txns.append(payloads)
+    return txns
+
+
+def plain(sls: list[FakeSlice]) -> list:
+    """What slices deliver, the other messages aside."""
+    return [(s.data(), s.layouts, s.last_commit,
+             [(g.xid, g.begin, g.commit, g.end_pos, g.counters) for g in s.segments]) for s in sls]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_slices_the_same_whether_transactions_hold_only_data_or_not(monkeypatch, seed):
+    """Transactions of data messages only are cut by count; the same transactions with another
+    message after their data are looked at message by message: their slices are the same."""
+    monkeypatch.setattr(planner_module, "MIN_SLICE", 3)
+    monkeypatch.setattr(planner_module, "POLL_S", 0.001)
+    rng = random.Random(seed)
+    payloads = random_payloads(rng)
+    txns = [txn(xid, 1000 * xid, ps) for xid, ps in enumerate(payloads, start=1)]
+    marked = [txn(xid, 1000 * xid, [*ps, b"Xend"]) for xid, ps in enumerate(payloads, start=1)]
+    max_events, parallelism = rng.choice([None, 1, 4, 17, 60]), rng.choice([1, 2, 3, 8])
+    for metadata in (False, True):
+        batches = run_batches(planner(FakeReader(txns, head_layouts=HEAD), metadata=metadata), Pos(0), max_events,
+                              parallelism)
+        sls = slices(batches)
+        assert [d for s in sls for d in s.data()] == all_data(txns)
+        check_layouts_in_force(sls, txns)
+        for _, _, units in batches:  # about equal slices: all but the last of a batch are full
+            target = max(3, -(-sum(len(u.data()) for u in units) // parallelism))
+            assert all(len(u.data()) >= target for u in units[:-1])
+        again = run_batches(planner(FakeReader(marked, head_layouts=HEAD), metadata=metadata), Pos(0), max_events,
+                            parallelism)
+        assert [(s, e) for s, e, _ in again] == [(s, e) for s, e, _ in batches]
+        assert plain(slices(again)) == plain(sls)

@@ -8,7 +8,7 @@ import os
 
 from headwater.connectors.common.messages import InTxn
 from headwater.connectors.common.txbuffer import Spill, StreamBuffer
-from tests.connectors.common.fakes import KINDS, data, txn
+from tests.connectors.common.fakes import KINDS, data, is_data, txn
 
 
 def _buffer(*txns, limit=1 << 20) -> StreamBuffer:
@@ -48,14 +48,16 @@ def test_trim_inside_a_transaction_drops_its_front():
     t = txn(7, 100, [b"L1:a", b"D1:0", b"D1:1", b"L1:b", b"Xx", b"D1:2", b"D1:3", b"D1:4"])
     buf = _buffer(t)
     total = t.nbytes
+    assert not t.only_data()
     buf.trim(0, InTxn(7, 2, None))  # the first two data messages were handed out
     assert [p for _, p in t.msgs] == [b"L1:b", b"Xx", b"D1:2", b"D1:3", b"D1:4"]
+    assert not t.only_data()
     assert t.first_index == 2 and t.n_data == 5
     assert buf.head_layouts == {1: b"L1:a"}
     assert buf.nbytes == t.nbytes == total - len(b"L1:a") - 2 * len(b"D1:0")
     buf.trim(0, InTxn(7, 4, None))  # two more: counted from what was trimmed already
     assert [p for _, p in t.msgs] == [b"D1:4"]
-    assert t.first_index == 4
+    assert t.first_index == 4 and t.only_data()
     assert buf.head_layouts == {1: b"L1:b"}
     buf.trim(0, InTxn(8, 1, None))  # another transaction: nothing of this one goes
     assert [p for _, p in t.msgs] == [b"D1:4"]
@@ -109,7 +111,7 @@ def test_spill_checkpoints_and_read_from(tmp_path, monkeypatch):
         assert n == 3 * (index // 3) and n <= index
         rest = [p for _, p in it]
         # from the checkpoint on: its data messages in order, the layouts sent after it
-        assert [p for p in rest if KINDS.is_data(p)] == [b"D1:%d" % i for i in range(n, 10)]
+        assert [p for p in rest if is_data(p)] == [b"D1:%d" % i for i in range(n, 10)]
         expected = {} if n < 3 else {1: b"L1:v2" if n < 9 else b"L1:v7"}
         assert layouts == expected
     sp.discard()
@@ -124,6 +126,7 @@ def test_trim_of_a_spilled_transaction_takes_its_layouts_and_removes_the_file(tm
     t.msgs, t.spill, t.n_data, t.begin_pos = [], sp, n, first
     buf = _buffer(t)
     assert [p for _, p in t.messages()] == [b"L3:a", b"D3:0", b"L4:a", b"D4:0"]
+    assert not t.only_data()  # (it holds none in memory)
     buf.trim(0, InTxn(5, 1, None))  # inside a spilled transaction: the file stays whole
     assert os.path.exists(sp.path) and buf.txns == [t]
     buf.trim(20, None)
