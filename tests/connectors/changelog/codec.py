@@ -56,14 +56,17 @@ class LogPosition:
                    off.get("heartbeat_ms"))
 
 
+CHANGE = ord("C")  # the kind byte the reader puts before each log row's bytes
+
+
 class LogKinds:
-    """Every log row is a change; the log has no layout messages."""
+    """Every log row is a change (kind `C`); the log has no layout messages."""
 
-    def is_data(self, payload: bytes) -> bool:
-        return True
+    data_kinds = frozenset((CHANGE,))
+    layout_kind = ord("L")  # never sent
 
-    def layout_id(self, payload: bytes) -> int | None:
-        return None
+    def layout_id(self, payload: bytes) -> int:
+        raise AssertionError("the change log has no layout messages")
 
 
 class LogReader:
@@ -133,7 +136,7 @@ class LogReader:
             if not txns or txns[-1].xid != txid:
                 txns.append(Txn(txid, seq, seq, ts))
             t = txns[-1]
-            payload = orjson.dumps([tbl, op, before, after])
+            payload = b"C" + orjson.dumps([tbl, op, before, after])
             t.msgs.append((seq, payload))
             t.commit_pos, t.end_pos = seq, seq + 1
             t.n_data += 1
@@ -152,7 +155,7 @@ class LogReader:
 
 def decode(payload: bytes) -> tuple[str, str, dict | None, dict | None]:
     """A message's table (`schema.table`), operation and row images (numbers with a fraction exact)."""
-    tbl, op, before, after = orjson.loads(payload)
+    tbl, op, before, after = orjson.loads(payload[1:])
     return tbl, op, _image(before), _image(after)
 
 
