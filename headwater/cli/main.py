@@ -143,6 +143,10 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
     except SystemExit:
         raise
     except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            # SIGINT in the moment between PySpark's SparkContext installing its handler (which
+            # raises this) and headwater installing its own again: a stop all the same
+            stop.set()
         if not stop.is_set():
             _fail(exc, debug)
         # stopped: an error now is the stop itself (the JVM, signalled with the same process group,
