@@ -53,6 +53,14 @@ COMMON: list[Property] = [
     prop("message.key.columns"),
     prop("snapshot.include.collection.list", "regexes"),
     prop("snapshot.select.statement.overrides", "list"),
+    # headwater's own, for every connector: the bounds of a batch and of the change-log reader's
+    # buffer, and the size of snapshot chunks
+    prop("headwater.stream.buffer.bytes", "int", 256 * 1024 * 1024, minimum=1,
+         doc="memory the driver-side change-log reader may buffer before it stops reading"),
+    prop("headwater.max.batch.events", "int", 200_000, minimum=1,
+         doc="the most change messages one batch takes (bounds the driver's memory; maxEventsPerTrigger may lower it)"),
+    prop("headwater.snapshot.chunk.rows", "int", 200_000, minimum=1,
+         doc="target rows per snapshot chunk (one chunk = one Spark partition)"),
     # Kafka Connect's batching and queueing between the connector and its poll loop: none here.
     refuse("max.batch.size", "a Kafka Connect poll batch; a headwater batch is a Spark micro-batch", BATCH_INSTEAD),
     refuse("max.queue.size", "there is no queue between the connector and Kafka Connect", BUFFER_INSTEAD),

@@ -57,15 +57,9 @@ DEFINITIONS: list[Property] = [
     prop("xmin.fetch.interval.ms", "int", 0, minimum=0, maximum=0,
          why="headwater does not read the slot's xmin (source.xmin stays null)"),
     # headwater's own: pgoutput protocol version (2 streams large in-progress transactions,
-    # which headwater spills to disk) and the replication connection's read buffer bound.
+    # which headwater spills to disk)
     prop("headwater.pgoutput.protocol.version", "int", 2, minimum=1, maximum=2,
          doc="pgoutput protocol version: 1 or 2"),
-    prop("headwater.stream.buffer.bytes", "int", 256 * 1024 * 1024, minimum=1,
-         doc="memory the driver-side replication reader may buffer before it stops reading"),
-    prop("headwater.max.batch.events", "int", 200_000, minimum=1,
-         doc="the most change messages one batch takes (bounds the driver's memory; maxEventsPerTrigger may lower it)"),
-    prop("headwater.snapshot.chunk.rows", "int", 200_000, minimum=1,
-         doc="target rows per snapshot chunk (one chunk = one Spark partition)"),
 ]
 
 

@@ -25,9 +25,6 @@ DEFINITIONS: list[Property] = [
     prop("schema.exclude.list", "regexes"),
     prop("snapshot.mode", "enum", "initial", ("initial", "always", "never", "initial_only", "no_data", "when_needed")),
     prop("changelog.table", default="public.hw_changelog", doc="the change-log table, as schema.table"),
-    prop("headwater.max.batch.events", "int", 200_000, minimum=1),
-    prop("headwater.stream.buffer.bytes", "int", 64 * 1024 * 1024, minimum=1),
-    prop("headwater.snapshot.chunk.rows", "int", 200_000, minimum=1),
 ]
 
 
