@@ -41,7 +41,9 @@ from headwater.events.arrays import lit
 from headwater.events.batch import ArrowEvents, EventBatch, Events
 
 BLOCK_ROWS_GUESS = 60  # rows per page when the table has no statistics yet
-PIPE_BYTES = 1 << 20  # COPY text handed from the connection thread to the parser at a time
+# COPY text handed from the connection thread to the parser at a time; Arrow's CSV reader reads
+# ahead of its consumer (up to 32 such blocks), so a chunk holds up to ~33 MiB of it in memory
+PIPE_BYTES = 1 << 20
 MIN_SPLIT_PAGES = 64  # tables smaller than this many pages per core are not split for parallelism
 
 

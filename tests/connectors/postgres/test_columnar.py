@@ -219,9 +219,14 @@ BIG = ("CREATE TABLE big (id bigint PRIMARY KEY, name text NOT NULL); "
        "INSERT INTO big SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, 200000) g")
 
 
-def _big_engine(pg_server, pg_db):
+def _big_engine(pg_server, pg_db, monkeypatch):
+    """An engine about to snapshot `big` (two chunks of ~27 MB of CSV each), its COPY text handed over
+    in 64 KiB blocks: Arrow's CSV reader reads up to 32 blocks ahead of its consumer, so with the usual
+    1 MiB blocks a whole chunk could be read (and its COPY ended) before the first batch is given."""
+    from headwater.connectors.postgres import snapshot
     from headwater.engine import Engine
 
+    monkeypatch.setattr(snapshot, "PIPE_BYTES", 1 << 16)
     pg_server.execute(BIG, pg_db)
     props = {"connector.class": "postgres", **pg_server.connector_properties(pg_db), "topic.prefix": "p",
              "table.include.list": "public.big", "slot.name": f"s_{pg_db}", "snapshot.mode": "initial_only",
@@ -229,29 +234,45 @@ def _big_engine(pg_server, pg_db):
     return Engine(validate_connector(props))
 
 
-def _copies(pg_server, pg_db) -> list[int]:
-    rows = pg_server.query(f"SELECT pid FROM pg_stat_activity WHERE datname = '{pg_db}' AND query LIKE 'COPY%' "
-                           "AND pid <> pg_backend_pid()")
+def _copies(pg_server, pg_db, *, sending: bool = False) -> list[int]:
+    """The backends running a COPY in `pg_db`; `sending`: only those waiting for the client to take
+    more of its rows (the COPY has rows left to send)."""
+    waiting = " AND wait_event = 'ClientWrite'" if sending else ""
+    rows = pg_server.query(f"SELECT pid FROM pg_stat_activity WHERE datname = '{pg_db}' AND state = 'active' "
+                           f"AND query LIKE 'COPY%' AND pid <> pg_backend_pid(){waiting}")
     return [r[0] for r in rows]
 
 
-def test_a_chunk_whose_copy_is_cut_short_fails_and_yields_no_partial_row(pg_server, pg_db):
+def _eventually(check, what: str, timeout: float = 60.0):
+    """`check()` once it is true (polled), or the test fails naming `what`."""
+    deadline = time.monotonic() + timeout
+    while not (result := check()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {timeout:.0f} s")
+        time.sleep(0.05)
+    return result
+
+
+def test_a_chunk_whose_copy_is_cut_short_fails_and_yields_no_partial_row(pg_server, pg_db, monkeypatch):
     """The connection of a chunk's COPY ends mid-table: the chunk fails with a clear error, and
     every event it gave before is a whole row (the block a cut COPY may have left half a row in is
-    never given)."""
+    never given). The consumer holds the first batch until the COPY's backend waits to send more
+    rows, and the backend is gone before it reads on: the COPY is cut while it still has rows to send."""
     from headwater.connectors.errors import SourceError
 
-    engine = _big_engine(pg_server, pg_db)
+    engine = _big_engine(pg_server, pg_db, monkeypatch)
     got = []
     try:
+        batches = engine.batches(once=True)
+        got += [json.loads(e.value)["after"] for e in next(batches).rows()]
+        pids = _eventually(lambda: _copies(pg_server, pg_db, sending=True), "a COPY waiting to send more rows")
+        for pid in pids:
+            pg_server.execute(f"SELECT pg_terminate_backend({pid})")
+        gone = f"SELECT 1 FROM pg_stat_activity WHERE pid IN ({', '.join(map(str, pids))})"
+        _eventually(lambda: not pg_server.query(gone), "the terminated COPY's backend gone")
         with pytest.raises(SourceError, match=r"reading snapshot of public\.big pages .* failed"):
-            for batch in engine.batches(once=True):
+            for batch in batches:
                 got += [json.loads(e.value)["after"] for e in batch.rows()]
-                if len(got) == len(batch) and got:  # after the first batch, while COPY is still going
-                    pids = _copies(pg_server, pg_db)
-                    assert pids, "the COPY had ended before the first batch"
-                    for pid in pids:
-                        pg_server.execute(f"SELECT pg_terminate_backend({pid})")
     finally:
         engine.close()
     assert 0 < len(got) < 200000
@@ -259,17 +280,14 @@ def test_a_chunk_whose_copy_is_cut_short_fails_and_yields_no_partial_row(pg_serv
     assert [a["id"] for a in got] == list(range(1, len(got) + 1))
 
 
-def test_a_chunk_given_up_early_ends_its_copy(pg_server, pg_db):
+def test_a_chunk_given_up_early_ends_its_copy(pg_server, pg_db, monkeypatch):
     """A consumer that stops after the first batch leaves no COPY running on the server."""
-    engine = _big_engine(pg_server, pg_db)
+    engine = _big_engine(pg_server, pg_db, monkeypatch)
     try:
         batches = engine.batches(once=True)
         next(batches)
-        assert _copies(pg_server, pg_db)
+        _eventually(lambda: _copies(pg_server, pg_db, sending=True), "a COPY waiting to send more rows")
         batches.close()
     finally:
         engine.close()
-    deadline = time.time() + 30
-    while _copies(pg_server, pg_db) and time.time() < deadline:
-        time.sleep(0.1)
-    assert _copies(pg_server, pg_db) == []
+    _eventually(lambda: _copies(pg_server, pg_db) == [], "no COPY left running")
