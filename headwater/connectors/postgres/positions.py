@@ -1,4 +1,4 @@
-"""Positions in PostgreSQL's change stream, their form as offsets (plain JSON dicts), LSNs and times.
+"""Positions in PostgreSQL's change stream and their form as offsets (plain JSON dicts).
 
 A streaming position is `(lsn_commit, txId, msg)`: everything in transactions whose commit ended
 at or before `lsn_commit` is delivered, plus the first `msg` data messages of the next transaction
@@ -14,11 +14,9 @@ make a batch read again from this position yield the same `source.sequence` and 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
-from headwater.connectors.postgres.pgvalues import PG_EPOCH_DAYS
-
-PG_EPOCH_US = PG_EPOCH_DAYS * 86_400 * 1_000_000  # 2000-01-01, PostgreSQL's epoch, in Unix microseconds
+from headwater.connectors.postgres.pgoutput import str_to_lsn as lsn_int  # noqa: F401 (snapshot.py's name)
 
 
 @dataclass(frozen=True)
@@ -65,26 +63,3 @@ class StreamPosition:
             last_commit_ts=off.get("last_commit_ts"),
             heartbeat_ms=off.get("heartbeat_ms"),
         )
-
-
-@overload
-def lsn_int(text: str) -> int: ...
-@overload
-def lsn_int(text: None) -> None: ...
-def lsn_int(text: str | None) -> int | None:
-    """PostgreSQL's text form of an LSN (`16/B374D848`) as an int; None stays None."""
-    if text is None:
-        return None
-    hi, lo = text.split("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
-
-
-@overload
-def lsn_text(value: int) -> str: ...
-@overload
-def lsn_text(value: None) -> None: ...
-def lsn_text(value: int | None) -> str | None:
-    """An LSN in PostgreSQL's text form; None stays None."""
-    if value is None:
-        return None
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"

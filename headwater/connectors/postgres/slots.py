@@ -16,7 +16,7 @@ import psycopg2.errors
 from psycopg2 import sql
 
 from headwater.connectors.errors import SourceError
-from headwater.connectors.postgres.positions import lsn_int
+from headwater.connectors.postgres.pgoutput import str_to_lsn
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def get_slot(conn, name: str) -> SlotState | None:
         row = cur.fetchone()
     if row is None:
         return None
-    return SlotState(row[0], row[1], row[2], row[3], lsn_int(row[4]), lsn_int(row[5]), row[6])
+    return SlotState(row[0], row[1], row[2], row[3], str_to_lsn(row[4]), str_to_lsn(row[5]), row[6])
 
 
 def validate_slot(slot: SlotState, dbname: str) -> None:

@@ -26,7 +26,7 @@ import psycopg2
 import pytest
 
 from headwater.connectors.errors import SourceError
-from headwater.connectors.postgres.positions import lsn_int
+from headwater.connectors.postgres.pgoutput import str_to_lsn
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
@@ -105,7 +105,7 @@ def slot_state(server: PostgresServer, dbname: str, slot: str = SLOT) -> tuple[A
     if not found:
         return None
     pid, flush, restart, status = found[0]
-    return pid, lsn_int(flush), lsn_int(restart), status
+    return pid, str_to_lsn(flush), str_to_lsn(restart), status
 
 
 def the_slot(server: PostgresServer, dbname: str) -> tuple[Any, ...]:
@@ -123,7 +123,7 @@ def stored_offset(path: Path) -> dict[str, Any]:
 
 
 def current_lsn(server: PostgresServer) -> int:
-    return lsn_int(server.query("SELECT pg_current_wal_lsn()::text")[0][0])
+    return str_to_lsn(server.query("SELECT pg_current_wal_lsn()::text")[0][0])
 
 
 def terminate_walsender(server: PostgresServer, dbname: str) -> int:
