@@ -11,7 +11,6 @@ transaction BEGIN/END records (`TxnCounters` counts the events of a transaction)
 
 from __future__ import annotations
 
-import base64
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +19,7 @@ from typing import Any, ClassVar, Protocol
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.common.filters import TableFilters
+from headwater.connectors.common.semantics import binary_encoder
 from headwater.connectors.common.source_info import Piece, SourceInfo, SourceTemplate, time_values
 from headwater.connectors.common.topics import TopicNames
 from headwater.events.batch import EventBatch
@@ -166,12 +166,7 @@ class RecordContext(ABC):
 
     def encode_bytes(self, data: bytes) -> str:
         """Binary data as `binary.handling.mode` writes it in JSON."""
-        mode = self.binary_mode
-        if mode == "hex":
-            return data.hex()
-        if mode == "base64-url-safe":
-            return base64.urlsafe_b64encode(data).decode()
-        return base64.b64encode(data).decode()  # bytes (JsonConverter's base64) and base64
+        return binary_encoder(self.binary_mode)(data)
 
 
 class ValueColumn:

@@ -22,11 +22,6 @@ from collections.abc import Callable
 
 from headwater.events.connect import BYTES, FLOAT64, INT32, INT64, STRING, Field, Schema
 
-TIME_PRECISION_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "isostring", "microseconds",
-                        "nanoseconds")
-DECIMAL_HANDLING_MODES = ("precise", "double", "string")
-BINARY_HANDLING_MODES = ("bytes", "base64", "base64-url-safe", "hex")
-
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 

@@ -59,6 +59,3 @@ class TopicNames:
 
     def heartbeat(self) -> str:
         return f"{self.heartbeat_prefix}{self.delimiter}{self.prefix}"
-
-    def schema_change(self) -> str:
-        return self.prefix

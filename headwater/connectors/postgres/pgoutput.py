@@ -324,7 +324,6 @@ _NAMES = {
     99: "Stream Commit", 65: "Stream Abort",
 }
 
-_U8 = Struct(">B").unpack_from
 _U16 = Struct(">H").unpack_from
 _U32 = Struct(">I").unpack_from
 _U32U32 = Struct(">II").unpack_from

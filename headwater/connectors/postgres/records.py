@@ -27,7 +27,7 @@ from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.types import (
     ColumnConverter,
     TypeSettings,
-    column_converter,
+    build_converter,
     json_text_kind,
 )
 from headwater.events.connect import BYTES, INT64, STRING, Schema, primitive, struct
@@ -68,7 +68,7 @@ class EventContext(RecordContext):
         )
 
     def converter(self, column: ColumnInfo, collection: str) -> ColumnConverter | None:
-        return column_converter(column, self.types, collection)
+        return build_converter(column, self.types, collection)
 
     def text_kind(self, conv: ColumnConverter, streaming: bool) -> tuple[str, int] | None:
         return json_text_kind(conv, streaming)

@@ -163,17 +163,6 @@ def ensure_publication(conn, name: str, mode: str, tables: Sequence[tuple[str, s
             cur.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(ident, table_list))
 
 
-def publication_tables(conn, name: str) -> set[tuple[str, str]] | None:
-    """The tables the publication publishes, or None when it publishes all tables."""
-    existing = _publication(conn, name)
-    if existing is None:
-        return set()
-    alltables, tables = existing
-    if alltables:
-        return None
-    return {tuple(t.split(".", 1)) for t in tables}  # type: ignore[misc]
-
-
 IDENTITY_RX = re.compile(r"^(DEFAULT|FULL|NOTHING|INDEX\s+(\S+))$", re.IGNORECASE)
 
 

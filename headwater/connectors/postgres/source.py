@@ -251,7 +251,7 @@ class PostgresSource(SnapshotThenStream):
             slot_retry_delay_s=cfg["slot.retry.delay.ms"] / 1000,
         )
         self.reader.start(pos.lsn_commit, pos.last_commit_ts)
-        self.planner = StreamPlanner(self.reader, self.params, self.context, self._connection, self.db)
+        self.planner = StreamPlanner(self.reader, self.context, self._connection, self.db)
         return self.planner
 
     def table_schema(self, table: str) -> tuple[str, dict]:

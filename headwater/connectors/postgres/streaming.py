@@ -25,7 +25,7 @@ from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
 from headwater.connectors.postgres.columnar import stream_sources
-from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting
+from headwater.connectors.postgres.connection import Reconnecting
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition
@@ -362,11 +362,10 @@ def _end(txn: Txn) -> int:
 
 class StreamPlanner(Planner[StreamPosition]):
     """The shared planner over a `ReplicationReader`'s buffer; `connection` opens the catalog's
-    connection (also the heartbeat.action.query's), and `db` runs what uses it again after it was lost.
-    (`params`, the caller's connection parameters, are not needed: `connection` stands for them.)"""
+    connection (also the heartbeat.action.query's), and `db` runs what uses it again after it was lost."""
 
-    def __init__(self, reader: ReplicationReader, params: ConnectionParams, ctx: EventContext,
-                 connection: Callable, db: Reconnecting | None = None):
+    def __init__(self, reader: ReplicationReader, ctx: EventContext, connection: Callable,
+                 db: Reconnecting | None = None):
         catalog = CatalogCache(connection, ctx.filters)
         query = ctx.heartbeat_query
 

@@ -109,7 +109,7 @@ class TypeSettings:
     """The connector properties type conversion depends on."""
 
     decimal_mode: str = "precise"  # decimal.handling.mode: precise | double | string
-    time_precision_mode: str = "adaptive"  # one of semantics.TIME_PRECISION_MODES
+    time_precision_mode: str = "adaptive"  # one of time.precision.mode's values
     binary_mode: str = "bytes"  # binary.handling.mode: bytes | base64 | base64-url-safe | hex
     interval_mode: str = "numeric"  # interval.handling.mode: numeric | string
     hstore_mode: str = "json"  # hstore.handling.mode: json | map
@@ -1231,20 +1231,6 @@ def _propagates(column: cat.ColumnInfo, s: TypeSettings, table_id: str | None) -
             names.append(f"{table_id}.{column.jdbc_type_name}")
         return any(re.fullmatch(p, n, re.IGNORECASE) for p in s.propagate_datatypes for n in names)
     return False
-
-
-def build_converters(table: cat.TableSchema, settings: TypeSettings | None = None) -> dict[str, ColumnConverter]:
-    """Converters for the columns of a table that Debezium keeps, by column name, in column order."""
-    out = {}
-    for col in table.columns:
-        conv = build_converter(col, settings, table.id)
-        if conv is not None:
-            out[col.name] = conv
-    return out
-
-
-# the name other modules use
-column_converter = build_converter
 
 
 def json_text_kind(conv: ColumnConverter, streaming: bool = False) -> tuple[str, int] | None:

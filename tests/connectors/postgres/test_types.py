@@ -35,7 +35,6 @@ from headwater.connectors.postgres.types import (
     ConversionError,
     TypeSettings,
     build_converter,
-    build_converters,
     source_type_parameters,
 )
 from headwater.events import calendar
@@ -501,7 +500,7 @@ def test_table_filters(pg_server, pg_db):
         assert names({"table.include.list": "bb"}) == []  # anchored on schema.table
         table = cat.read_table(conn, "s2", "a")
         assert table.primary_key == ("id",) and table.replica_identity == "d"
-        assert build_converters(table)["id"].schema.to_json() == {"type": "int32", "optional": False}
+        assert build_converter(table.column("id"), None, table.id).schema.to_json() == {"type": "int32", "optional": False}
     finally:
         conn.close()
 
