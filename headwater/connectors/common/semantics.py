@@ -65,30 +65,20 @@ def _adaptive_unit(precision: int | None) -> str:
     return "ms" if precision <= 3 else "us" if precision <= 6 else "ns"
 
 
+_FIXED_UNITS = {"connect": "ms", "microseconds": "us", "nanoseconds": "ns", "isostring": "iso"}
+
+
 def time_unit(mode: str, precision: int | None) -> str:
     """How a time (of day) with `precision` fraction digits is written: 'ms', 'us', 'ns' or 'iso'."""
-    if mode == "connect":
-        return "ms"
-    if mode in ("adaptive_time_microseconds", "microseconds"):
+    if mode == "adaptive_time_microseconds":
         return "us"
-    if mode == "nanoseconds":
-        return "ns"
-    if mode == "isostring":
-        return "iso"
-    return _adaptive_unit(precision)
+    return timestamp_unit(mode, precision)
 
 
 def timestamp_unit(mode: str, precision: int | None) -> str:
-    """How a timestamp without zone with `precision` fraction digits is written ('ms', 'us', 'ns', 'iso')."""
-    if mode == "connect":
-        return "ms"
-    if mode == "microseconds":
-        return "us"
-    if mode == "nanoseconds":
-        return "ns"
-    if mode == "isostring":
-        return "iso"
-    return _adaptive_unit(precision)
+    """How a timestamp without zone with `precision` fraction digits is written ('ms', 'us', 'ns', 'iso');
+    adaptive_time_microseconds writes timestamps as adaptive does."""
+    return _FIXED_UNITS.get(mode) or _adaptive_unit(precision)
 
 
 def date_schema(mode: str) -> Schema:

@@ -41,6 +41,7 @@ from struct import Struct
 from struct import unpack_from as _unpack_from
 from typing import Any, Literal, NamedTuple, TypeAlias, overload
 
+from headwater.connectors.common.java import MICROS_PER_DAY
 from headwater.connectors.postgres.pgvalues import PG_EPOCH_DAYS
 
 __all__ = [
@@ -51,7 +52,7 @@ __all__ = [
     "BEGIN", "COMMIT", "STREAM_START", "STREAM_COMMIT", "STREAM_ABORT",
 ]
 
-PG_EPOCH_OFFSET_US = PG_EPOCH_DAYS * 86_400_000_000
+PG_EPOCH_OFFSET_US = PG_EPOCH_DAYS * MICROS_PER_DAY
 """Microseconds from 1970-01-01 to 2000-01-01 (PostgreSQL's epoch), both UTC."""
 
 STREAM_XID_KINDS = frozenset("RYIUDTM")
@@ -713,10 +714,6 @@ def peek_xid(payload: bytes, in_stream: bool = False) -> int | None:
 _LSN_RE = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
 
 
-@overload
-def lsn_to_str(lsn: int) -> str: ...
-@overload
-def lsn_to_str(lsn: None) -> None: ...
 def lsn_to_str(lsn: int | None) -> str | None:
     """64-bit LSN -> PostgreSQL's text form, e.g. ``0/16B3748``; None stays None."""
     if lsn is None:

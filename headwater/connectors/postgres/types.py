@@ -60,6 +60,7 @@ from headwater.connectors.common.semantics import (
 )
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
+from headwater.connectors.postgres.pgoutput import PG_EPOCH_OFFSET_US
 from headwater.events import calendar
 from headwater.events.connect import (
     ARRAY,
@@ -490,7 +491,7 @@ def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             return pos
         if us == java.LONG_MIN:
             return neg
-        us += pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY
+        us += PG_EPOCH_OFFSET_US
         return us // 1000 if millis else _micros_java(us)
 
     return _Kind(schema, make(parse), element=make(pv.timestamp_micros_hybrid), binary=binary, fallback=0)
@@ -530,7 +531,7 @@ def _kind_timestamp_exact(col: cat.ColumnInfo, schema: Schema, unit: str) -> _Ki
             return pos
         if us == java.LONG_MIN:
             return neg
-        return out(us + pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY)
+        return out(us + PG_EPOCH_OFFSET_US)
 
     hybrid = make(pv.timestamp_micros_hybrid)
 
@@ -572,7 +573,7 @@ def _kind_timestamptz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             return "infinity"
         if us == java.LONG_MIN:
             return "-infinity"
-        return fmt(us + pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY, digits)
+        return fmt(us + PG_EPOCH_OFFSET_US, digits)
 
     return _Kind(ZONED_TIMESTAMP, text, element=element, binary=binary,
                  fallback="1970-01-01T00:00:00Z")

@@ -500,7 +500,8 @@ def test_table_filters(pg_server, pg_db):
         assert names({"table.include.list": "bb"}) == []  # anchored on schema.table
         table = cat.read_table(conn, "s2", "a")
         assert table.primary_key == ("id",) and table.replica_identity == "d"
-        assert build_converter(table.column("id"), None, table.id).schema.to_json() == {"type": "int32", "optional": False}
+        conv = build_converter(table.column("id"), None, table.id)
+        assert conv is not None and conv.schema.to_json() == {"type": "int32", "optional": False}
     finally:
         conn.close()
 
