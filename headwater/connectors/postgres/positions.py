@@ -5,10 +5,12 @@ at or before `lsn_commit` is delivered, plus the first `msg` data messages of th
 (`txId`) when a batch ended inside it. Restarting replication at `lsn_commit` makes PostgreSQL send
 exactly the transactions that commit after it, so the same position always means the same events.
 
-The phases around these positions (`pending`, `completed`, `streaming`) are the shared
-lifecycle's (connectors/common/phases.py). Offsets carry Debezium's names (`lsn`, `lsn_commit`, `lsn_proc`, `txId`, `ts_usec`, `snapshot`) so
-a user can read them; `msg`, `last_commit_lsn` and `last_commit_ts` are headwater's own (the last two
-make a batch read again from this position yield the same `source.sequence` and message times).
+The phases around these positions (`pending`, `completed`, `streaming`: the offset's `snapshot` key)
+are the shared lifecycle's (connectors/common/phases.py). Offsets carry Debezium's names (`lsn`,
+`lsn_commit`, `txId`, `ts_usec`) so a user can read them; `msg`, `last_commit_lsn`, `last_commit_ts`
+and `heartbeat_ms` are headwater's own (`last_commit_lsn` and `last_commit_ts` make a batch read
+again from this position yield the same `source.sequence` and message times). LSNs are ints here;
+their text form is pgoutput's (`lsn_to_str`, `str_to_lsn`).
 """
 
 from __future__ import annotations

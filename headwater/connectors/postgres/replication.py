@@ -2,7 +2,8 @@
 
 The buffer (`common.txbuffer.StreamBuffer`) tells pgoutput's messages apart through `PGOUTPUT`.
 The thread does only framing: it looks at each pgoutput message's type byte and, for BEGIN,
-COMMIT and the v2 stream messages, a few integers. Data messages stay raw bytes; decoding them
+COMMIT and the v2 stream messages, a few integers (with the decoder's structs, `pgoutput.BEGIN`
+and the like). Data messages stay raw bytes; decoding them
 into events is the executors' work. Transactions enter the buffer in commit order. Messages of
 v2 streamed (in-progress) transactions are spilled to disk until their stream commit, so a huge
 transaction never fills memory; the in-memory buffer is bounded (`headwater.stream.buffer.bytes`)
