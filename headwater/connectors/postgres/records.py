@@ -116,8 +116,8 @@ class RecordMaker(common.RecordMaker):
 
     def snapshot_row(self, t: TableRecords, values: Any, marker: str, lsn: int, txid: int, ts_us: int,
                      sequence: str, version: int) -> None:
-        src = self.source(t, ts_us, marker, sequence, txid, lsn)
-        self.emit(t, "r", t.key(values), None, t.row(values), src, None, version, ts_us)
+        source_block = self.source(t, ts_us, marker, sequence, txid, lsn)
+        self.emit(t, "r", t.key(values), None, t.row(values), source_block, None, version, ts_us)
 
     def begin(self, xid: int, lsn: int, ts_us: int, version: int) -> None:
         self.begin_record(f"{xid}:{lsn}", ts_us, version)

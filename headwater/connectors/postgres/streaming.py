@@ -220,9 +220,9 @@ class SliceDecoder:
                 te = self.table(oid)
                 if te is None:
                     continue
-                src = maker.source(te, ts, "false", seq, xid, lsn)
+                source_block = maker.source(te, ts, "false", seq, xid, lsn)
                 block = _txn_block(counters, te, xid, lsn)
-                maker.truncate(te, src, block, version, ts)
+                maker.truncate(te, source_block, block, version, ts)
             return
         if not isinstance(msg, (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)):
             return
@@ -233,8 +233,8 @@ class SliceDecoder:
         if isinstance(msg, pgoutput.Insert):
             if "c" in skipped:
                 return
-            src = maker.source(te, ts, "false", seq, xid, lsn)
-            maker.emit(te, "c", te.key(msg.new), None, te.row(msg.new), src, _txn_block(counters, te, xid, lsn),
+            source_block = maker.source(te, ts, "false", seq, xid, lsn)
+            maker.emit(te, "c", te.key(msg.new), None, te.row(msg.new), source_block, _txn_block(counters, te, xid, lsn),
                        version, ts)
         elif isinstance(msg, pgoutput.Update):
             if "u" in skipped:
@@ -272,11 +272,11 @@ def emit_message(maker: RecordMaker, msg: pgoutput.LogicalMessage, lsn: int, xid
     from headwater.events.envelope import Serializer
 
     ctx = maker.ctx
-    src = maker.source(None, ts, "false", seq, xid, lsn, schema="", table="")
+    source_block = maker.source(None, ts, "false", seq, xid, lsn, schema="", table="")
     ms, _, _ = maker.clock()
     key = Serializer(MESSAGE_KEY, ctx.schemas_enable).dumps({"prefix": msg.prefix})
     value = Serializer(message_value_schema(ctx), ctx.schemas_enable).dumps({
-        "op": "m", "ts_ms": ms, "source": src, "transaction": None,
+        "op": "m", "ts_ms": ms, "source": source_block, "transaction": None,
         "message": {"prefix": msg.prefix, "content": ctx.encode_bytes(msg.content)}})
     maker.out.append(f"{ctx.prefix}{ctx.delimiter}message", key, value, "m", version, ts)
 
