@@ -36,6 +36,7 @@ import psycopg2.extras
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from headwater.connectors.postgres.pgoutput import lsn_to_str  # noqa: E402
 from headwater.devservers.postgres import PostgresServer  # noqa: E402
 
 DBNAME = "recording"
@@ -190,17 +191,13 @@ def read_slot(server: PostgresServer, slot: str, options: dict[str, str], timeou
             if msg is None:
                 select.select([cur], [], [], 1.0)
                 continue
-            lines.append({"data_start": lsn(msg.data_start), "wal_end": lsn(msg.wal_end),
+            lines.append({"data_start": lsn_to_str(msg.data_start), "wal_end": lsn_to_str(msg.wal_end),
                           "payload": msg.payload.hex()})
             if msg.payload[:1] == b"M" and sentinel in msg.payload:
                 return lines
         raise RuntimeError(f"slot {slot}: no {END_PREFIX} message within {timeout}s ({len(lines)} read)")
     finally:
         conn.close()
-
-
-def lsn(value: int) -> str:
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""headwater's tests, laid out like the package; shared fixtures in conftest.py, helpers in *_support.py."""

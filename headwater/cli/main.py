@@ -182,11 +182,11 @@ def status(ctx: click.Context, config: str) -> None:
         out.print(f"  planned, not yet committed: batch {info['planned_batch']} {info['planned_offset']}",
                   markup=False)
     try:
-        source = create_source(cfg.source)
+        connector = create_source(cfg.source)
         try:
-            st = source.status(info.get("committed_offset"))
+            st = connector.status(info.get("committed_offset"))
         finally:
-            source.close()
+            connector.close()
     except BaseException as exc:
         _fail(exc, ctx.obj["debug"])
         return

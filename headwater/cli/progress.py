@@ -31,7 +31,7 @@ class Progress:
         self.started = time.monotonic()
         self.lag: dict[str, Any] = {}
         self.lag_at = 0.0
-        self.source: SourceConnector | None = None
+        self.connector: SourceConnector | None = None
         self.message = ""
 
     def __enter__(self) -> Progress:
@@ -45,8 +45,8 @@ class Progress:
     def __exit__(self, *exc) -> None:
         if self.live is not None:
             self.live.__exit__(*exc)
-        if self.source is not None:
-            self.source.close()
+        if self.connector is not None:
+            self.connector.close()
 
     def note(self, text: str) -> None:
         self.message = text
@@ -58,9 +58,9 @@ class Progress:
             return self.lag
         self.lag_at = time.monotonic()
         try:
-            if self.source is None:
-                self.source = create_source(self.cfg.source)
-            self.lag = self.source.status(None)
+            if self.connector is None:
+                self.connector = create_source(self.cfg.source)
+            self.lag = self.connector.status(None)
         except Exception as exc:  # the source may be restarting; show why
             self.lag = {"lag": f"unknown ({type(exc).__name__})"}
         return self.lag

@@ -134,7 +134,7 @@ def canonical_names(props: Mapping[str, Any]) -> dict[str, Any]:
 
 def create_source(config: ConnectorConfig, **kwargs: Any) -> SourceConnector:
     """The SourceConnector for `config.connector` (keyword arguments go to its constructor)."""
-    connector = lookup(config.connector)
-    assert connector.source is not None
-    source: SourceConnector = _load(connector.source)(config, **kwargs)
-    return source
+    entry = lookup(config.connector)
+    assert entry.source is not None
+    connector: SourceConnector = _load(entry.source)(config, **kwargs)
+    return connector

@@ -314,11 +314,6 @@ class MariaDBServer:
         assert self.root is not None, "server not started"
         return self.root / "run" / "error.log"
 
-    @property
-    def data_dir(self) -> Path:
-        assert self.root is not None, "server not started"
-        return self.root / "data"
-
     def connection_params(self, db: str | None = None) -> dict[str, Any]:
         """Keyword arguments for a MySQL-protocol driver (PyMySQL, mysqlclient, mariadb) to connect."""
         params: dict[str, Any] = {"host": "127.0.0.1", "port": self.port, "user": self.superuser,

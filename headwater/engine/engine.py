@@ -24,7 +24,7 @@ from typing import Any
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector
 from headwater.connectors.registry import create_source
-from headwater.engine.startup import open_source
+from headwater.engine.startup import open_connector
 from headwater.events.batch import Event, Events
 
 log = logging.getLogger("headwater.engine")
@@ -57,11 +57,11 @@ class Engine:
 
     def __init__(self, config: ConnectorConfig, offsets: OffsetFile | None = None, *,
                  schemas_enable: bool = False, replace_null_with_default: bool = True,
-                 max_events: int | None = None, source: SourceConnector | None = None):
+                 max_events: int | None = None, connector: SourceConnector | None = None):
         self.config = config
         self.offsets = offsets
         self.max_events = max_events
-        self.source = source or create_source(config, parallelism=1, schemas_enable=schemas_enable,
+        self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
                                               replace_null_with_default=replace_null_with_default)
         self.stopping = threading.Event()
         self.offset: Offset | None = None
@@ -72,27 +72,27 @@ class Engine:
     def _commit(self, offset: Offset) -> None:
         if self.offsets is not None:
             self.offsets.store(offset)
-        self.source.commit(offset)
+        self.connector.commit(offset)
         self.offset = offset
 
     def batches(self, once: bool = False) -> Iterator[Events]:
         """Event batches until stopped (or, with `once`, until what the source held at the start)."""
-        src = self.source
+        connector = self.connector
         if self.offset is None:
             stored = self.offsets.load() if self.offsets is not None else None
-            self.offset = stored if stored is not None else src.initial_offset()
-            open_source(src, self.offset, self.stopping)
-            src.commit(self.offset)
+            self.offset = stored if stored is not None else connector.initial_offset()
+            open_connector(connector, self.offset, self.stopping)
+            connector.commit(self.offset)
         start = self.offset
         if once:
-            src.prepare_available_now()
+            connector.prepare_available_now()
         while not self.stopping.is_set():
-            end = src.latest_offset(start, self.max_events)
+            end = connector.latest_offset(start, self.max_events)
             if end == start:
-                if once or src.is_finished(start):
+                if once or connector.is_finished(start):
                     return
                 continue
-            for unit in src.plan(start, end):
+            for unit in connector.plan(start, end):
                 yield from unit.read()
             self._commit(end)
             start = end
@@ -102,7 +102,7 @@ class Engine:
             yield from batch.rows()
 
     def status(self) -> dict[str, Any]:
-        return self.source.status(self.offset)
+        return self.connector.status(self.offset)
 
     def close(self) -> None:
-        self.source.close()
+        self.connector.close()

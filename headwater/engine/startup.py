@@ -28,17 +28,17 @@ def start_retries(config: ConnectorConfig) -> int:
     return int(config["errors.max.retries"]) if "errors.max.retries" in config.values else 0
 
 
-def open_source(source: SourceConnector, start: Offset, stopping: threading.Event | None = None) -> None:
-    """`source.open(start)`, retried per `start_retries` while the database cannot be reached; raises
+def open_connector(connector: SourceConnector, start: Offset, stopping: threading.Event | None = None) -> None:
+    """`connector.open(start)`, retried per `start_retries` while the database cannot be reached; raises
     a `SourceError` saying so, and what was tried, when it still cannot."""
-    config = source.config
+    config = connector.config
     retries = start_retries(config)
     wait_s = config["retriable.restart.connector.wait.ms"] / 1000
     stopping = stopping or threading.Event()
     failures = 0
     while True:
         try:
-            source.open(start)
+            connector.open(start)
             return
         except ConnectError as exc:
             failures += 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import numpy as np
 import pyarrow as pa
@@ -144,6 +143,3 @@ class ArrowEvents:
 
 Events = EventBatch | ArrowEvents  # what a work unit yields: both have len(), to_arrow() and rows()
 
-
-def micros_to_datetime(us: int) -> datetime:
-    return datetime.fromtimestamp(us / 1_000_000, tz=UTC)

@@ -7,7 +7,6 @@ JSON form follows JsonConverter.asJsonSchema: `type`, then `items`/`keys`+`value
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -65,12 +64,6 @@ class Schema:
         kept = tuple((k, v) for k, v in self.parameters if not k.startswith(prefix))
         return replace(self, parameters=kept or None, _json=None)
 
-    def field_named(self, name: str) -> Field:
-        for f in self.fields:
-            if f.name == name:
-                return f
-        raise KeyError(name)
-
     def to_json(self) -> dict:
         """The schema as JsonConverter writes it (cached; treat the result as read-only)."""
         cached = self._json
@@ -118,7 +111,3 @@ def array(items: Schema, optional: bool = True) -> Schema:
 def map_of(keys: Schema, values: Schema, optional: bool = True) -> Schema:
     return Schema(MAP, optional=optional, keys=keys, values=values)
 
-
-def bytes_to_json(value: bytes) -> str:
-    """Connect's JSON form of BYTES: base64."""
-    return base64.b64encode(value).decode("ascii")

@@ -32,7 +32,7 @@ from pyspark.sql.streaming.datasource import (
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import SourceConnector, WorkUnit
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
-from headwater.engine.startup import open_source
+from headwater.engine.startup import open_connector
 from headwater.events.batch import SPARK_SCHEMA_DDL
 
 log = logging.getLogger("headwater.spark")
@@ -72,44 +72,44 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = {k.lower(): v for k, v in options.items()}
         max_events = self.options.get("maxeventspertrigger")
         self.max_events = int(max_events) if max_events else None
-        self._source: SourceConnector | None = None
+        self._connector: SourceConnector | None = None
         self._opened = False
         self._available_now = False
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_source"] = None  # connections and threads stay on the driver
+        state["_connector"] = None  # connections and threads stay on the driver
         state["_opened"] = False
         return state
 
     @property
-    def source(self) -> SourceConnector:
-        if self._source is None:
+    def connector(self) -> SourceConnector:
+        if self._connector is None:
             cfg = connector_config(self.options)
-            self._source = create_source(
+            self._connector = create_source(
                 cfg, parallelism=int(self.options.get("parallelism", 2)),
                 schemas_enable=_flag(self.options, "schemas.enable", False),
                 replace_null_with_default=_flag(self.options, "replace.null.with.default", True))
             atexit.register(self._close)
-        return self._source
+        return self._connector
 
     def _close(self) -> None:
-        if self._source is not None:
+        if self._connector is not None:
             try:
-                self._source.close()
+                self._connector.close()
             finally:
-                self._source = None
+                self._connector = None
 
     def _open(self, start: dict) -> None:
         if not self._opened:
-            open_source(self.source, start)  # the database is first reached here
-            self.source.commit(start)  # Spark has committed `start`: the database may release it
+            open_connector(self.connector, start)  # the database is first reached here
+            self.connector.commit(start)  # Spark has committed `start`: the database may release it
             self._opened = True
             if self._available_now:
-                self.source.prepare_available_now()
+                self.connector.prepare_available_now()
 
     def initialOffset(self) -> dict:
-        return self.source.initial_offset()
+        return self.connector.initial_offset()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_events) if self.max_events else ReadAllAvailable()
@@ -117,20 +117,20 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         self._open(start)
         max_events = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return self.source.latest_offset(start, max_events)
+        return self.connector.latest_offset(start, max_events)
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Spark calls this before the first latestOffset: what is available now is fixed once the
         # source is open, so that a database that cannot be reached fails as at any start
         self._available_now = True
         if self._opened:
-            self.source.prepare_available_now()
+            self.connector.prepare_available_now()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         self._open(start)
         if start == end:
             return []
-        return [UnitPartition(i, u) for i, u in enumerate(self.source.plan(start, end))]
+        return [UnitPartition(i, u) for i, u in enumerate(self.connector.plan(start, end))]
 
     def read(self, partition: InputPartition) -> Iterator:
         assert isinstance(partition, UnitPartition)
@@ -138,7 +138,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             yield batch.to_arrow()
 
     def commit(self, end: dict) -> None:
-        self.source.commit(end)
+        self.connector.commit(end)
 
     def stop(self) -> None:
         self._close()

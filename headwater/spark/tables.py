@@ -30,11 +30,11 @@ ROW_OPS = ("c", "u", "d", "r")
 def table_row_schema(properties: Mapping[str, Any], table: str) -> tuple[str, dict]:
     """The topic of `table` ('schema.table') and the Connect schema (JSON form) of its row image,
     from the connector the properties name."""
-    source = create_source(validate_connector(properties))
+    connector = create_source(validate_connector(properties))
     try:
-        return source.table_schema(table)
+        return connector.table_schema(table)
     finally:
-        source.close()
+        connector.close()
 
 
 def spark_columns(row_schema: dict) -> tuple[list[Column], Any]:

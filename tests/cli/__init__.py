@@ -1,0 +1,1 @@
+"""Tests of headwater.cli: the command line."""

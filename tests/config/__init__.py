@@ -1,0 +1,1 @@
+"""Tests of headwater.config and the connector registry: properties, validation, refusals."""

@@ -56,10 +56,10 @@ def test_missing_and_unimplemented_connector():
 def test_properties_and_source_are_loaded_through_the_registry():
     pg = registry.lookup("postgres")
     assert registry.properties_of(pg) is PROPERTIES
-    source = registry.create_source(registry.validate_connector(BASE), parallelism=3)
+    connector = registry.create_source(registry.validate_connector(BASE), parallelism=3)
     from headwater.connectors.postgres.source import PostgresSource
 
-    assert isinstance(source, PostgresSource) and source.parallelism == 3
+    assert isinstance(connector, PostgresSource) and connector.parallelism == 3
 
 
 def test_canonical_names_restores_the_connectors_names_only():

@@ -1,0 +1,1 @@
+"""Tests of headwater.connectors, one package per connector and one for the shared layer."""

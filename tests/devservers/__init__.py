@@ -1,0 +1,1 @@
+"""Tests of headwater.devservers: the throwaway database servers the tests run."""

@@ -1,0 +1,1 @@
+"""Tests of headwater.engine: running a connector without Spark."""

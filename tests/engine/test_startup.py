@@ -9,7 +9,7 @@ import pytest
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
 from headwater.connectors.errors import ConnectError, SourceError
 from headwater.connectors.registry import validate_connector
-from headwater.engine.startup import open_source, start_retries
+from headwater.engine.startup import open_connector, start_retries
 
 BASE = {"connector.class": "postgres", "database.hostname": "127.0.0.1", "database.user": "u",
         "database.dbname": "d", "topic.prefix": "t", "retriable.restart.connector.wait.ms": "10"}
@@ -51,17 +51,17 @@ def test_by_default_the_first_failure_is_final_as_in_debezium():
     source = Unreachable({}, failures=-1)
     assert start_retries(source.config) == 0  # errors.max.retries defaults to -1, but only after the start
     with pytest.raises(ConnectError, match="port 1, database d"):
-        open_source(source, {})
+        open_connector(source, {})
     assert source.attempts == 1
 
 
 def test_an_explicit_errors_max_retries_applies_at_start():
     source = Unreachable({"errors.max.retries": "2"}, failures=-1)
     with pytest.raises(SourceError, match=r"tried 3 times, errors.max.retries=2"):
-        open_source(source, {})
+        open_connector(source, {})
     assert source.attempts == 3
     patient = Unreachable({"errors.max.retries": "-1"}, failures=4)
-    open_source(patient, {})
+    open_connector(patient, {})
     assert patient.attempts == 5
 
 
@@ -70,5 +70,5 @@ def test_unlimited_retries_end_when_stopped():
     stopping = threading.Event()
     threading.Timer(0.2, stopping.set).start()
     with pytest.raises(ConnectError):
-        open_source(source, {}, stopping)
+        open_connector(source, {}, stopping)
     assert source.attempts > 1

@@ -1,0 +1,1 @@
+"""Tests of headwater.events: the change events, their schemas and encodings."""

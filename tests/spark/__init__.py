@@ -1,0 +1,1 @@
+"""Tests of headwater.spark: the Spark data source, sinks and tables."""

@@ -17,6 +17,7 @@ import time
 import psycopg2
 import pytest
 
+from headwater.connectors.postgres.pgoutput import str_to_lsn
 from tests.golden_support import assert_events_equal, load_scenario, run_psql_script, scenario_dirs
 from tests.spark_support import cli, committed_batches, kill_group, read_sink, start_cli, write_config
 
@@ -161,7 +162,7 @@ def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(pg_server, tm
         for lsn, data in reference:
             m = re.match(r"table public\.t: (INSERT|UPDATE|DELETE): id\[integer\]:(\d+)", data)
             if m:
-                expected.append((_lsn(lsn), {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}[m.group(1)], int(m.group(2))))
+                expected.append((str_to_lsn(lsn), {"INSERT": "c", "UPDATE": "u", "DELETE": "d"}[m.group(1)], int(m.group(2))))
         streamed = [(e["value"]["source"]["lsn"], e["value"]["op"],
                      (e["value"]["after"] or e["value"]["before"])["id"])
                     for e in events if e["value"] is not None and e["value"]["op"] in "cud"]
@@ -204,11 +205,6 @@ def test_sigterm_stops_after_the_batch_in_flight(pg_server, tmp_path):
         assert "last_delivered_commit" in status
     finally:
         drop_db(pg_server, db)
-
-
-def _lsn(text: str) -> int:
-    hi, lo = text.split("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
 
 
 def _wait(cond, timeout: float) -> None:

@@ -10,6 +10,9 @@ or ORIGIN, say) travels with its transaction untouched.
 positions (the planner needs only an ordered commit position and "the first n data messages of
 transaction x"), checking the layouts a batch uses against the catalog, making a slice's work
 unit, counting a transaction's events for the transaction-metadata counters, and heartbeat units.
+`StreamReader` is what the planner needs of the connector's reader thread (its buffer, its error,
+asking the server for its position, restarting at a position), and `Retrying` runs a catalog
+operation again after a lost connection.
 """
 
 from __future__ import annotations

@@ -41,15 +41,15 @@ REPLAY_WAIT_S = 600.0
 
 
 @dataclass
-class Piece:
+class TxnPart:
     """One transaction's part of a batch, as the planner collects it."""
 
     txn: Txn
-    skip: int  # data messages of the transaction before this piece
-    upto: int  # data messages of the transaction up to the end of this piece
-    commit: bool  # the piece reaches the commit
+    skip: int  # data messages of the transaction before this part
+    upto: int  # data messages of the transaction up to the end of this part
+    commit: bool  # the part reaches the commit
     msgs: list[Message]
-    layouts: dict[int, bytes]  # layouts in force where the piece starts
+    layouts: dict[int, bytes]  # layouts in force where the part starts
     changed: list[bytes]  # the layout messages among `msgs`
 
 
@@ -268,7 +268,7 @@ class Planner(Generic[P]):
                               "of this batch")
         return False
 
-    def _pieces(self, start: P, end: P) -> list[Piece]:
+    def _txn_parts(self, start: P, end: P) -> list[TxnPart]:
         """Each transaction's messages in (start, end], with the layouts in force where it starts."""
         buf = self.reader.buffer
         codec = self.codec
@@ -276,7 +276,7 @@ class Planner(Generic[P]):
         inside = codec.in_txn(end)
         data_kinds, layout_kind, layout_id = codec.data_kinds, codec.layout_kind, codec.layout_id
         layouts = dict(buf.head_layouts)
-        pieces: list[Piece] = []
+        txn_parts: list[TxnPart] = []
         first = True
         for t in buf.txns:
             if t.ends_by(first_commit):
@@ -298,7 +298,7 @@ class Planner(Generic[P]):
                 msgs = []
                 messages = t.messages()
                 if t.spill is not None and skip:
-                    di, sent, messages = t.spill.read_from(skip)  # seek near the piece's start
+                    di, sent, messages = t.spill.read_from(skip)  # seek near the part's start
                     layouts = {**layouts, **sent}
                 at_start = layouts  # (the layout maps are never changed in place: no copies)
                 for m in messages:
@@ -320,21 +320,21 @@ class Planner(Generic[P]):
                         if kind == layout_kind:
                             layouts = {**layouts, layout_id(p): p}
                             changed.append(p)
-            pieces.append(Piece(t, skip, upto, commit, msgs, at_start, changed))
+            txn_parts.append(TxnPart(t, skip, upto, commit, msgs, at_start, changed))
             if inside is not None and t.xid == inside.xid:
                 break
-        return pieces
+        return txn_parts
 
     def _slices(self, start: P, end: P, parallelism: int) -> list[WorkUnit]:
         """Cut (start, end] into slices of about equal numbers of data messages, one per partition;
         a large transaction is cut too (its transaction-metadata counters travel with each part)."""
         codec = self.codec
-        pieces = self._pieces(start, end)
-        codec.check_layouts(self.reader.buffer.head_layouts, [p for pc in pieces for p in pc.changed])
-        total = sum(pc.upto - pc.skip for pc in pieces)
+        txn_parts = self._txn_parts(start, end)
+        codec.check_layouts(self.reader.buffer.head_layouts, [p for pc in txn_parts for p in pc.changed])
+        total = sum(pc.upto - pc.skip for pc in txn_parts)
         target = max(MIN_SLICE, -(-total // max(1, parallelism)))
         slicer: _Slicer[P] = _Slicer(codec, codec.last_commit(start))
-        for pc in pieces:
+        for pc in txn_parts:
             t = pc.txn
             counters: dict | None = None
             if self.transaction_metadata and t.transactional:
@@ -357,7 +357,7 @@ class Planner(Generic[P]):
         slicer.flush()
         return slicer.units
 
-    def _cuts(self, pc: Piece, need: int, target: int) -> Iterator[tuple[int, int, dict[int, bytes]]]:
+    def _cuts(self, pc: TxnPart, need: int, target: int) -> Iterator[tuple[int, int, dict[int, bytes]]]:
         """Where `pc` is cut into parts, the first of `need` data messages, the next of `target`, and
         none after its last data message: (the index in its messages after a part, the part's data
         messages, the layouts in force after it) for each part but the last."""
@@ -411,7 +411,7 @@ class Planner(Generic[P]):
         inside = self.codec.in_txn(end)
         if not self.transaction_metadata or inside is None:
             return
-        for pc in self._pieces(start, end):
+        for pc in self._txn_parts(start, end):
             t = pc.txn
             if t.xid == inside.xid and t.transactional:
                 before = self._start_counters(t, pc.skip) if pc.skip else {}

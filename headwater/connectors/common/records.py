@@ -11,7 +11,6 @@ transaction BEGIN/END records (`TxnCounters` counts the events of a transaction)
 
 from __future__ import annotations
 
-import base64
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +19,8 @@ from typing import Any, ClassVar, Protocol
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.common.filters import TableFilters
+from headwater.connectors.common.java import hashmap_order
+from headwater.connectors.common.semantics import binary_encoder
 from headwater.connectors.common.source_info import Piece, SourceInfo, SourceTemplate, time_values
 from headwater.connectors.common.topics import TopicNames
 from headwater.events.batch import EventBatch
@@ -166,12 +167,7 @@ class RecordContext(ABC):
 
     def encode_bytes(self, data: bytes) -> str:
         """Binary data as `binary.handling.mode` writes it in JSON."""
-        mode = self.binary_mode
-        if mode == "hex":
-            return data.hex()
-        if mode == "base64-url-safe":
-            return base64.urlsafe_b64encode(data).decode()
-        return base64.b64encode(data).decode()  # bytes (JsonConverter's base64) and base64
+        return binary_encoder(self.binary_mode)(data)
 
 
 class ValueColumn:
@@ -300,15 +296,6 @@ def now_ts() -> tuple[int, int, int]:
     return ns // 1_000_000, ns // 1_000, ns
 
 
-def _java_bucket(name: str, capacity: int) -> int:
-    """The bucket of a Java `HashMap` of `capacity` buckets that the string `name` falls in."""
-    h = 0
-    units = name.encode("utf-16-be")
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return (h ^ (h >> 16)) & (capacity - 1)
-
-
 @dataclass
 class TxnCounters:
     """Transaction metadata counters (Debezium's total_order / data_collection_order)."""
@@ -325,12 +312,8 @@ class TxnCounters:
     def in_java_order(self) -> list[tuple[str, int]]:
         """The per-collection counts in the order Debezium writes them: the iteration order of the
         Java `HashMap` it keeps them in (by bucket of the name's hash, then insertion order)."""
-        capacity = 16
-        while len(self.per_collection) > capacity * 3 // 4:
-            capacity *= 2
         items = list(self.per_collection.items())
-        order = sorted(range(len(items)), key=lambda i: (_java_bucket(items[i][0], capacity), i))
-        return [items[i] for i in order]
+        return [items[i] for i in hashmap_order([name for name, _ in items])]
 
     def block(self, collection: str, tid: str) -> dict[str, Any]:
         """The `transaction` block of the next event of `collection` in transaction `tid`."""

@@ -22,11 +22,6 @@ from collections.abc import Callable
 
 from headwater.events.connect import BYTES, FLOAT64, INT32, INT64, STRING, Field, Schema
 
-TIME_PRECISION_MODES = ("adaptive", "adaptive_time_microseconds", "connect", "isostring", "microseconds",
-                        "nanoseconds")
-DECIMAL_HANDLING_MODES = ("precise", "double", "string")
-BINARY_HANDLING_MODES = ("bytes", "base64", "base64-url-safe", "hex")
-
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
@@ -70,30 +65,20 @@ def _adaptive_unit(precision: int | None) -> str:
     return "ms" if precision <= 3 else "us" if precision <= 6 else "ns"
 
 
+_FIXED_UNITS = {"connect": "ms", "microseconds": "us", "nanoseconds": "ns", "isostring": "iso"}
+
+
 def time_unit(mode: str, precision: int | None) -> str:
     """How a time (of day) with `precision` fraction digits is written: 'ms', 'us', 'ns' or 'iso'."""
-    if mode == "connect":
-        return "ms"
-    if mode in ("adaptive_time_microseconds", "microseconds"):
+    if mode == "adaptive_time_microseconds":
         return "us"
-    if mode == "nanoseconds":
-        return "ns"
-    if mode == "isostring":
-        return "iso"
-    return _adaptive_unit(precision)
+    return timestamp_unit(mode, precision)
 
 
 def timestamp_unit(mode: str, precision: int | None) -> str:
-    """How a timestamp without zone with `precision` fraction digits is written ('ms', 'us', 'ns', 'iso')."""
-    if mode == "connect":
-        return "ms"
-    if mode == "microseconds":
-        return "us"
-    if mode == "nanoseconds":
-        return "ns"
-    if mode == "isostring":
-        return "iso"
-    return _adaptive_unit(precision)
+    """How a timestamp without zone with `precision` fraction digits is written ('ms', 'us', 'ns', 'iso');
+    adaptive_time_microseconds writes timestamps as adaptive does."""
+    return _FIXED_UNITS.get(mode) or _adaptive_unit(precision)
 
 
 def date_schema(mode: str) -> Schema:

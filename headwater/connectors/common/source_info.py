@@ -34,9 +34,6 @@ COMMON_FIELDS: tuple[tuple[str, Schema], ...] = (
     ("ts_ns", primitive(INT64, optional=True)),
 )
 
-#: the slots of the common fields a template leaves open (the commit or event time, the sequence)
-TIME_SLOTS = ("ts_ms", "ts_us", "ts_ns")
-
 Piece = bytes | str  # constant JSON, or the name of a slot
 
 

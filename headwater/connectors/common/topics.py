@@ -4,10 +4,9 @@ A data topic is `<topic.prefix><delimiter><part>...` (a connector's parts: Postg
 table, MySQL's database and table), blank parts left out, and then every character a Kafka topic
 name cannot hold (anything but ASCII letters, digits, `.`, `_` and `-`) replaced by `_`, one `_`
 per UTF-16 code unit as Java counts them (a character outside the BMP becomes `__`). The
-transaction topic `<prefix><delimiter><topic.transaction>`, the heartbeat topic
-`<topic.heartbeat.prefix><delimiter><prefix>` and the schema change topic `<prefix>` are made of
-configuration values that Debezium (and headwater's configuration) refuse unless they are valid
-topic names, so they are joined as they are. The key, value and envelope schema names of a table
+transaction topic `<prefix><delimiter><topic.transaction>` and the heartbeat topic
+`<topic.heartbeat.prefix><delimiter><prefix>` are made of configuration values that Debezium (and
+headwater's configuration) refuse unless they are valid topic names, so they are joined as they are. The key, value and envelope schema names of a table
 are built from its data topic, so they carry the same replacements.
 """
 
@@ -59,6 +58,3 @@ class TopicNames:
 
     def heartbeat(self) -> str:
         return f"{self.heartbeat_prefix}{self.delimiter}{self.prefix}"
-
-    def schema_change(self) -> str:
-        return self.prefix

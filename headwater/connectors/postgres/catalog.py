@@ -91,11 +91,6 @@ class TypeRegistry:
             t = self.by_oid.get(t.base)
         return tuple(chain)
 
-    def extension_oid(self, name: str) -> int:
-        """The oid of an extension's type (hstore, ltree, citext, geometry, ...), 0 if not installed."""
-        t = self.named(name)
-        return t.oid if t else 0
-
 
 @dataclass(frozen=True)
 class ColumnInfo:
@@ -135,10 +130,6 @@ class ColumnInfo:
     @property
     def is_array(self) -> bool:
         return self.element_oid != 0
-
-    @property
-    def is_domain(self) -> bool:
-        return bool(self.domains)
 
     def with_typmod(self, typmod: int) -> ColumnInfo:
         """This column with another type modifier (of the same type): length and scale follow it.

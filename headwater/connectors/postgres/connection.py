@@ -29,7 +29,7 @@ import psycopg2.extras
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.errors import ConnectError, PositionLost, SourceError
-from headwater.connectors.postgres.positions import PG_EPOCH_US
+from headwater.connectors.postgres.pgoutput import PG_EPOCH_OFFSET_US
 
 log = logging.getLogger("headwater.postgres")
 T = TypeVar("T")
@@ -266,7 +266,7 @@ class CopyBothStream:
             raise psycopg2.OperationalError(self._error_message())
 
     def send_status(self, write: int, flush: int, reply: bool = False) -> None:
-        now = time.time_ns() // 1000 - PG_EPOCH_US
+        now = time.time_ns() // 1000 - PG_EPOCH_OFFSET_US
         data = _STATUS.pack(b"r", write, flush, flush, now, 1 if reply else 0)
         if self.lib.PQputCopyData(self.ptr, data, len(data)) != 1 or self.lib.PQflush(self.ptr) != 0:
             raise psycopg2.OperationalError(self._error_message())

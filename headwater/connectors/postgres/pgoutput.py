@@ -39,16 +39,20 @@ from __future__ import annotations
 import re
 from struct import Struct
 from struct import unpack_from as _unpack_from
-from typing import Any, Literal, NamedTuple, TypeAlias
+from typing import Any, Literal, NamedTuple, TypeAlias, overload
+
+from headwater.connectors.common.java import MICROS_PER_DAY
+from headwater.connectors.postgres.pgvalues import PG_EPOCH_DAYS
 
 __all__ = [
     "PG_EPOCH_OFFSET_US", "UNCHANGED_TOAST", "STREAM_XID_KINDS", "ProtocolError", "Value", "TupleData",
     "Column", "Begin", "Commit", "Origin", "Relation", "Type", "Insert", "Update", "Delete",
     "Truncate", "LogicalMessage", "StreamStart", "StreamStop", "StreamCommit", "StreamAbort",
     "Message", "decode", "peek", "peek_xid", "lsn_to_str", "str_to_lsn", "pg_to_unix_us",
+    "BEGIN", "COMMIT", "STREAM_START", "STREAM_COMMIT", "STREAM_ABORT",
 ]
 
-PG_EPOCH_OFFSET_US = 946_684_800_000_000
+PG_EPOCH_OFFSET_US = PG_EPOCH_DAYS * MICROS_PER_DAY
 """Microseconds from 1970-01-01 to 2000-01-01 (PostgreSQL's epoch), both UTC."""
 
 STREAM_XID_KINDS = frozenset("RYIUDTM")
@@ -321,7 +325,6 @@ _NAMES = {
     99: "Stream Commit", 65: "Stream Abort",
 }
 
-_U8 = Struct(">B").unpack_from
 _U16 = Struct(">H").unpack_from
 _U32 = Struct(">I").unpack_from
 _U32U32 = Struct(">II").unpack_from
@@ -444,17 +447,24 @@ def _fixed(layout: tuple[tuple[str, int], ...]) -> tuple[int, tuple[tuple[str, i
     return sum(n for _, n in layout), layout
 
 
-_BEGIN = Struct(">QqI")
+# The fixed-size messages' bodies after the type byte (`unpack_from(payload, 1)`); the replication
+# reader frames the stream with the same structs.
+BEGIN = Struct(">QqI")
+"""Begin: final_lsn, commit_ts (PostgreSQL's epoch), xid."""
 _BEGIN_LAYOUT = _fixed((("type", 1), ("final_lsn", 8), ("commit_ts", 8), ("xid", 4)))
-_COMMIT = Struct(">BQQq")
+COMMIT = Struct(">BQQq")
+"""Commit: flags, commit_lsn, end_lsn, commit_ts."""
 _COMMIT_LAYOUT = _fixed((("type", 1), ("flags", 1), ("commit_lsn", 8), ("end_lsn", 8), ("commit_ts", 8)))
-_SSTART = Struct(">IB")
+STREAM_START = Struct(">IB")
+"""Stream Start: xid, first_segment."""
 _SSTART_LAYOUT = _fixed((("type", 1), ("xid", 4), ("first_segment", 1)))
 _SSTOP_LAYOUT = _fixed((("type", 1),))
-_SCOMMIT = Struct(">IBQQq")
+STREAM_COMMIT = Struct(">IBQQq")
+"""Stream Commit: xid, flags, commit_lsn, end_lsn, commit_ts."""
 _SCOMMIT_LAYOUT = _fixed((("type", 1), ("xid", 4), ("flags", 1), ("commit_lsn", 8), ("end_lsn", 8),
                           ("commit_ts", 8)))
-_SABORT = Struct(">II")
+STREAM_ABORT = Struct(">II")
+"""Stream Abort: xid, subtransaction xid."""
 _SABORT_LAYOUT = _fixed((("type", 1), ("xid", 4), ("subxid", 4)))
 
 
@@ -474,12 +484,12 @@ def _check_fixed(buf: bytes, kind: str, total_layout: tuple[int, tuple[tuple[str
 
 def _begin(buf: bytes, in_stream: bool) -> Begin:
     _check_fixed(buf, "Begin", _BEGIN_LAYOUT)
-    return _new(Begin, _BEGIN.unpack_from(buf, 1))
+    return _new(Begin, BEGIN.unpack_from(buf, 1))
 
 
 def _commit(buf: bytes, in_stream: bool) -> Commit:
     _check_fixed(buf, "Commit", _COMMIT_LAYOUT)
-    flags, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(buf, 1)
+    flags, commit_lsn, end_lsn, ts = COMMIT.unpack_from(buf, 1)
     if flags:
         raise _error("Commit", "flags", 1, f"flags are {flags}, expected 0")
     return _new(Commit, (commit_lsn, end_lsn, ts))
@@ -600,7 +610,7 @@ def _message(buf: bytes, in_stream: bool) -> LogicalMessage:
 
 def _stream_start(buf: bytes, in_stream: bool) -> StreamStart:
     _check_fixed(buf, "Stream Start", _SSTART_LAYOUT)
-    xid, first = _SSTART.unpack_from(buf, 1)
+    xid, first = STREAM_START.unpack_from(buf, 1)
     return _new(StreamStart, (xid, _flag(first, "Stream Start", "first_segment", 5)))
 
 
@@ -614,7 +624,7 @@ def _stream_stop(buf: bytes, in_stream: bool) -> StreamStop:
 
 def _stream_commit(buf: bytes, in_stream: bool) -> StreamCommit:
     _check_fixed(buf, "Stream Commit", _SCOMMIT_LAYOUT)
-    xid, flags, commit_lsn, end_lsn, ts = _SCOMMIT.unpack_from(buf, 1)
+    xid, flags, commit_lsn, end_lsn, ts = STREAM_COMMIT.unpack_from(buf, 1)
     if flags:
         raise _error("Stream Commit", "flags", 5, f"flags are {flags}, expected 0")
     return _new(StreamCommit, (xid, commit_lsn, end_lsn, ts))
@@ -622,7 +632,7 @@ def _stream_commit(buf: bytes, in_stream: bool) -> StreamCommit:
 
 def _stream_abort(buf: bytes, in_stream: bool) -> StreamAbort:
     _check_fixed(buf, "Stream Abort", _SABORT_LAYOUT)
-    return _new(StreamAbort, _SABORT.unpack_from(buf, 1))
+    return _new(StreamAbort, STREAM_ABORT.unpack_from(buf, 1))
 
 
 _DECODERS: dict[int, Any] = {
@@ -675,7 +685,7 @@ def peek(payload: bytes, in_stream: bool = False) -> tuple[str, int | None]:
 
 
 _XID_AT_1 = frozenset(b"ScA")
-_STREAMED_XID_AT_1 = frozenset(b"ScARYIUDTM")
+_STREAMED_XID_AT_1 = _XID_AT_1 | frozenset(map(ord, STREAM_XID_KINDS))
 
 
 def peek_xid(payload: bytes, in_stream: bool = False) -> int | None:
@@ -704,15 +714,23 @@ def peek_xid(payload: bytes, in_stream: bool = False) -> int | None:
 _LSN_RE = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
 
 
-def lsn_to_str(lsn: int) -> str:
-    """64-bit LSN -> PostgreSQL's text form, e.g. ``0/16B3748``."""
+def lsn_to_str(lsn: int | None) -> str | None:
+    """64-bit LSN -> PostgreSQL's text form, e.g. ``0/16B3748``; None stays None."""
+    if lsn is None:
+        return None
     if not 0 <= lsn < 1 << 64:
         raise ValueError(f"LSN out of range: {lsn}")
     return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
-def str_to_lsn(text: str) -> int:
-    """PostgreSQL's text form of an LSN (``0/16B3748``) -> 64-bit int."""
+@overload
+def str_to_lsn(text: str) -> int: ...
+@overload
+def str_to_lsn(text: None) -> None: ...
+def str_to_lsn(text: str | None) -> int | None:
+    """PostgreSQL's text form of an LSN (``0/16B3748``) -> 64-bit int; None (SQL NULL) stays None."""
+    if text is None:
+        return None
     m = _LSN_RE.fullmatch(text)
     if m is None:
         raise ValueError(f"not an LSN: {text!r}")

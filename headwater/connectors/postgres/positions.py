@@ -1,24 +1,24 @@
-"""Positions in PostgreSQL's change stream, their form as offsets (plain JSON dicts), LSNs and times.
+"""Positions in PostgreSQL's change stream and their form as offsets (plain JSON dicts).
 
 A streaming position is `(lsn_commit, txId, msg)`: everything in transactions whose commit ended
 at or before `lsn_commit` is delivered, plus the first `msg` data messages of the next transaction
 (`txId`) when a batch ended inside it. Restarting replication at `lsn_commit` makes PostgreSQL send
 exactly the transactions that commit after it, so the same position always means the same events.
 
-The phases around these positions (`pending`, `completed`, `streaming`) are the shared
-lifecycle's (connectors/common/phases.py). Offsets carry Debezium's names (`lsn`, `lsn_commit`, `lsn_proc`, `txId`, `ts_usec`, `snapshot`) so
-a user can read them; `msg`, `last_commit_lsn` and `last_commit_ts` are headwater's own (the last two
-make a batch read again from this position yield the same `source.sequence` and message times).
+The phases around these positions (`pending`, `completed`, `streaming`: the offset's `snapshot` key)
+are the shared lifecycle's (connectors/common/phases.py). Offsets carry Debezium's names (`lsn`,
+`lsn_commit`, `txId`, `ts_usec`) so a user can read them; `msg`, `last_commit_lsn`, `last_commit_ts`
+and `heartbeat_ms` are headwater's own (`last_commit_lsn` and `last_commit_ts` make a batch read
+again from this position yield the same `source.sequence` and message times). LSNs are ints here;
+their text form is pgoutput's (`lsn_to_str`, `str_to_lsn`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
 
-from headwater.connectors.postgres.pgvalues import PG_EPOCH_DAYS
-
-PG_EPOCH_US = PG_EPOCH_DAYS * 86_400 * 1_000_000  # 2000-01-01, PostgreSQL's epoch, in Unix microseconds
+from headwater.connectors.postgres.pgoutput import str_to_lsn as lsn_int  # noqa: F401 (snapshot.py's name)
 
 
 @dataclass(frozen=True)
@@ -65,26 +65,3 @@ class StreamPosition:
             last_commit_ts=off.get("last_commit_ts"),
             heartbeat_ms=off.get("heartbeat_ms"),
         )
-
-
-@overload
-def lsn_int(text: str) -> int: ...
-@overload
-def lsn_int(text: None) -> None: ...
-def lsn_int(text: str | None) -> int | None:
-    """PostgreSQL's text form of an LSN (`16/B374D848`) as an int; None stays None."""
-    if text is None:
-        return None
-    hi, lo = text.split("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
-
-
-@overload
-def lsn_text(value: int) -> str: ...
-@overload
-def lsn_text(value: None) -> None: ...
-def lsn_text(value: int | None) -> str | None:
-    """An LSN in PostgreSQL's text form; None stays None."""
-    if value is None:
-        return None
-    return f"{value >> 32:X}/{value & 0xFFFFFFFF:X}"

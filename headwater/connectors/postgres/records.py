@@ -27,7 +27,7 @@ from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.types import (
     ColumnConverter,
     TypeSettings,
-    column_converter,
+    build_converter,
     json_text_kind,
 )
 from headwater.events.connect import BYTES, INT64, STRING, Schema, primitive, struct
@@ -68,7 +68,7 @@ class EventContext(RecordContext):
         )
 
     def converter(self, column: ColumnInfo, collection: str) -> ColumnConverter | None:
-        return column_converter(column, self.types, collection)
+        return build_converter(column, self.types, collection)
 
     def text_kind(self, conv: ColumnConverter, streaming: bool) -> tuple[str, int] | None:
         return json_text_kind(conv, streaming)
@@ -116,8 +116,8 @@ class RecordMaker(common.RecordMaker):
 
     def snapshot_row(self, t: TableRecords, values: Any, marker: str, lsn: int, txid: int, ts_us: int,
                      sequence: str, version: int) -> None:
-        src = self.source(t, ts_us, marker, sequence, txid, lsn)
-        self.emit(t, "r", t.key(values), None, t.row(values), src, None, version, ts_us)
+        source_block = self.source(t, ts_us, marker, sequence, txid, lsn)
+        self.emit(t, "r", t.key(values), None, t.row(values), source_block, None, version, ts_us)
 
     def begin(self, xid: int, lsn: int, ts_us: int, version: int) -> None:
         self.begin_record(f"{xid}:{lsn}", ts_us, version)

@@ -2,7 +2,8 @@
 
 The buffer (`common.txbuffer.StreamBuffer`) tells pgoutput's messages apart through `PGOUTPUT`.
 The thread does only framing: it looks at each pgoutput message's type byte and, for BEGIN,
-COMMIT and the v2 stream messages, a few integers. Data messages stay raw bytes; decoding them
+COMMIT and the v2 stream messages, a few integers (with the decoder's structs, `pgoutput.BEGIN`
+and the like). Data messages stay raw bytes; decoding them
 into events is the executors' work. Transactions enter the buffer in commit order. Messages of
 v2 streamed (in-progress) transactions are spilled to disk until their stream commit, so a huge
 transaction never fills memory; the in-memory buffer is bounded (`headwater.stream.buffer.bytes`)
@@ -43,16 +44,21 @@ from headwater.connectors.postgres.connection import (
     SourceError,
     connect_replication,
 )
-from headwater.connectors.postgres.positions import PG_EPOCH_US, StreamPosition
+from headwater.connectors.postgres.pgoutput import (
+    BEGIN,
+    COMMIT,
+    PG_EPOCH_OFFSET_US,
+    STREAM_ABORT,
+    STREAM_COMMIT,
+    STREAM_XID_KINDS,
+)
+from headwater.connectors.postgres.positions import StreamPosition
 
 log = logging.getLogger("headwater.postgres")
 
-_BEGIN = struct.Struct(">QqI")  # final_lsn, commit ts, xid
-_COMMIT = struct.Struct(">BQQq")  # flags, commit_lsn, end_lsn, commit ts
-_STREAM_COMMIT = struct.Struct(">IBQQq")  # xid, flags, commit_lsn, end_lsn, ts
 _U32 = struct.Struct(">I")
 DATA_KINDS = frozenset(b"IUDTM")
-STREAM_XID_KINDS = frozenset(b"RYIUDTM")
+_STREAM_XID_BYTES = frozenset(map(ord, STREAM_XID_KINDS))  # the type bytes of pgoutput.STREAM_XID_KINDS
 SHUTDOWN_ASK_S = 0.5  # requests for a reply this soon after the last answer ...
 SHUTDOWN_ASKS = 3  # ... this many times in a row: the walsender is shutting down
 
@@ -313,19 +319,19 @@ class ReplicationReader:
             if block is not None and kind != 0x45:
                 # inside a v2 stream block: data, relation, type and message messages carry the
                 # (sub)transaction's xid after the type byte; origin messages do not
-                if kind in STREAM_XID_KINDS:
+                if kind in _STREAM_XID_BYTES:
                     block.add(lsn, _U32.unpack_from(p, 1)[0], strip_stream_xid(p))
                 else:
                     block.add(lsn, block.xid, p)
                 continue
             if kind == 0x42:  # B
-                final_lsn, ts, xid = _BEGIN.unpack_from(p, 1)
-                current = Txn(xid, lsn, final_lsn, ts + PG_EPOCH_US)
+                final_lsn, ts, xid = BEGIN.unpack_from(p, 1)
+                current = Txn(xid, lsn, final_lsn, ts + PG_EPOCH_OFFSET_US)
                 with buf.cond:
                     buf.txns.append(current)
                     buf.cond.notify_all()
             elif kind == 0x43:  # C
-                _, commit_lsn, end_lsn, ts = _COMMIT.unpack_from(p, 1)
+                _, commit_lsn, end_lsn, ts = COMMIT.unpack_from(p, 1)
                 if current is None or current.commit_pos != commit_lsn:
                     raise SourceError(f"pgoutput COMMIT at {commit_lsn} does not match the open transaction")
                 with buf.cond:
@@ -333,7 +339,7 @@ class ReplicationReader:
                     buf.received = max(buf.received, end_lsn)
                     buf.cond.notify_all()
                 current = None
-                self.last_commit_ts = ts + PG_EPOCH_US
+                self.last_commit_ts = ts + PG_EPOCH_OFFSET_US
             elif kind == 0x53:  # S stream start
                 xid = _U32.unpack_from(p, 1)[0]
                 block = spills.get(xid)
@@ -343,7 +349,7 @@ class ReplicationReader:
             elif kind == 0x45:  # E stream stop
                 block = None
             elif kind == 0x63:  # c stream commit
-                xid, _, commit_lsn, end_lsn, ts = _STREAM_COMMIT.unpack_from(p, 1)
+                xid, _, commit_lsn, end_lsn, ts = STREAM_COMMIT.unpack_from(p, 1)
                 sp = spills.pop(xid, None)
                 if sp is None:
                     raise SourceError(f"pgoutput stream commit for unknown transaction {xid}")
@@ -352,15 +358,15 @@ class ReplicationReader:
                 n_data, first = sp.scan()
                 with buf.cond:
                     if first is not None:  # it kept a change
-                        self.last_commit_ts = ts + PG_EPOCH_US
-                        buf.txns.append(Txn(xid, first, commit_lsn, ts + PG_EPOCH_US, end_pos=end_lsn, spill=sp,
+                        self.last_commit_ts = ts + PG_EPOCH_OFFSET_US
+                        buf.txns.append(Txn(xid, first, commit_lsn, ts + PG_EPOCH_OFFSET_US, end_pos=end_lsn, spill=sp,
                                             n_data=n_data))
                     else:  # nothing left once aborted subtransactions are gone: protocol 1 sends nothing
                         sp.discard()
                     buf.received = max(buf.received, end_lsn)
                     buf.cond.notify_all()
             elif kind == 0x41:  # A stream abort
-                xid, subxid = struct.unpack_from(">II", p, 1)
+                xid, subxid = STREAM_ABORT.unpack_from(p, 1)
                 sp = spills.get(xid)
                 if sp is not None:
                     if subxid == xid:

@@ -16,7 +16,7 @@ import psycopg2.errors
 from psycopg2 import sql
 
 from headwater.connectors.errors import SourceError
-from headwater.connectors.postgres.positions import lsn_int
+from headwater.connectors.postgres.pgoutput import str_to_lsn
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def get_slot(conn, name: str) -> SlotState | None:
         row = cur.fetchone()
     if row is None:
         return None
-    return SlotState(row[0], row[1], row[2], row[3], lsn_int(row[4]), lsn_int(row[5]), row[6])
+    return SlotState(row[0], row[1], row[2], row[3], str_to_lsn(row[4]), str_to_lsn(row[5]), row[6])
 
 
 def validate_slot(slot: SlotState, dbname: str) -> None:
@@ -161,17 +161,6 @@ def ensure_publication(conn, name: str, mode: str, tables: Sequence[tuple[str, s
         wanted = sorted(f"{s}.{t}" for s, t in tables)
         if current != wanted:
             cur.execute(sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(ident, table_list))
-
-
-def publication_tables(conn, name: str) -> set[tuple[str, str]] | None:
-    """The tables the publication publishes, or None when it publishes all tables."""
-    existing = _publication(conn, name)
-    if existing is None:
-        return set()
-    alltables, tables = existing
-    if alltables:
-        return None
-    return {tuple(t.split(".", 1)) for t in tables}  # type: ignore[misc]
 
 
 IDENTITY_RX = re.compile(r"^(DEFAULT|FULL|NOTHING|INDEX\s+(\S+))$", re.IGNORECASE)

@@ -40,7 +40,8 @@ from headwater.connectors.postgres.connection import (
     connect,
     connect_replication,
 )
-from headwater.connectors.postgres.positions import StreamPosition, lsn_int, lsn_text
+from headwater.connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
+from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext
 from headwater.connectors.postgres.replication import ReplicationReader
 from headwater.connectors.postgres.snapshot import plan_snapshot
@@ -117,8 +118,8 @@ class PostgresSource(SnapshotThenStream):
             return (f"replication slot {self.slot!r} is invalidated (wal_status = lost): the WAL it needed "
                     "was removed (max_slot_wal_keep_size)")
         if pos.lsn_commit and state.confirmed_flush_lsn and state.confirmed_flush_lsn > pos.lsn_commit:
-            return (f"replication slot {self.slot!r} has confirmed {lsn_text(state.confirmed_flush_lsn)}, "
-                    f"past the last position headwater processed ({lsn_text(pos.lsn_commit)})")
+            return (f"replication slot {self.slot!r} has confirmed {lsn_to_str(state.confirmed_flush_lsn)}, "
+                    f"past the last position headwater processed ({lsn_to_str(pos.lsn_commit)})")
         return None
 
     def end_snapshot(self) -> None:
@@ -189,7 +190,7 @@ class PostgresSource(SnapshotThenStream):
         def current() -> int | None:
             with self._connection().cursor() as cur:
                 cur.execute("SELECT pg_current_wal_flush_lsn()::text")
-                return lsn_int(cur.fetchone()[0])
+                return str_to_lsn(cur.fetchone()[0])
 
         self.target_lsn = self.db("reading the server's WAL position", current)
 
@@ -208,7 +209,7 @@ class PostgresSource(SnapshotThenStream):
         if not export:
             holder.close()
             return None
-        return holder, lsn_int(consistent_point), snapshot_name
+        return holder, str_to_lsn(consistent_point), snapshot_name
 
     def plan_snapshot(self, epoch: int) -> list[WorkUnit]:
         if self.snapshot_plan is not None and self.snapshot_plan[0] == epoch and self.snapshot_holder is not None:
@@ -227,7 +228,7 @@ class PostgresSource(SnapshotThenStream):
         units = plan_snapshot(self.params, snapshot_name, consistent_point, tables, self.context, self.config,
                               self.parallelism)
         self.snapshot_plan = (epoch, units)
-        log.info("snapshot of %d tables in %d chunks at LSN %s", len(tables), len(units), lsn_text(consistent_point))
+        log.info("snapshot of %d tables in %d chunks at LSN %s", len(tables), len(units), lsn_to_str(consistent_point))
         return units
 
     # ------------------------------------------------------------------ streaming
@@ -250,7 +251,7 @@ class PostgresSource(SnapshotThenStream):
             slot_retry_delay_s=cfg["slot.retry.delay.ms"] / 1000,
         )
         self.reader.start(pos.lsn_commit, pos.last_commit_ts)
-        self.planner = StreamPlanner(self.reader, self.params, self.context, self._connection, self.db)
+        self.planner = StreamPlanner(self.reader, self.context, self._connection, self.db)
         return self.planner
 
     def table_schema(self, table: str) -> tuple[str, dict]:
@@ -264,14 +265,14 @@ class PostgresSource(SnapshotThenStream):
         state = slots.get_slot(conn, self.slot)
         with conn.cursor() as cur:
             cur.execute("SELECT pg_current_wal_lsn()::text")
-            current = lsn_int(cur.fetchone()[0])
-        out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_text(current)}
+            current = str_to_lsn(cur.fetchone()[0])
+        out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_to_str(current)}
         if state is None:
             out["slot_exists"] = False
             return out
         out.update(slot_exists=True, slot_active=state.active_pid is not None,
-                   confirmed_flush_lsn=lsn_text(state.confirmed_flush_lsn),
-                   restart_lsn=lsn_text(state.restart_lsn), wal_status=state.wal_status)
+                   confirmed_flush_lsn=lsn_to_str(state.confirmed_flush_lsn),
+                   restart_lsn=lsn_to_str(state.restart_lsn), wal_status=state.wal_status)
         if state.confirmed_flush_lsn is not None:
             out["lag_bytes"] = max(0, current - state.confirmed_flush_lsn)
         ts_usec = offset.get("ts_usec") if isinstance(offset, dict) else None

@@ -25,7 +25,7 @@ from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.postgres import pgoutput
 from headwater.connectors.postgres.catalog import CatalogCache, TableSchema
 from headwater.connectors.postgres.columnar import stream_sources
-from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting
+from headwater.connectors.postgres.connection import Reconnecting
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition
@@ -220,9 +220,9 @@ class SliceDecoder:
                 te = self.table(oid)
                 if te is None:
                     continue
-                src = maker.source(te, ts, "false", seq, xid, lsn)
+                source_block = maker.source(te, ts, "false", seq, xid, lsn)
                 block = _txn_block(counters, te, xid, lsn)
-                maker.truncate(te, src, block, version, ts)
+                maker.truncate(te, source_block, block, version, ts)
             return
         if not isinstance(msg, (pgoutput.Insert, pgoutput.Update, pgoutput.Delete)):
             return
@@ -233,8 +233,8 @@ class SliceDecoder:
         if isinstance(msg, pgoutput.Insert):
             if "c" in skipped:
                 return
-            src = maker.source(te, ts, "false", seq, xid, lsn)
-            maker.emit(te, "c", te.key(msg.new), None, te.row(msg.new), src, _txn_block(counters, te, xid, lsn),
+            source_block = maker.source(te, ts, "false", seq, xid, lsn)
+            maker.emit(te, "c", te.key(msg.new), None, te.row(msg.new), source_block, _txn_block(counters, te, xid, lsn),
                        version, ts)
         elif isinstance(msg, pgoutput.Update):
             if "u" in skipped:
@@ -272,11 +272,11 @@ def emit_message(maker: RecordMaker, msg: pgoutput.LogicalMessage, lsn: int, xid
     from headwater.events.envelope import Serializer
 
     ctx = maker.ctx
-    src = maker.source(None, ts, "false", seq, xid, lsn, schema="", table="")
+    source_block = maker.source(None, ts, "false", seq, xid, lsn, schema="", table="")
     ms, _, _ = maker.clock()
     key = Serializer(MESSAGE_KEY, ctx.schemas_enable).dumps({"prefix": msg.prefix})
     value = Serializer(message_value_schema(ctx), ctx.schemas_enable).dumps({
-        "op": "m", "ts_ms": ms, "source": src, "transaction": None,
+        "op": "m", "ts_ms": ms, "source": source_block, "transaction": None,
         "message": {"prefix": msg.prefix, "content": ctx.encode_bytes(msg.content)}})
     maker.out.append(f"{ctx.prefix}{ctx.delimiter}message", key, value, "m", version, ts)
 
@@ -362,11 +362,10 @@ def _end(txn: Txn) -> int:
 
 class StreamPlanner(Planner[StreamPosition]):
     """The shared planner over a `ReplicationReader`'s buffer; `connection` opens the catalog's
-    connection (also the heartbeat.action.query's), and `db` runs what uses it again after it was lost.
-    (`params`, the caller's connection parameters, are not needed: `connection` stands for them.)"""
+    connection (also the heartbeat.action.query's), and `db` runs what uses it again after it was lost."""
 
-    def __init__(self, reader: ReplicationReader, params: ConnectionParams, ctx: EventContext,
-                 connection: Callable, db: Reconnecting | None = None):
+    def __init__(self, reader: ReplicationReader, ctx: EventContext, connection: Callable,
+                 db: Reconnecting | None = None):
         catalog = CatalogCache(connection, ctx.filters)
         query = ctx.heartbeat_query
 

@@ -60,6 +60,7 @@ from headwater.connectors.common.semantics import (
 )
 from headwater.connectors.postgres import catalog as cat
 from headwater.connectors.postgres import pgvalues as pv
+from headwater.connectors.postgres.pgoutput import PG_EPOCH_OFFSET_US
 from headwater.events import calendar
 from headwater.events.connect import (
     ARRAY,
@@ -109,7 +110,7 @@ class TypeSettings:
     """The connector properties type conversion depends on."""
 
     decimal_mode: str = "precise"  # decimal.handling.mode: precise | double | string
-    time_precision_mode: str = "adaptive"  # one of semantics.TIME_PRECISION_MODES
+    time_precision_mode: str = "adaptive"  # one of time.precision.mode's values
     binary_mode: str = "bytes"  # binary.handling.mode: bytes | base64 | base64-url-safe | hex
     interval_mode: str = "numeric"  # interval.handling.mode: numeric | string
     hstore_mode: str = "json"  # hstore.handling.mode: json | map
@@ -490,7 +491,7 @@ def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             return pos
         if us == java.LONG_MIN:
             return neg
-        us += pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY
+        us += PG_EPOCH_OFFSET_US
         return us // 1000 if millis else _micros_java(us)
 
     return _Kind(schema, make(parse), element=make(pv.timestamp_micros_hybrid), binary=binary, fallback=0)
@@ -530,7 +531,7 @@ def _kind_timestamp_exact(col: cat.ColumnInfo, schema: Schema, unit: str) -> _Ki
             return pos
         if us == java.LONG_MIN:
             return neg
-        return out(us + pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY)
+        return out(us + PG_EPOCH_OFFSET_US)
 
     hybrid = make(pv.timestamp_micros_hybrid)
 
@@ -572,7 +573,7 @@ def _kind_timestamptz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
             return "infinity"
         if us == java.LONG_MIN:
             return "-infinity"
-        return fmt(us + pv.PG_EPOCH_DAYS * java.MICROS_PER_DAY, digits)
+        return fmt(us + PG_EPOCH_OFFSET_US, digits)
 
     return _Kind(ZONED_TIMESTAMP, text, element=element, binary=binary,
                  fallback="1970-01-01T00:00:00Z")
@@ -1231,20 +1232,6 @@ def _propagates(column: cat.ColumnInfo, s: TypeSettings, table_id: str | None) -
             names.append(f"{table_id}.{column.jdbc_type_name}")
         return any(re.fullmatch(p, n, re.IGNORECASE) for p in s.propagate_datatypes for n in names)
     return False
-
-
-def build_converters(table: cat.TableSchema, settings: TypeSettings | None = None) -> dict[str, ColumnConverter]:
-    """Converters for the columns of a table that Debezium keeps, by column name, in column order."""
-    out = {}
-    for col in table.columns:
-        conv = build_converter(col, settings, table.id)
-        if conv is not None:
-            out[col.name] = conv
-    return out
-
-
-# the name other modules use
-column_converter = build_converter
 
 
 def json_text_kind(conv: ColumnConverter, streaming: bool = False) -> tuple[str, int] | None:

@@ -202,18 +202,18 @@ class LogSlice(WorkUnit):
         te = table_records(self.ctx, table, table.columns, streaming=True)
         old, new = (None if image is None else tuple(image.get(c.name) for c in table.columns)
                     for image in (before, after))
-        src = maker.source(te, seg.commit_ts, "false", seq, seg.xid)
+        source_block = maker.source(te, seg.commit_ts, "false", seq, seg.xid)
 
         def block() -> dict | None:
             return None if counters is None else counters.block(te.collection, str(seg.xid))
 
         if new is None:
             assert old is not None, f"log row {seq} has no row image"
-            maker.delete(te, old, src, block(), seg.commit_pos, seg.commit_ts)
+            maker.delete(te, old, source_block, block(), seg.commit_pos, seg.commit_ts)
         elif kind == "u":
-            maker.update(te, old, new, src, block, seg.commit_pos, seg.commit_ts)
+            maker.update(te, old, new, source_block, block, seg.commit_pos, seg.commit_ts)
         else:
-            maker.emit(te, "c", te.key(new), None, te.row(new), src, block(), seg.commit_pos, seg.commit_ts)
+            maker.emit(te, "c", te.key(new), None, te.row(new), source_block, block(), seg.commit_pos, seg.commit_ts)
 
 
 class HeartbeatUnit(WorkUnit):

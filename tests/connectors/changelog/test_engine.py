@@ -32,13 +32,13 @@ def run(props: dict, offsets: Path, *, max_events: int | None = None, handled: i
     (the batch in flight is not committed, as in a crash)."""
     engine = Engine(validate_connector(props), OffsetFile(offsets), max_events=max_events)
     if planned is not None:
-        plan = engine.source.plan
+        plan = engine.connector.plan
 
         def recording(start: Offset, end: Offset) -> list[WorkUnit]:
             units = plan(start, end)
             planned.append(units)
             return units
-        engine.source.plan = recording  # type: ignore[method-assign]
+        engine.connector.plan = recording  # type: ignore[method-assign]
     got = []
     try:
         for i, batch in enumerate(engine.batches(once=True)):

@@ -1,0 +1,1 @@
+"""Tests of headwater.connectors.common, the shared connector layer (no server needed)."""

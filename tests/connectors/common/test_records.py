@@ -72,7 +72,7 @@ def test_table_records_schemas_key_and_masks():
     assert te.value_schema.name == "srv.we_ird.t-1.Value"
     assert te.envelope.name == "srv.we_ird.t-1.Envelope"
     assert [f.name for f in te.value_schema.fields] == ["id", "qty", "note", "n7", "secret"]
-    secret = te.value_schema.field_named("secret").schema
+    secret = te.value_schema.fields[4].schema
     assert dict(secret.parameters or ()) == {"masked": "true"}
     values = ("5", None, "n", None, "hide me", "ignored")
     assert te.row(values) == {"id": 5, "qty": 3, "note": "n", "n7": 7, "secret": "*****"}

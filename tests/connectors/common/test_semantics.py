@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from headwater.config.common import COMMON
 from headwater.connectors.common import semantics as sem
 from headwater.events.connect import BYTES, FLOAT64, INT32, INT64, STRING
+
+ALLOWED = {p.name: p.allowed for p in COMMON}  # each mode property's values, as configuration accepts them
 
 TIME = {
     # mode: (precision 3, precision 6) -> schema name
@@ -31,7 +34,7 @@ DATE = {"adaptive": "io.debezium.time.Date", "adaptive_time_microseconds": "io.d
         "microseconds": "io.debezium.time.Date", "nanoseconds": "io.debezium.time.Date"}
 
 
-@pytest.mark.parametrize("mode", sem.TIME_PRECISION_MODES)
+@pytest.mark.parametrize("mode", ALLOWED["time.precision.mode"])
 def test_temporal_schemas_of_every_mode(mode):
     assert (sem.time_schema(mode, 3).name, sem.time_schema(mode, 6).name) == TIME[mode]
     assert (sem.timestamp_schema(mode, 3).name, sem.timestamp_schema(mode, 6).name) == TIMESTAMP[mode]
@@ -66,6 +69,6 @@ def test_decimal_modes():
 
 def test_binary_modes():
     data = bytes([0xFB, 0xFF, 0x00])
-    assert {m: sem.binary_encoder(m)(data) for m in sem.BINARY_HANDLING_MODES} == {
+    assert {m: sem.binary_encoder(m)(data) for m in ALLOWED["binary.handling.mode"]} == {
         "bytes": "+/8A", "base64": "+/8A", "base64-url-safe": "-_8A", "hex": "fbff00"}
     assert sem.binary_schema("bytes").type == BYTES and sem.binary_schema("hex").type == STRING

@@ -44,7 +44,6 @@ def test_other_topic_kinds():
     names = TopicNames(prefix="shop", delimiter="-", transaction_name="tx", heartbeat_prefix="hb")
     assert names.transaction() == "shop-tx"
     assert names.heartbeat() == "hb-shop"
-    assert names.schema_change() == "shop"
     assert names.data("public", "t") == "shop-public-t"
 
 

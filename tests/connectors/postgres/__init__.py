@@ -1,0 +1,1 @@
+"""Tests of the PostgreSQL connector, against real PostgreSQL servers and Debezium's recorded events."""

@@ -26,7 +26,7 @@ import psycopg2
 import pytest
 
 from headwater.connectors.errors import SourceError
-from headwater.connectors.postgres.positions import lsn_int
+from headwater.connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
@@ -105,7 +105,7 @@ def slot_state(server: PostgresServer, dbname: str, slot: str = SLOT) -> tuple[A
     if not found:
         return None
     pid, flush, restart, status = found[0]
-    return pid, lsn_int(flush), lsn_int(restart), status
+    return pid, str_to_lsn(flush), str_to_lsn(restart), status
 
 
 def the_slot(server: PostgresServer, dbname: str) -> tuple[Any, ...]:
@@ -123,7 +123,7 @@ def stored_offset(path: Path) -> dict[str, Any]:
 
 
 def current_lsn(server: PostgresServer) -> int:
-    return lsn_int(server.query("SELECT pg_current_wal_lsn()::text")[0][0])
+    return str_to_lsn(server.query("SELECT pg_current_wal_lsn()::text")[0][0])
 
 
 def terminate_walsender(server: PostgresServer, dbname: str) -> int:
@@ -570,7 +570,7 @@ def test_flush_lsn_never_passes_what_was_committed(pg_server, pg_db, tmp_path):
     # WAL the slot does not publish, then let status updates and keepalives go back and forth
     pg_server.execute("INSERT INTO other SELECT generate_series(1, 100)", pg_db)
     target = current_lsn(pg_server)
-    wait_until(lambda: pg_server.query(f"SELECT bool_or(write_lsn >= '{_text(target)}') FROM pg_stat_replication "
+    wait_until(lambda: pg_server.query(f"SELECT bool_or(write_lsn >= '{lsn_to_str(target)}') FROM pg_stat_replication "
                                        "WHERE application_name = 'headwater'")[0][0],
                "the walsender to hear that the client received everything")
     time.sleep(1.5)  # more than one status interval: nothing may move the flush position meanwhile
@@ -585,10 +585,6 @@ def test_flush_lsn_never_passes_what_was_committed(pg_server, pg_db, tmp_path):
     eng.close()
     ids = [i for _, i in rows(committed + rest)]
     assert ids == list(range(1, 81))
-
-
-def _text(lsn: int) -> str:
-    return f"{lsn >> 32:X}/{lsn & 0xFFFFFFFF:X}"
 
 
 def _workload(server: PostgresServer, dbname: str) -> None:

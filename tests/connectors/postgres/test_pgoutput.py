@@ -437,6 +437,9 @@ def test_lsn_helpers_and_sentinel():
     assert str_to_lsn("0/16B3748") == 0x16B3748
     assert str_to_lsn("a/ff") == (10 << 32) + 255
     assert lsn_to_str((1 << 64) - 1) == "FFFFFFFF/FFFFFFFF"
+    for text, value in [("0/0", 0), ("A/FF", (10 << 32) + 255), ("FFFFFFFF/FFFFFFFF", (1 << 64) - 1)]:
+        assert str_to_lsn(text) == value and lsn_to_str(value) == text
+    assert str_to_lsn(None) is None and lsn_to_str(None) is None  # a NULL from the server
     for bad in ("", "0", "0/", "/1", "0/123456789", "x/1", " 0/1", "0/1 "):
         with pytest.raises(ValueError):
             str_to_lsn(bad)
@@ -447,6 +450,7 @@ def test_lsn_helpers_and_sentinel():
     assert copy.deepcopy(UNCHANGED_TOAST) is UNCHANGED_TOAST
     assert repr(UNCHANGED_TOAST) == "UNCHANGED_TOAST"
     assert Begin(0, 0, 1).commit_ts_unix_us == PG_EPOCH_OFFSET_US == 946684800 * 10**6
+    assert int(datetime(2000, 1, 1, tzinfo=UTC).timestamp()) * 1_000_000 == PG_EPOCH_OFFSET_US
 
 
 # ---------------------------------------------------------------------------------------------

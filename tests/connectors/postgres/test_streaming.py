@@ -58,7 +58,7 @@ class RecordingSource(PostgresSource):
 
 
 @pytest.fixture(autouse=True)
-def _close_sources():
+def _close_connectors():
     yield
     while RecordingSource.live:
         with contextlib.suppress(Exception):
@@ -70,14 +70,15 @@ def properties(server: PostgresServer, dbname: str, slot: str, **extra: str) -> 
             "slot.name": slot, "status.update.interval.ms": "1000", **extra}
 
 
-def source(server: PostgresServer, dbname: str, slot: str, extra: Mapping[str, str] | None = None,
-           parallelism: int = 1) -> RecordingSource:
+def make_connector(server: PostgresServer, dbname: str, slot: str, extra: Mapping[str, str] | None = None,
+                   parallelism: int = 1) -> RecordingSource:
     return RecordingSource(validate_connector(properties(server, dbname, slot, **(extra or {}))),
                            parallelism=parallelism)
 
 
-def engine(src: PostgresSource, offsets: Path | None = None, max_events: int | None = None) -> Engine:
-    return Engine(src.config, OffsetFile(offsets) if offsets is not None else None, max_events=max_events, source=src)
+def engine(connector: PostgresSource, offsets: Path | None = None, max_events: int | None = None) -> Engine:
+    return Engine(connector.config, OffsetFile(offsets) if offsets is not None else None, max_events=max_events,
+                  connector=connector)
 
 
 def small_work_mem(server: PostgresServer, dbname: str) -> None:
@@ -159,8 +160,8 @@ def read(eng: Engine) -> list[Event]:
 class Sampler:
     """Samples this process's RSS and a reader's spill directory size in the background."""
 
-    def __init__(self, src: PostgresSource):
-        self.src = src
+    def __init__(self, connector: PostgresSource):
+        self.connector = connector
         self.rss_peak = self.rss_start = self._rss()
         self.spill_peak = 0
         self.spill_files_seen: set[str] = set()
@@ -178,7 +179,7 @@ class Sampler:
     def _run(self) -> None:
         while not self._stop.wait(0.01):
             self.rss_peak = max(self.rss_peak, self._rss())
-            reader = self.src.reader
+            reader = self.connector.reader
             if reader is None:
                 continue
             size = 0
@@ -209,15 +210,15 @@ def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path)
     small_work_mem(pg_server, pg_db)
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", pg_db)
     limit = 1 << 20
-    src = source(pg_server, pg_db, "huge", {"headwater.stream.buffer.bytes": str(limit)})
-    eng = engine(src, tmp_path / "offsets.json", max_events=20_000)
+    connector = make_connector(pg_server, pg_db, "huge", {"headwater.stream.buffer.bytes": str(limit)})
+    eng = engine(connector, tmp_path / "offsets.json", max_events=20_000)
     prime(eng)
     pg_server.execute(f"INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, {ROWS}) g", pg_db)
     pc.add(pa.array([1]), 1)  # the first Arrow compute call imports pandas (~45 MB, once per process)
     gc.collect()
     expected, batches, bad, event_bytes = 1, 0, [], 0
     started = time.monotonic()
-    with Sampler(src) as sampler:
+    with Sampler(connector) as sampler:
         for batch in eng.batches(once=True):
             batches += 1
             for ev in batch.rows():
@@ -228,7 +229,7 @@ def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path)
                     bad.append((p["op"], p["after"]))
                 expected += 1
     elapsed = time.monotonic() - started
-    reader = src.reader
+    reader = connector.reader
     eng.close()
     assert reader is not None
     assert not bad[:5] and expected == ROWS + 1
@@ -286,8 +287,8 @@ def test_aborted_streamed_transactions_emit_nothing(pg_server, pg_db, tmp_path):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text); CREATE TABLE u (id int PRIMARY KEY, v text)",
                       pg_db)
     meta = {"provide.transaction.metadata": "true"}
-    v2 = source(pg_server, pg_db, "v2", meta)
-    v1 = source(pg_server, pg_db, "v1", {**meta, "headwater.pgoutput.protocol.version": "1"})
+    v2 = make_connector(pg_server, pg_db, "v2", meta)
+    v1 = make_connector(pg_server, pg_db, "v1", {**meta, "headwater.pgoutput.protocol.version": "1"})
     e2, e1 = engine(v2, max_events=700), engine(v1)
     prime(e2, e1)
     _aborting_workload(pg_server, pg_db)
@@ -354,14 +355,14 @@ def test_small_batches_and_slices_equal_one_batch(pg_server, pg_db, monkeypatch,
     if streamed:
         small_work_mem(pg_server, pg_db)
     _tables(pg_server, pg_db)
-    ref_src = source(pg_server, pg_db, "reference", CAPTURE)
-    cut_src = source(pg_server, pg_db, "cut", CAPTURE, parallelism=3)
-    ref, cut = engine(ref_src), engine(cut_src, max_events=170)
+    ref_connector = make_connector(pg_server, pg_db, "reference", CAPTURE)
+    cut_connector = make_connector(pg_server, pg_db, "cut", CAPTURE, parallelism=3)
+    ref, cut = engine(ref_connector), engine(cut_connector, max_events=170)
     prime(ref, cut)
     _mixed_workload(pg_server, pg_db)
     expected, got = read(ref), read(cut)
-    assert cut_src.reader is not None
-    spilled = cut_src.reader.spill_files
+    assert cut_connector.reader is not None
+    spilled = cut_connector.reader.spill_files
     ref.close()
     cut.close()
     assert [comparable(e) for e in got] == [comparable(e) for e in expected]
@@ -374,31 +375,31 @@ def test_small_batches_and_slices_equal_one_batch(pg_server, pg_db, monkeypatch,
     if streamed:
         assert spilled >= 2  # the large transactions were streamed in progress
     # batches ended inside transactions, and transactions were cut across slices of one batch
-    mid_batch = [end for _, end, _ in cut_src.plans if end.get("txId") is not None]
+    mid_batch = [end for _, end, _ in cut_connector.plans if end.get("txId") is not None]
     assert len(mid_batch) >= 5
     cut_slices = 0
-    for _, _, units in cut_src.plans:
+    for _, _, units in cut_connector.plans:
         slices = [u for u in units if isinstance(u, StreamSlice)]
         cut_slices += sum(1 for u in slices[1:] if not u.segments[0].begin)
     assert cut_slices >= 5
-    assert max(len(units) for _, _, units in cut_src.plans) >= 3
+    assert max(len(units) for _, _, units in cut_connector.plans) >= 3
 
 
-def _plan_all(src: PostgresSource, start: Offset, max_events: int) -> list[tuple[Offset, Offset, list[Event]]]:
+def _plan_all(connector: PostgresSource, start: Offset, max_events: int) -> list[tuple[Offset, Offset, list[Event]]]:
     """Every range from `start` to what the server holds now, read but never committed."""
-    src.open(start)
-    src.prepare_available_now()
+    connector.open(start)
+    connector.prepare_available_now()
     out: list[tuple[Offset, Offset, list[Event]]] = []
     try:
         for _ in range(10_000):
-            end = src.latest_offset(start, max_events)
+            end = connector.latest_offset(start, max_events)
             if end == start:
                 return out
-            events = [e for u in src.plan(start, end) for b in u.read() for e in b.rows()]
+            events = [e for u in connector.plan(start, end) for b in u.read() for e in b.rows()]
             out.append((start, end, events))
             start = end
     finally:
-        src.close()
+        connector.close()
     raise AssertionError("too many batches")
 
 
@@ -408,28 +409,28 @@ def test_replay_in_a_fresh_source_gives_the_same_events(pg_server, pg_db, monkey
     monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 7)
     small_work_mem(pg_server, pg_db)
     _tables(pg_server, pg_db)
-    first = source(pg_server, pg_db, "replayed", CAPTURE, parallelism=2)
+    first = make_connector(pg_server, pg_db, "replayed", CAPTURE, parallelism=2)
     eng = engine(first)
     prime(eng)
     start = eng.offset
     eng.close()
     assert start is not None
     _mixed_workload(pg_server, pg_db)
-    ranges = _plan_all(source(pg_server, pg_db, "replayed", CAPTURE, parallelism=2), start, 250)
+    ranges = _plan_all(make_connector(pg_server, pg_db, "replayed", CAPTURE, parallelism=2), start, 250)
     assert len(ranges) > 10 and any(end.get("txId") for _, end, _ in ranges)
     # each range again, twice, in a new source (a new reader started at the range's start) and
     # with another parallelism: the same events. Opening a source at a range's start tells the
     # slot that everything before it is processed, so the ranges go in order.
     for i, (s, e, events) in enumerate(ranges):
         for parallelism in (1 + i % 3, 3 - i % 3):
-            again_src = source(pg_server, pg_db, "replayed", CAPTURE, parallelism=parallelism)
-            again_src.open(s)
-            again = [ev for u in again_src.plan(s, e) for b in u.read() for ev in b.rows()]
-            again_src.close()
+            again_connector = make_connector(pg_server, pg_db, "replayed", CAPTURE, parallelism=parallelism)
+            again_connector.open(s)
+            again = [ev for u in again_connector.plan(s, e) for b in u.read() for ev in b.rows()]
+            again_connector.close()
             assert [comparable(x) for x in again] == [comparable(x) for x in events], f"range {i}: {s} -> {e}"
     # a range the slot can no longer serve (it starts before the slot's position) fails at once
     s, e, _ = next(r for r in ranges if r[1].get("txId") and r[0].get("lsn_commit"))
-    late = source(pg_server, pg_db, "replayed", CAPTURE)
+    late = make_connector(pg_server, pg_db, "replayed", CAPTURE)
     with pytest.raises(SourceError, match="past the last position headwater processed"):
         late.open(s)
     everything = [ev for _, _, events in ranges for ev in events]
@@ -442,8 +443,8 @@ def test_replay_in_a_fresh_source_gives_the_same_events(pg_server, pg_db, monkey
 
 def test_ddl_mid_stream(pg_server, pg_db):
     pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v text)", pg_db)
-    whole = engine(source(pg_server, pg_db, "whole"))
-    small = engine(source(pg_server, pg_db, "small"), max_events=2)
+    whole = engine(make_connector(pg_server, pg_db, "whole"))
+    small = engine(make_connector(pg_server, pg_db, "small"), max_events=2)
     prime(whole, small)
     pg_server.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b'), (3, 'c')", pg_db)
     pg_server.execute("BEGIN; INSERT INTO t VALUES (4, 'd'); ALTER TABLE t ADD COLUMN n int DEFAULT 7; "
@@ -469,8 +470,8 @@ def test_sequence_across_batches_with_truncate_and_messages(pg_server, pg_db, mo
     before the event; the event's LSN], whatever the batch and slice boundaries."""
     monkeypatch.setattr(planner, "MIN_SLICE", 2)
     _tables(pg_server, pg_db)
-    whole = engine(source(pg_server, pg_db, "whole", CAPTURE))
-    cut = engine(source(pg_server, pg_db, "cut", CAPTURE, parallelism=3), max_events=3)
+    whole = engine(make_connector(pg_server, pg_db, "whole", CAPTURE))
+    cut = engine(make_connector(pg_server, pg_db, "cut", CAPTURE, parallelism=3), max_events=3)
     prime(whole, cut)
     for i in range(3):
         pg_server.execute(f"BEGIN; INSERT INTO a VALUES ({i * 10 + 1}, 'x'); "
@@ -493,12 +494,12 @@ def test_sequence_across_batches_with_truncate_and_messages(pg_server, pg_db, mo
             continue
         if p is None:  # tombstone
             continue
-        src = p["source"]
-        seq = json.loads(src["sequence"])
+        connector = p["source"]
+        seq = json.loads(connector["sequence"])
         seen[p["op"]] += 1
-        if p["op"] == "m" and src["txId"] is None:
-            assert seq == [str(src["lsn"]), str(src["lsn"])]
-            last = str(src["lsn"])
+        if p["op"] == "m" and connector["txId"] is None:
+            assert seq == [str(connector["lsn"]), str(connector["lsn"])]
+            last = str(connector["lsn"])
             continue
-        assert seq == [last, str(src["lsn"])], (p["op"], src, last)
+        assert seq == [last, str(connector["lsn"])], (p["op"], connector, last)
     assert seen == {"c": 12, "t": 6, "m": 9}

@@ -26,8 +26,8 @@ def first_row_events(events: list[dict]) -> dict[str, dict]:
     for e in events:
         payload = (e["value"] or {}).get("payload") or {}
         if payload.get("op") in ("r", "c") and "after" in payload:
-            source = payload["source"]
-            out.setdefault(f"{source['schema']}.{source['table']}", e)
+            source_block = payload["source"]
+            out.setdefault(f"{source_block['schema']}.{source_block['table']}", e)
     return out
 
 
@@ -39,21 +39,21 @@ def test_table_schema_is_the_schema_of_debeziums_events(pg_server, pg_db, name):
              **scenario.properties}
     expected = first_row_events(scenario.events)
     assert expected
-    source = create_source(validate_connector(props))
+    connector = create_source(validate_connector(props))
     try:
         for table, event in expected.items():
             after = next(f for f in event["value"]["schema"]["fields"] if f["field"] == "after")
             row = {k: v for k, v in after.items() if k != "field"}  # the schema, without its place in the envelope
-            assert source.table_schema(table) == (event["topic"], row), table
+            assert connector.table_schema(table) == (event["topic"], row), table
     finally:
-        source.close()
+        connector.close()
 
 
 def test_a_table_that_does_not_exist(pg_server, pg_db):
     props = {**pg_server.connector_properties(pg_db), "connector.class": "postgres", "topic.prefix": "x"}
-    source = create_source(validate_connector(props))
+    connector = create_source(validate_connector(props))
     try:
         with pytest.raises(KeyError, match="public.missing"):
-            source.table_schema("public.missing")
+            connector.table_schema("public.missing")
     finally:
-        source.close()
+        connector.close()

@@ -35,7 +35,6 @@ from headwater.connectors.postgres.types import (
     ConversionError,
     TypeSettings,
     build_converter,
-    build_converters,
     source_type_parameters,
 )
 from headwater.events import calendar
@@ -53,30 +52,33 @@ JAVA_ARRAY = re.compile(r"^\[Ljava\.lang\.String;@[0-9a-f]+$")
 # ------------------------------------------------------------------------------- helpers
 
 
-def copy_text(conn, table: str) -> dict[int, dict[str, str | None]]:
-    """Rows of `table` by id as COPY TO STDOUT text, unescaped."""
+def copy_out(conn, table: str, buf: io.StringIO | io.BytesIO, options: str = "") -> list[str]:
+    """`table`'s rows ordered by id, copied into `buf` (COPY TO STDOUT with `options`); its column names."""
     with conn.cursor() as cur:
         cur.execute(f"SELECT * FROM {table} LIMIT 0")
         names = [d.name for d in cur.description]
-        buf = io.StringIO()
-        cur.copy_expert(f"COPY (SELECT * FROM {table} ORDER BY id) TO STDOUT", buf)
+        cur.copy_expert(f"COPY (SELECT * FROM {table} ORDER BY id) TO STDOUT{options}", buf)
+    return names
+
+
+def copy_text(conn, table: str) -> dict[int, dict[str, str | None]]:
+    """Rows of `table` by id as COPY TO STDOUT text, unescaped."""
+    buf = io.StringIO()
+    names = copy_out(conn, table, buf)
     rows = {}
     for line in buf.getvalue().split("\n"):
         if not line:
             continue
         values = [pv.unescape_copy_text(f) for f in line.split("\t")]
         row = dict(zip(names, values, strict=True))
-        rows[int(row["id"])] = row
+        rows[int(row["id"] or "")] = row  # every row has an id
     return rows
 
 
 def copy_binary(conn, table: str) -> dict[int, dict[str, bytes | None]]:
     """Rows of `table` by id as COPY BINARY fields (the types' send format)."""
-    with conn.cursor() as cur:
-        cur.execute(f"SELECT * FROM {table} LIMIT 0")
-        names = [d.name for d in cur.description]
-        buf = io.BytesIO()
-        cur.copy_expert(f"COPY (SELECT * FROM {table} ORDER BY id) TO STDOUT (FORMAT binary)", buf)
+    buf = io.BytesIO()
+    names = copy_out(conn, table, buf, " (FORMAT binary)")
     data = buf.getvalue()
     pos = 11 + 4
     ext = struct.unpack_from("!i", data, pos)[0]
@@ -97,7 +99,7 @@ def copy_binary(conn, table: str) -> dict[int, dict[str, bytes | None]]:
                 values.append(data[pos:pos + size])
                 pos += size
         row = dict(zip(names, values, strict=True))
-        rows[int.from_bytes(row["id"], "big", signed=True)] = row
+        rows[int.from_bytes(row["id"] or b"", "big", signed=True)] = row  # every row has an id
     return rows
 
 
@@ -501,7 +503,8 @@ def test_table_filters(pg_server, pg_db):
         assert names({"table.include.list": "bb"}) == []  # anchored on schema.table
         table = cat.read_table(conn, "s2", "a")
         assert table.primary_key == ("id",) and table.replica_identity == "d"
-        assert build_converters(table)["id"].schema.to_json() == {"type": "int32", "optional": False}
+        conv = build_converter(table.column("id"), None, table.id)
+        assert conv is not None and conv.schema.to_json() == {"type": "int32", "optional": False}
     finally:
         conn.close()
 
