@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from headwater.connectors.postgres.pgoutput import str_to_lsn as lsn_int  # noqa: F401 (snapshot.py's name)
-
 
 @dataclass(frozen=True)
 class StreamPosition:

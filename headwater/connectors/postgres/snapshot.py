@@ -34,7 +34,7 @@ from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.columnar import read_csv_blocks
 from headwater.connectors.postgres.connection import ConnectionParams, connect
-from headwater.connectors.postgres.positions import lsn_int
+from headwater.connectors.postgres.pgoutput import str_to_lsn
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.streaming import sequence
 from headwater.events.arrays import lit
@@ -103,7 +103,7 @@ def plan_snapshot(params: ConnectionParams, snapshot_name: str, lsn: int, tables
             ts_us = time.time_ns() // 1000
             schemas = catalog.read_tables(conn, [t.oid for t in tables])
             overrides = select_overrides(cfg)
-            info = SnapshotInfo(params, snapshot_name, lsn_int(current_lsn), txid, ts_us, lsn)
+            info = SnapshotInfo(params, snapshot_name, str_to_lsn(current_lsn), txid, ts_us, lsn)
             chunk_rows = cfg["headwater.snapshot.chunk.rows"]
             planned: list[tuple[TableSchema, list[tuple[int | None, int | None]], str | None, str | None, str | None]] = []
             for t in snapshot_tables(schemas, _name, cfg):
