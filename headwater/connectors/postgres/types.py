@@ -485,16 +485,25 @@ def _kind_timestamp(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
                 return _micros_java(parse_fn(t))
         return conv
 
-    def binary(b: bytes) -> int:
+    def out(us: int) -> int:
+        return us // 1000 if millis else _micros_java(us)
+
+    return _Kind(schema, make(parse), element=make(pv.timestamp_micros_hybrid),
+                 binary=_timestamp_binary(pos, neg, out), fallback=0)
+
+
+def _timestamp_binary(pos: Any, neg: Any, out: Callable[[int], Any]) -> Callable[[bytes], Any]:
+    """A timestamp's binary form (microseconds since 2000-01-01; pgjdbc's infinities at the ends of
+    the INT64 range) through `out`, which takes Unix epoch microseconds."""
+    def binary(b: bytes) -> Any:
         us = pv.bin_int(b)
         if us == java.LONG_MAX:
             return pos
         if us == java.LONG_MIN:
             return neg
-        us += PG_EPOCH_OFFSET_US
-        return us // 1000 if millis else _micros_java(us)
+        return out(us + PG_EPOCH_OFFSET_US)
 
-    return _Kind(schema, make(parse), element=make(pv.timestamp_micros_hybrid), binary=binary, fallback=0)
+    return binary
 
 
 def _kind_timestamp_exact(col: cat.ColumnInfo, schema: Schema, unit: str) -> _Kind:
@@ -525,14 +534,6 @@ def _kind_timestamp_exact(col: cat.ColumnInfo, schema: Schema, unit: str) -> _Ki
             return out(parse_fn(t))
         return conv
 
-    def binary(b: bytes) -> Any:
-        us = pv.bin_int(b)
-        if us == java.LONG_MAX:
-            return pos
-        if us == java.LONG_MIN:
-            return neg
-        return out(us + PG_EPOCH_OFFSET_US)
-
     hybrid = make(pv.timestamp_micros_hybrid)
 
     def element(t: str) -> Any:
@@ -541,8 +542,8 @@ def _kind_timestamp_exact(col: cat.ColumnInfo, schema: Schema, unit: str) -> _Ki
         except _Failed:
             return None
 
-    return _Kind(schema, make(pv.timestamp_micros), element=element, binary=binary, fallback=out(0),
-                 fails=unit == "ns")
+    return _Kind(schema, make(pv.timestamp_micros), element=element, binary=_timestamp_binary(pos, neg, out),
+                 fallback=out(0), fails=unit == "ns")
 
 
 def _kind_timestamptz(col: cat.ColumnInfo, s: TypeSettings) -> _Kind:
