@@ -34,10 +34,12 @@ caller guarantees:
    MariaDB the binlog position (SHOW MASTER STATUS) may already hold a transaction whose InnoDB
    commit is still under way (the binlog is written before the engine commits); a SELECT that
    starts then misses it. An exact `low` is MariaDB's `binlog_snapshot_file`/`binlog_snapshot_position`
-   status after START TRANSACTION WITH CONSISTENT SNAPSHOT (the position of that very read view:
-   there low = high is allowed and the window is empty), or the position of a watermark row the
-   reader commits just before its SELECT (DBLog's way: with `binlog_order_commits`, every transaction
-   before it in the binlog has committed in the engine by the time its own commit returns).
+   status after START TRANSACTION WITH CONSISTENT SNAPSHOT: the position of that very read view (a
+   SELECT inside that transaction may use low = high, an empty window), and everything up to it is
+   committed, so a plain SELECT after that transaction qualifies as well (high read after it; the
+   MariaDB test reads chunks so). Elsewhere: the position of a watermark row the reader commits just
+   before its SELECT (DBLog's way: with `binlog_order_commits`, every transaction before it in the
+   binlog has committed in the engine by the time its own commit returns).
 2. `high` is late enough: every change the SELECT saw is at a position <= high (read after the SELECT
    ends: a committed transaction is in the binlog already).
 3. Changes are full images (`binlog_row_image=FULL`) and keys are unique and not NULL (the primary key,
