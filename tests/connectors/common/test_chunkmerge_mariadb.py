@@ -5,7 +5,8 @@ SELECT between its low position (MariaDB's `binlog_snapshot_position` of a consi
 just before) and its high one (SHOW MASTER STATUS after), merged with the binlog of its window. Then the
 binlog from the stream start, through the filter, replayed on the chunks' records must meet every row
 as its before-image says and end equal to the table. The binlog is read here with python-mysql-replication
-(a test's reader: the connector has its own)."""
+(a test's reader: the connector has its own). And a case-insensitive text key, cut by the server's
+collation: Python's order misplaces rows, the collation's does not."""
 
 from __future__ import annotations
 
@@ -17,11 +18,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pymysql
+import pytest
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from headwater.connectors.common.chunkmerge import Change, merge_chunk
+from headwater.connectors.common.chunkmerge import Bounds, Change, ChunkMergeError, merge_chunk, null_first
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
 from headwater.connectors.common.snapshot import ChunkKey, KeyDialect, KeyRange, key_ranges
 
@@ -200,3 +202,43 @@ def test_lock_free_parallel_snapshot_under_concurrent_changes(mariadb_server, ma
     cur.execute("SELECT id, v FROM t")
     assert consumer == dict(cur.fetchall())
     conn.close()
+
+
+def casefolded(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """utf8mb4_general_ci's order and equality for ASCII letters."""
+    return tuple(v.casefold() for v in key)
+
+
+def test_text_keys_need_the_collations_order(mariadb_server, mariadb_db):
+    """The server cuts a case-insensitive text key by its collation; Python's own order places some of
+    the rows it returns outside their chunk (and the merge says so), the collation's order none."""
+    conn = pymysql.connect(**mariadb_server.connection_params(mariadb_db), autocommit=True)
+    cur = conn.cursor()
+    cur.execute("CREATE TABLE w (name VARCHAR(20) COLLATE utf8mb4_general_ci PRIMARY KEY)")
+    names = ["apple", "Banana", "cherry", "Date", "egg", "Fig", "grape", "Hazel", "ice", "Juniper"]
+    cur.executemany("INSERT INTO w VALUES (%s)", [(n,) for n in names])
+    key = ChunkKey(("name",), (False,))
+    spans = key_ranges(cur, MariaDialect(), "w", key, chunk_rows=3)
+    chunks = []
+    for span in spans:
+        cur.execute(*span.select("w", ["name"], key, MariaDialect()))
+        chunks.append((span, [tuple(r) for r in cur.fetchall()]))
+    conn.close()
+    assert sorted(r[0] for _, rows in chunks for r in rows) == sorted(names) and len(spans) >= 3
+
+    def misplaced_in(span: KeyRange, rows: list[tuple[Any, ...]], order: Any = null_first) -> list[str]:
+        return [r[0] for r in rows if not Bounds(span, order).holds(order(r))]
+
+    def misplaced(order: Any) -> list[str]:
+        return [name for span, rows in chunks for name in misplaced_in(span, rows, order)]
+
+    assert misplaced(null_first) and misplaced(casefolded) == []
+    # a chunk with rows on both sides of Python's order: a change to one it holds makes the merge compare
+    span, rows = next((s, r) for s, r in chunks if 0 < len(misplaced_in(s, r)) < len(r))
+    held = next(x for x in rows if x[0] not in misplaced_in(span, rows))
+    touch = [Change({"file": "x.1", "pos": 2}, held, held)]
+    with pytest.raises(ChunkMergeError, match="collation"):
+        merge_chunk(rows, touch, span, low={"file": "x.1", "pos": 1}, high={"file": "x.1", "pos": 3},
+                    row_key=lambda r: r, position=binlog_order)
+    assert merge_chunk(rows, touch, span, low={"file": "x.1", "pos": 1}, high={"file": "x.1", "pos": 3},
+                       row_key=lambda r: r, order=casefolded, position=binlog_order) == rows
