@@ -149,12 +149,15 @@ class _Kind:
 _ALIASES = {
     "INTEGER": "INT", "INT1": "TINYINT", "INT2": "SMALLINT", "INT3": "MEDIUMINT", "MIDDLEINT": "MEDIUMINT",
     "INT4": "INT", "INT8": "BIGINT", "DEC": "DECIMAL", "NUMERIC": "DECIMAL", "FIXED": "DECIMAL",
-    "FLOAT4": "FLOAT", "FLOAT8": "DOUBLE", "DOUBLE PRECISION": "DOUBLE", "REAL": "DOUBLE",
+    "FLOAT4": "FLOAT", "FLOAT8": "DOUBLE",
     "BOOL": "BOOLEAN", "SERIAL": "BIGINT UNSIGNED", "GEOMCOLLECTION": "GEOMETRYCOLLECTION",
-    "CHARACTER": "CHAR", "NCHAR": "CHAR", "NATIONAL CHAR": "CHAR", "CHARACTER VARYING": "VARCHAR",
-    "NVARCHAR": "VARCHAR", "NATIONAL VARCHAR": "VARCHAR", "LONG": "MEDIUMTEXT", "LONG VARCHAR": "MEDIUMTEXT",
+    "CHARACTER": "CHAR", "NCHAR": "CHAR", "NATIONAL CHAR": "CHAR", "NATIONAL CHARACTER": "CHAR",
+    "CHAR VARYING": "VARCHAR", "CHARACTER VARYING": "VARCHAR", "NCHAR VARYING": "VARCHAR", "NVARCHAR": "VARCHAR",
+    "NCHAR VARCHAR": "VARCHAR", "NATIONAL VARCHAR": "VARCHAR", "NATIONAL CHAR VARYING": "VARCHAR",
+    "NATIONAL CHARACTER VARYING": "VARCHAR", "LONG": "MEDIUMTEXT", "LONG VARCHAR": "MEDIUMTEXT",
     "LONG VARBINARY": "MEDIUMBLOB",
 }
+_MODIFIERS = {"SIGNED", "UNSIGNED", "ZEROFILL", "BINARY", "PRECISION"}
 _INTEGERS = {  # type -> (bits, signed schema, unsigned schema)
     "TINYINT": (8, INT16, INT16), "SMALLINT": (16, INT16, INT32), "MEDIUMINT": (24, INT32, INT32),
     "INT": (32, INT32, INT64), "BIGINT": (64, INT64, INT64),
@@ -168,10 +171,12 @@ _CODECS = {"utf8mb4": "utf-8", "utf8mb3": "utf-8", "utf8": "utf-8", "latin1": "c
 
 
 def base_type(type_name: str) -> tuple[str, bool]:
-    """A column's `type_name` -> (base type without modifiers or aliases, unsigned)."""
-    name = type_name.upper().split("(", 1)[0].replace(" ZEROFILL", "").strip()
-    unsigned = " UNSIGNED" in name
-    name = name.replace(" UNSIGNED", "").replace(" SIGNED", "").strip()
+    """A column's `type_name` (Debezium's: the type's words, with SIGNED/UNSIGNED/ZEROFILL/BINARY)
+    -> (base type without modifiers or aliases, unsigned)."""
+    words = type_name.upper().split("(", 1)[0].split()
+    unsigned = "UNSIGNED" in words
+    kept = [w for i, w in enumerate(words) if i == 0 or w not in _MODIFIERS]
+    name = " ".join(kept)
     name = _ALIASES.get(name, name)
     if name == "BIGINT UNSIGNED":  # SERIAL
         return "BIGINT", True
@@ -222,18 +227,17 @@ def _truthy(n: Any) -> bool:
 def _kind_decimal(column: Column, s: TypeSettings) -> _Kind:
     scale = column.scale or 0
     schema = decimal_mode_schema(s.decimal_mode, scale, column.length)
-    exponent = Decimal(1).scaleb(-scale)
     if s.decimal_mode == "double":
         def as_double(d: Decimal) -> float:
             return float(d)
         return _numeric(schema, lambda t: float(Decimal(t)), as_double, zero=0.0)
     if s.decimal_mode == "string":
         def as_string(d: Decimal) -> str:
-            return format(d.quantize(exponent), "f")
+            return java.plain_string(v.unscaled(d, scale), scale)
         return _numeric(schema, lambda t: as_string(Decimal(t)), as_string, zero="0")
 
     def as_bytes(d: Decimal) -> str:
-        return b64(java.to_byte_array(int(d.scaleb(scale))))
+        return b64(java.to_byte_array(v.unscaled(d, scale)))
     return _numeric(schema, lambda t: as_bytes(Decimal(t)), as_bytes, zero=b64(b"\0"))
 
 
@@ -306,8 +310,8 @@ def _kind_binary(column: Column, s: TypeSettings) -> _Kind:
 
 
 def _kind_enum(column: Column) -> _Kind:
-    members = column.enum_values or ()
-    escaped = [v.escape_option(m) for m in members]
+    members = [v.member_value(m) for m in column.enum_values or ()]
+    escaped = [v.escape_option(m) for m in column.enum_values or ()]
     schema = named(STRING, "io.debezium.data.Enum", {"allowed": ",".join(escaped)})
     position = {m: i for i, m in enumerate(members)}
 
@@ -323,8 +327,8 @@ def _kind_enum(column: Column) -> _Kind:
 
 
 def _kind_set(column: Column) -> _Kind:
-    members = column.enum_values or ()
-    escaped = [v.escape_option(m) for m in members]
+    members = [v.member_value(m) for m in column.enum_values or ()]
+    escaped = [v.escape_option(m) for m in column.enum_values or ()]
     schema = named(STRING, "io.debezium.data.EnumSet", {"allowed": ",".join(escaped)})
     position = {m: i for i, m in enumerate(members)}
 
@@ -432,7 +436,7 @@ def _kind_time(column: Column, s: TypeSettings) -> _Kind:
         return out(v.parse_time(t))
 
     def stream(x: Any) -> int | None:
-        return out(v.timedelta_micros(x) if isinstance(x, dt.timedelta) else v.parse_time(str(x)))
+        return out(v.replication_time_micros(x) if isinstance(x, dt.timedelta) else v.parse_time(str(x)))
     return _numeric(schema, text, stream, zero=0)
 
 
@@ -464,11 +468,7 @@ def _kind_timestamp(column: Column) -> _Kind:
     digits = column.length or 0
 
     def text(t: str) -> str | None:  # the snapshot's text (session time zone UTC): Java's ISO form
-        if t.upper() in ("CURRENT_TIMESTAMP", "NOW()", "CURRENT_TIMESTAMP()", "LOCALTIMESTAMP") \
-                or t.upper().startswith(("CURRENT_TIMESTAMP(", "NOW(")):
-            us: int | None = 0  # a default of the current time is the epoch in the schema
-        else:
-            us = v.parse_datetime(t, False)
+        us = v.parse_datetime(t, False)
         if us is None:
             return None
         iso = java.iso_timestamp_utc(us, 6)
@@ -500,6 +500,8 @@ def _kind_for(column: Column, s: TypeSettings) -> _Kind:
         return _kind_float(column)
     if name == "DOUBLE":
         return _kind_double()
+    if name == "REAL":  # Connect's FLOAT32 (MariaDB's SHOW CREATE TABLE says DOUBLE for it)
+        return _numeric(Schema(FLOAT32), lambda t: _java_float(float(t)), _java_float, zero=0.0)
     if name == "BIT":
         return _kind_bit(column, s)
     if name in _STRINGS:
@@ -534,6 +536,9 @@ def _kind_for(column: Column, s: TypeSettings) -> _Kind:
 # ---------------------------------------------------------------------------------- defaults
 
 
+_NOW = ("CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP")
+
+
 def _default(column: Column, kind: _Kind) -> Any:
     """The column's default as its JSON value (None: no default), as Debezium's default value
     converter makes it: a zero date is the epoch in a NOT NULL column and no default otherwise."""
@@ -544,6 +549,8 @@ def _default(column: Column, kind: _Kind) -> Any:
         expr = expr[1:-1].replace("''", "'")
     elif expr.upper() == "NULL":
         return None
+    elif expr.upper().startswith(_NOW):  # the current time is the epoch in a schema default
+        expr = "1970-01-01 00:00:00"
     try:
         if base_type(column.type_name)[0] in ("BOOLEAN",):
             return expr.upper() in ("TRUE", "1") or (expr.isdigit() and int(expr) != 0)

@@ -5,7 +5,7 @@ objects python-mysql-replication makes of row images (`date_days`, `datetime_mic
 `timedelta_micros`), two-digit years (`adjust_year`, `enable.time.adjuster`), BIT values in both
 forms (`bits_from_bytes`, `bits_from_string`, little-endian as Debezium writes them), spatial values
 (`split_geometry`, `point_xy`: MySQL's 4-byte SRID prefix and WKB), UUIDs (`uuid_from_bytes`, as
-Debezium's MariaDB connector reads the binlog's image) and ENUM/SET members (`escape_option`).
+Debezium's MariaDB connector reads the binlog's image) and ENUM/SET members (`escape_option`, `member_value`).
 A date whose month or day is 0 (a zero or partial zero date) reads as None: Debezium writes no
 date for it.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import struct
+from decimal import Decimal
 
 from headwater.events.calendar import days_from_civil
 
@@ -84,8 +85,32 @@ def datetime_micros(value: dt.datetime, adjust: bool) -> int:
 
 
 def timedelta_micros(value: dt.timedelta) -> int:
-    """A TIME value (python-mysql-replication gives a timedelta, negative ones included) -> microseconds."""
+    """A timedelta -> microseconds."""
     return (value.days * 86_400 + value.seconds) * MICROS_PER_SECOND + value.microseconds
+
+
+def replication_time_micros(value: dt.timedelta) -> int:
+    """A TIME value as python-mysql-replication (1.0.x) decodes it -> microseconds.
+
+    It reads a negative TIME2 with a fraction as -(seconds + (1 - fraction)): the row image stores
+    such a value's fraction complemented and python-mysql-replication takes it as it is. The mapping
+    is one to one, so the true value is recovered here (-838:59:59.999 arrives as -838:59:59.001).
+    """
+    micros = timedelta_micros(value)
+    if micros >= 0:
+        return micros
+    seconds, fraction = divmod(-micros, MICROS_PER_SECOND)
+    return -(seconds * MICROS_PER_SECOND + (MICROS_PER_SECOND - fraction if fraction else 0))
+
+
+def unscaled(value: Decimal, scale: int) -> int:
+    """A decimal's unscaled value at `scale` digits after the point (exactly, whatever its digits)."""
+    sign, digits, exponent = value.as_tuple()
+    n = int("".join(map(str, digits)) or "0")
+    assert isinstance(exponent, int), "not a finite decimal"
+    shift = exponent + scale
+    n = n * 10**shift if shift >= 0 else n // 10**-shift
+    return -n if sign else n
 
 
 # ----------------------------------------------------------------------------------------- BIT
@@ -140,6 +165,37 @@ def uuid_from_bytes(value: bytes) -> str:
 # ------------------------------------------------------------------------------------ ENUM/SET
 
 
-def escape_option(member: str) -> str:
-    """An ENUM/SET member as Debezium's DDL parser keeps it: a comma escaped with a backslash."""
-    return member.replace(",", "\\,")
+def escape_option(raw: str) -> str:
+    """An ENUM/SET member as written in DDL (quoted or not) as Debezium's DDL parser keeps it: quotes
+    removed, a comma escaped with a backslash, \\' and '' read as a quote."""
+    return _unquoted(raw).replace(",", "\\,").replace("\\'", "'").replace("''", "'")
+
+
+def member_value(raw: str) -> str:
+    """An ENUM/SET member as written in DDL (quoted or not) -> the member's value (SQL string escapes read)."""
+    body = _unquoted(raw)
+    if len(raw) < 2 or raw[0] != raw[-1] or raw[0] not in "'\"":
+        return body
+    out, i = [], 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            out.append(_SQL_ESCAPES.get(nxt, nxt))
+            i += 2
+        elif c == raw[0] and body[i + 1:i + 2] == c:
+            out.append(c)
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+_SQL_ESCAPES = {"0": "\0", "b": "\b", "n": "\n", "r": "\r", "t": "\t", "Z": "\x1a"}
+
+
+def _unquoted(raw: str) -> str:
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        return raw[1:-1]
+    return raw
