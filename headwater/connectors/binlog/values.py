@@ -2,10 +2,12 @@
 
 The text protocol's temporal strings (`parse_date`, `parse_datetime`, `parse_time`), the Python
 objects python-mysql-replication makes of row images (`date_days`, `datetime_micros`,
-`timedelta_micros`), two-digit years (`adjust_year`, `enable.time.adjuster`), BIT values in both
-forms (`bits_from_bytes`, `bits_from_string`, little-endian as Debezium writes them), spatial values
+`replication_time_micros`, `replication_values`, with what it gets wrong undone), decimals
+(`unscaled`), two-digit years (`adjust_year`, `enable.time.adjuster`), BIT values in both forms
+(`bits_from_bytes`, `bits_from_string`, little-endian as Debezium writes them), spatial values
 (`split_geometry`, `point_xy`: MySQL's 4-byte SRID prefix and WKB), UUIDs (`uuid_from_bytes`, as
-Debezium's MariaDB connector reads the binlog's image) and ENUM/SET members (`escape_option`, `member_value`).
+Debezium's MariaDB connector reads the binlog's image) and ENUM/SET members (`escape_option`,
+`member_value`).
 A date whose month or day is 0 (a zero or partial zero date) reads as None: Debezium writes no
 date for it.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import struct
 from decimal import Decimal
+from typing import Any
 
 from headwater.events.calendar import days_from_civil
 
@@ -111,6 +114,15 @@ def unscaled(value: Decimal, scale: int) -> int:
     shift = exponent + scale
     n = n * 10**shift if shift >= 0 else n // 10**-shift
     return -n if sign else n
+
+
+def replication_values(values: dict[str, Any], none_sources: dict[str, str]) -> dict[str, Any]:
+    """A row image of python-mysql-replication with its empty SETs restored: it gives None for an
+    empty SET and says "empty set" in the row's none_sources (an empty set here; Debezium writes '')."""
+    if "empty set" not in none_sources.values():
+        return values
+    return {k: (frozenset() if val is None and none_sources.get(k) == "empty set" else val)
+            for k, val in values.items()}
 
 
 # ----------------------------------------------------------------------------------------- BIT
