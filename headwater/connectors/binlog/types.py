@@ -7,7 +7,8 @@ a value to the JSON value Debezium's MySQL/MariaDB connector writes for it, as
 `binary.handling.mode` and `enable.time.adjuster` (`TypeSettings`) ask. The type comes from the
 column's `type_name` as Debezium's relational model holds it: a column the snapshot reads through
 SHOW CREATE TABLE says TINYINT(1) and LONGTEXT where DDL parsed from the binlog says BOOLEAN and
-JSON, and the events differ as Debezium's do.
+JSON, and the events differ as Debezium's do. `json_text_kind` says which columns' text the common
+column-wise kernels (`common/columnar.py`) can write without the converter.
 
 Value forms accepted (the binlog reader and the snapshot produce exactly these):
 
@@ -123,6 +124,8 @@ class ColumnConverter:
     from_stream_binary: Callable[[Any], Any]
     fallback: Any
     null_value: Any
+    text_kind: tuple[str, int] | None = None  # see json_text_kind
+    stream_text_kind: tuple[str, int] | None = None
     toast_placeholder: Any = None
 
     def __reduce__(self) -> tuple:
@@ -131,8 +134,9 @@ class ColumnConverter:
 
 @dataclass(frozen=True)
 class _Kind:
-    """A type's schema, its four value functions (None: a value meaning "no value", e.g. a zero
-    date), its zero value (Debezium's fallback for a NOT NULL column) and whether a default applies."""
+    """A type's schema, its four value functions, its zero value (Debezium's fallback for a NOT NULL
+    column), whether a default applies and whether a value can read as None (`gaps`: a zero date, a
+    TIME out of Connect's range), which the column's null value then stands for."""
 
     schema: Schema
     text: Callable[[str], Any]
@@ -141,6 +145,7 @@ class _Kind:
     stream: Callable[[Any], Any]
     zero: Any = None
     defaults: bool = True
+    gaps: bool = False
 
 
 # ------------------------------------------------------------------------------------ type names
@@ -212,11 +217,12 @@ def _kind_integer(bits: int, unsigned: bool, schema_type: str, s: TypeSettings) 
     return _numeric(Schema(schema_type), int, int, zero=0)
 
 
-def _numeric(schema: Schema, text: Callable[[str], Any], stream: Callable[[Any], Any], zero: Any) -> _Kind:
+def _numeric(schema: Schema, text: Callable[[str], Any], stream: Callable[[Any], Any], zero: Any,
+             gaps: bool = False) -> _Kind:
     """A type whose snapshot values are ASCII text and streamed values Python numbers."""
     def binary(b: bytes) -> Any:
         return text(b.decode("ascii"))
-    return _Kind(schema, text, binary, text, stream, zero)
+    return _Kind(schema, text, binary, text, stream, zero, gaps=gaps)
 
 
 def _truthy(n: Any) -> bool:
@@ -459,7 +465,7 @@ def _kind_date(s: TypeSettings) -> _Kind:
         if isinstance(d, dt.datetime):
             d = d.date()
         return v.date_days(d, adjust)
-    return _numeric(schema, text, stream, zero=0)
+    return _numeric(schema, text, stream, zero=0, gaps=True)
 
 
 def _kind_time(column: Column, s: TypeSettings) -> _Kind:
@@ -479,7 +485,7 @@ def _kind_time(column: Column, s: TypeSettings) -> _Kind:
 
     def stream(x: Any) -> int | None:
         return out(v.replication_time_micros(x) if isinstance(x, dt.timedelta) else v.parse_time(str(x)))
-    return _numeric(schema, text, stream, zero=0)
+    return _numeric(schema, text, stream, zero=0, gaps=True)
 
 
 def _kind_datetime(column: Column, s: TypeSettings) -> _Kind:
@@ -503,7 +509,7 @@ def _kind_datetime(column: Column, s: TypeSettings) -> _Kind:
         if isinstance(x, dt.date):
             return out(v.date_days(x, adjust) * v.MICROS_PER_DAY)
         return text(str(x))
-    return _numeric(schema, text, stream, zero=0)
+    return _numeric(schema, text, stream, zero=0, gaps=True)
 
 
 def _kind_timestamp(column: Column) -> _Kind:
@@ -525,7 +531,8 @@ def _kind_timestamp(column: Column) -> _Kind:
     def stream_text(t: str) -> str | None:
         us = v.parse_datetime(t, False)
         return None if not us else java.iso_timestamp_utc(us, digits)
-    return _numeric(ZONED_TIMESTAMP, text, stream, zero="1970-01-01T00:00:00Z")
+    return _Kind(ZONED_TIMESTAMP, text, lambda b: text(b.decode("ascii")), stream_text, stream,
+                 zero="1970-01-01T00:00:00Z", gaps=True)
 
 
 def _kind_for(column: Column, s: TypeSettings) -> _Kind:
@@ -608,14 +615,29 @@ def _default(column: Column, kind: _Kind) -> Any:
 
 
 def _or_missing(fn: Callable[[Any], Any], missing: Any) -> Callable[[Any], Any]:
-    """`fn`, with `missing` where it gives None (a zero date, a TIME out of Connect's range)."""
-    if missing is None:
-        return fn
-
+    """`fn`, with `missing` where it gives None."""
     def guarded(x: Any) -> Any:
         out = fn(x)
         return missing if out is None else out
     return guarded
+
+
+def _text_kind(text: Callable[[str], Any], column: Column, s: TypeSettings) -> tuple[str, int] | None:
+    """How a column's text maps to its JSON without a Python object (common/columnar.py's kernels):
+    ("integer", 0) the text is the JSON number, ("text", 0) the JSON string of the text, ("decimal",
+    scale) a DECIMAL in precise mode (MySQL writes exactly `scale` fraction digits); None otherwise."""
+    if text is int:
+        return None if "ZEROFILL" in column.type_name.upper() else ("integer", 0)  # '000042' is no JSON
+    if text is _passthrough:
+        return "text", 0
+    if base_type(column.type_name)[0] == "DECIMAL" and s.decimal_mode == "precise":
+        return "decimal", column.scale or 0
+    return None
+
+
+def json_text_kind(conv: ColumnConverter, streaming: bool = False) -> tuple[str, int] | None:
+    """The text kind of a converter's snapshot text (or streamed text), for `RecordContext.text_kind`."""
+    return conv.stream_text_kind if streaming else conv.text_kind
 
 
 def converter(column: Column, settings: TypeSettings) -> ColumnConverter:
@@ -627,9 +649,14 @@ def converter(column: Column, settings: TypeSettings) -> ColumnConverter:
         schema = schema.with_default(default)
     fallback = kind.zero if default is None else default
     null_value = fallback if not column.optional else default
+    text, stream_text, binary, stream = kind.text, kind.stream_text, kind.binary, kind.stream
+    if kind.gaps and null_value is not None:
+        text, stream_text = _or_missing(text, null_value), _or_missing(stream_text, null_value)
+        binary, stream = _or_missing(binary, null_value), _or_missing(stream, null_value)
     return ColumnConverter(
         column=column, settings=settings, schema=schema, stream_schema=schema,
-        from_text=_or_missing(kind.text, null_value), from_stream_text=_or_missing(kind.stream_text, null_value),
-        from_binary=_or_missing(kind.binary, null_value), from_stream_binary=_or_missing(kind.stream, null_value),
+        from_text=text, from_stream_text=stream_text, from_binary=binary, from_stream_binary=stream,
         fallback=fallback, null_value=null_value,
+        text_kind=_text_kind(kind.text, column, settings),
+        stream_text_kind=_text_kind(kind.stream_text, column, settings),
     )

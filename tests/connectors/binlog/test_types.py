@@ -21,6 +21,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import orjson
+import pyarrow as pa
 import pymysql
 import pytest
 from pymysqlreplication import BinLogStreamReader
@@ -30,8 +32,15 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from headwater.connectors.binlog import catalog
 from headwater.connectors.binlog.ddl import SchemaState, apply_statement
 from headwater.connectors.binlog.schema import Column, Table
-from headwater.connectors.binlog.types import ColumnConverter, TypeSettings, UnsupportedType, converter
+from headwater.connectors.binlog.types import (
+    ColumnConverter,
+    TypeSettings,
+    UnsupportedType,
+    converter,
+    json_text_kind,
+)
 from headwater.connectors.binlog.values import replication_values
+from headwater.connectors.common.columnar import COMMON_KERNELS
 
 
 def _reference() -> Path | None:
@@ -406,3 +415,28 @@ def test_stream_values_of_odd_cases() -> None:
     assert converter(cols["f"], s).from_stream_binary(3.141590118408203) == 3.14159
     big = Decimal("12345678901234567890123456789012345.123456789012345678901234567890")
     assert converter(cols["amount"], TypeSettings(decimal_mode="string")).from_stream_binary(big) == str(big)
+
+
+def test_text_kinds_give_what_the_converters_give() -> None:
+    """A column whose text kind has a common kernel is written column-wise (common/columnar.py):
+    the kernel's JSON must be the converter's."""
+    cols = _columns("CREATE TABLE t (i INT NOT NULL, z INT(6) ZEROFILL, u INT UNSIGNED, s VARCHAR(9),"
+                    " e ENUM('a','b,c'), d DECIMAL(7,2), big DECIMAL(30,2), dt DATETIME)")
+    samples = {"i": ["-2147483648", "0", "7"], "z": ["000042"], "u": ["4294967295"], "s": ["x", 'q"\\', ""],
+               "e": ["b,c"], "d": ["-12345.67", "0.00", "1.50"], "big": ["1234567890123456789012345.67"],
+               "dt": ["2024-01-01 00:00:00"]}
+    kinds = {}
+    for name, column in cols.items():
+        conv = converter(column, TypeSettings())
+        kinds[name] = found = json_text_kind(conv)
+        if found is None:
+            continue
+        kind, param = found
+        out, slow = COMMON_KERNELS[kind](pa.array(samples[name], pa.string()), param)
+        fast = [b.as_py() for b in out]
+        for i, text in enumerate(samples[name]):
+            if slow is None or not slow[i].as_py():
+                assert fast[i] == orjson.dumps(conv.from_text(text)), (name, text)
+    assert kinds == {"i": ("integer", 0), "z": None, "u": None, "s": ("text", 0), "e": ("text", 0),
+                     "d": ("decimal", 2), "big": ("decimal", 2), "dt": None}
+    assert json_text_kind(converter(cols["e"], TypeSettings()), streaming=True) is None  # members escaped
