@@ -271,7 +271,7 @@ def _kind_double() -> _Kind:
     return _numeric(Schema(FLOAT64), float, float, zero=0.0)
 
 
-def _kind_bit(column: Column, s: TypeSettings) -> _Kind:
+def _kind_bit(column: Column) -> _Kind:
     length = column.length
     if (length or 1) == 1:
         return _Kind(Schema(BOOLEAN), lambda t: t not in ("0", "\0", ""), lambda b: any(b),
@@ -552,7 +552,7 @@ def _kind_for(column: Column, s: TypeSettings) -> _Kind:
     if name == "REAL":  # Connect's FLOAT32 (MariaDB's SHOW CREATE TABLE says DOUBLE for it)
         return _numeric(Schema(FLOAT32), lambda t: _java_float(float(t)), _java_float, zero=0.0)
     if name == "BIT":
-        return _kind_bit(column, s)
+        return _kind_bit(column)
     if name in _STRINGS:
         return _kind_string(column)
     if name in _BINARIES:
@@ -600,9 +600,14 @@ def _default(column: Column, kind: _Kind) -> Any:
         return None
     elif expr.upper().startswith(_NOW):  # the current time is the epoch in a schema default
         expr = "1970-01-01 00:00:00"
+    elif expr[:2] in ("b'", "B'") and expr.endswith("'"):  # a BIT literal
+        expr = expr[2:-1]
+    name = base_type(column.type_name)[0]
     try:
-        if base_type(column.type_name)[0] in ("BOOLEAN",):
+        if name == "BOOLEAN":
             return expr.upper() in ("TRUE", "1") or (expr.isdigit() and int(expr) != 0)
+        if name in _INTEGERS and not expr.lstrip("-").isdigit():
+            expr = str(java.java_round(float(expr)))  # a decimal default of an integer column: rounded
         value = kind.text(expr)
     except (ValueError, ArithmeticError, KeyError, IndexError):
         return None  # Debezium logs it and leaves the column without a default

@@ -334,6 +334,12 @@ def test_defaults_and_fallbacks_of_not_null_columns() -> None:
     assert conv["e"].null_value == "p"  # JsonConverter writes the default for null
     assert conv["b"].schema.default is True
     assert conv["n"].null_value is None and not conv["n"].schema.has_default
+    more = _columns("CREATE TABLE t (f BIT(1) NOT NULL DEFAULT b'1', g BIT(10) DEFAULT b'1000000001',"
+                    " r INT DEFAULT 2.5, m DECIMAL(6,3) NOT NULL DEFAULT 1.5)")
+    assert converter(more["f"], s).schema.default is True
+    assert converter(more["g"], s).schema.default == "AQI="
+    assert converter(more["r"], s).schema.default == 3  # Math.round
+    assert converter(more["m"], s).fallback == "Bdw=" == converter(more["m"], s).from_text("1.500")
 
 
 def test_time_adjuster_on_two_digit_years() -> None:
