@@ -7,7 +7,7 @@ ZonedTimestamp -> timestamp with time zone UTC, bytes -> binary, ...); a type Ar
 equivalent for (a VariableScaleDecimal, a Decimal beyond 38 digits) is its text. Temporal values
 stay numbers (days, time units), so that dates Python cannot hold (PostgreSQL's infinity, years
 beyond 9999) pass through. `RowImages` gathers the row image of each event of one table (`after`,
-or `before` for a delete) into such columns, plus the change columns of `META`. Sinks that write
+or `before` for a delete) from typed blocks into such columns, plus the change columns of `META`. Sinks that write
 tables (Parquet, JDBC, Delta, Iceberg) build on it; nothing here needs Spark.
 """
 
@@ -16,14 +16,16 @@ from __future__ import annotations
 import base64
 import decimal
 import re
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from headwater.events.calendar import days_from_civil
+from headwater.events.formats.json import JsonOptions, json_values
+from headwater.events.typed import TypedBlock
 
 Converter = Callable[[Any], Any]
 Column = tuple[str, pa.DataType, Converter]  # name, Arrow type, JSON value -> Arrow value
@@ -143,32 +145,73 @@ def row_schema(value_schema: dict) -> tuple[dict, bool]:
 
 
 class RowImages:
-    """Rows of one topic as typed Arrow columns: the row image of each event plus the META columns.
+    """Rows of one topic as typed Arrow columns: the row image of each event of typed blocks
+    (`events.typed`) plus the change columns of `META`.
 
     `schema` is the row's Connect schema (the envelope's `after`, or the whole payload for other
-    records, as `envelope` says); `columns` may replace the converters (name, Arrow type, function)."""
+    records, as `envelope` says); `columns` may replace the converters (name, Arrow type, function).
+    A block's column whose Arrow type is already the row's is taken as it is; any other goes through
+    its JSON-form values (`formats.json.json_values`) and the converter. `replace_null` writes a null
+    whose field has a default as the default, as Kafka's JsonConverter does
+    (`replace.null.with.default`). A column a block does not have is null in its rows."""
 
-    def __init__(self, schema: dict, envelope: bool, columns: list[Column] | None = None):
+    def __init__(self, schema: dict, envelope: bool, columns: list[Column] | None = None, replace_null: bool = True):
         self.envelope = envelope
         self.columns = columns if columns is not None else [(f["field"], *arrow_type(f))
                                                             for f in schema.get("fields", [])]
-        self.data: dict[str, list] = defaultdict(list)
+        self.options = JsonOptions(replace_null_with_default=replace_null)
+        self.parts: list[pa.Table] = []
 
-    def add(self, payload: dict, op: str | None, change: str | None, version: int, ts: Any) -> None:
-        """One event: its payload (envelope or record), `op`, and the change columns of its row."""
+    def add(self, block: TypedBlock, ops: Sequence[str] | None = None) -> None:
+        """The events of `block` that have a value (not tombstones), of `ops` only if given."""
+        b = block.batch
+        keep = b.column("value").is_valid()
+        if ops is not None:
+            keep = pc.and_(keep, pc.fill_null(pc.is_in(b.column("op"), value_set=pa.array(ops, pa.string())), False))
+        b = b.filter(keep)
+        n = b.num_rows
+        if not n:
+            return
+        value, op = b.column("value"), b.column("op")
+        value_schema = block.value_schema or {}
         if self.envelope:
-            image = (payload.get("before") if op == "d" else payload.get("after")) or {}
-            src_ts = (payload.get("source") or {}).get("ts_ms")
+            fields = {f["field"]: f for f in value_schema.get("fields", [])}
+            deleted = pc.fill_null(pc.equal(op, pa.scalar("d")), False)
+            image = pc.if_else(deleted, value.field("before"), value.field("after"))
+            image_schema = fields["after"]
+            source = value.field("source")
+            src_ts = source.field("ts_ms") if source.type.get_field_index("ts_ms") >= 0 else pa.nulls(n, pa.int64())
         else:
-            image, src_ts = payload, None
-        for name, _, fn in self.columns:
-            v = image.get(name)
-            self.data[name].append(None if v is None else fn(v))
-        for (name, _), v in zip(META, (op, change, version, ts, src_ts), strict=True):
-            self.data[name].append(v)
+            image, image_schema, src_ts = value, value_schema, pa.nulls(n, pa.int64())
+        found = {f["field"]: (i, f) for i, f in enumerate(image_schema.get("fields", []))}
+        children = image.flatten() if found else []
+        valid = image.is_valid()
+        arrays = []
+        for name, typ, fn in self.columns:
+            if name not in found:
+                arrays.append(pa.nulls(n, typ))
+                continue
+            i, field_schema = found[name]
+            arrays.append(self._column(children[i], field_schema, typ, fn, valid))
+        meta = [op, b.column("_change_type"), b.column("_commit_version"), b.column("_commit_timestamp"),
+                src_ts.cast(pa.int64())]
+        names = [name for name, _, _ in self.columns] + [name for name, _ in META] + ["_order"]
+        self.parts.append(pa.Table.from_arrays([*arrays, *meta, b.column("_order")], names=names))
+
+    def _column(self, arr: pa.Array, schema: dict, typ: pa.DataType, fn: Converter, valid: pa.Array) -> pa.Array:
+        if arr.type == typ and not (self.options.replace_null_with_default and "default" in schema and arr.null_count):
+            return arr
+        values = json_values(arr, schema, self.options)
+        return pa.array([None if v is None or not ok else fn(v) for v, ok in zip(values, valid.to_pylist(), strict=True)],
+                        type=typ)
 
     def table(self) -> pa.Table:
-        """The rows added so far."""
+        """The rows added so far, in the order of their events."""
         columns = [(name, typ) for name, typ, _ in self.columns] + META
-        return pa.Table.from_arrays([pa.array(self.data[name], type=typ) for name, typ in columns],
-                                    names=[name for name, _ in columns])
+        schema = pa.schema(columns)
+        if not self.parts:
+            return schema.empty_table()
+        rows = pa.concat_tables(self.parts)
+        if len(self.parts) > 1:
+            rows = rows.take(pc.sort_indices(rows.column("_order")))
+        return rows.drop_columns(["_order"]).cast(schema)

@@ -37,8 +37,8 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from headwater.events.arrays import int64_array, string_array
-from headwater.events.batch import CHANGE_TYPES
+from headwater.events.arrays import int64_array, int64_values, string_array
+from headwater.events.changes import CHANGE_TYPES
 
 ToArrow = Callable[[Any], Any]  # a JSON-form value (not null) -> what pa.array takes for its type
 
@@ -163,6 +163,26 @@ class TypedBlock:
 
     def __len__(self) -> int:
         return self.batch.num_rows
+
+
+def ipc_bytes(block: TypedBlock, order_offset: int = 0) -> bytes:
+    """The block as an Arrow IPC stream (schema, metadata included, then the batch), its `_order`
+    moved by `order_offset`."""
+    b = block.batch
+    if order_offset:
+        i = b.schema.get_field_index("_order")
+        moved = int64_array(int64_values(b.column(i)) + order_offset)
+        b = b.set_column(i, b.schema.field(i), moved)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, b.schema) as writer:
+        writer.write_batch(b)
+    return sink.getvalue().to_pybytes()
+
+
+def from_ipc(data: bytes) -> TypedBlock:
+    """A block from `ipc_bytes`."""
+    with pa.ipc.open_stream(data) as reader:
+        return TypedBlock(reader.read_next_batch())
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from headwater.events.typed import connect_type
+from headwater.events.typed import BlockBuilder, connect_type, from_ipc, ipc_bytes
 
 MICROS = {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp", "version": 1}
 UNBOUNDED = {"type": "bytes", "optional": True, "name": "org.apache.kafka.connect.data.Decimal", "version": 1,
@@ -21,3 +21,17 @@ def test_types() -> None:
     zoned = {"type": "string", "name": "io.debezium.time.ZonedTimestamp"}
     assert connect_type(zoned)[0] == pa.string()
     assert connect_type({"type": "float"})[0] == pa.float64()
+
+
+def test_a_block_through_arrow_ipc_keeps_its_schemas_and_moves_its_order() -> None:
+    b = BlockBuilder()
+    b.add("t", None, None, UNBOUNDED_ROW, {"x": "AQ=="}, "c", 3, 4)
+    b.add("t", None, None, UNBOUNDED_ROW, None, None, 3, 4)
+    (block,) = b.take()
+    back = from_ipc(ipc_bytes(block, 10))
+    assert back.topic == "t" and back.value_schema == UNBOUNDED_ROW and back.key_schema is None
+    assert back.batch.column("_order").to_pylist() == [10, 11]
+    assert back.batch.drop_columns(["_order"]).equals(block.batch.drop_columns(["_order"]))
+
+
+UNBOUNDED_ROW = {"type": "struct", "fields": [{**UNBOUNDED, "field": "x"}]}

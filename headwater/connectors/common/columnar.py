@@ -37,7 +37,8 @@ from headwater.events.arrays import (
     string_scalar,
     valid_mask,
 )
-from headwater.events.batch import ARROW_SCHEMA, CHANGE_TYPES, HEADER_TYPE
+from headwater.events.batch import ARROW_SCHEMA, HEADER_TYPE, ArrowEvents, Events
+from headwater.events.changes import CHANGE_TYPES
 
 #: (text values, the kind's parameter) -> (their JSON, the rows the kernel does not cover or None)
 TextKernel = Callable[[pa.Array, int], tuple[pa.Array, pa.Array | None]]
@@ -265,23 +266,37 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
 
 
 class SnapshotBlockEncoder:
-    """Turns blocks of one table's snapshot rows into Arrow record batches of change events; the
-    snapshot's position (`position`, e.g. PostgreSQL's lsn, txid and sequence) goes to the maker's
-    `snapshot_source`."""
+    """Turns blocks of one table's snapshot rows into change events: column-wise into JSON rows
+    (`ArrowEvents`), or, for typed output, row by row through the maker; the snapshot's position
+    (`position`, e.g. PostgreSQL's lsn, txid and sequence) goes to the maker's `snapshot_source`."""
 
     def __init__(self, te: TableRecords, maker: RecordMaker, *, ts_us: int, version: int, **position: Any):
         self.te = te
+        self.maker = maker
         self.ts_us, self.version = ts_us, version
-        self.sources = binary_array([maker.snapshot_source(te, ts_us, m, position) for m in MARKERS])
+        self.source_json = [maker.snapshot_source(te, ts_us, m, position) for m in MARKERS]
+        self.sources = binary_array(self.source_json)
 
-    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> pa.RecordBatch:
+    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> Events:
         """Events for rows whose values (in the table's layout order) are `columns`; `markers` gives
         the `source.snapshot` value of the rows that are not plain "true" (first and last rows)."""
+        if self.te.ctx.output != "json":
+            return self._row_wise(columns, markers)
         which = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
-        return encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r", self.version,
-                            self.ts_us)
+        return ArrowEvents(encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r",
+                                        self.version, self.ts_us))
+
+    def _row_wise(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> Events:
+        te, maker = self.te, self.maker
+        sources = [orjson.Fragment(s) for s in self.source_json]
+        plain = sources[0]
+        for i, values in enumerate(zip(*(c.to_pylist() for c in columns), strict=True)):
+            marker = markers.get(i)
+            source = plain if marker is None else sources[MARKERS.index(marker)]
+            maker.emit(te, "r", te.key(values), None, te.row(values), source, None, self.version, self.ts_us)
+        return maker.take()
 
 
 def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array],

@@ -107,15 +107,16 @@ def test_column_wise_snapshot_equals_row_by_row(pg_server, pg_db, timezone, sche
     n = len(lines)
     marks = {0: "first", n - 1: "last_in_data_collection"}
 
-    row_wise = EventBatch()
-    maker = RecordMaker(ctx, row_wise)
+    maker = RecordMaker(ctx)
     for i, line in enumerate(lines):
         values = [unescape_copy_text(f) for f in line.split("\t")]
         maker.snapshot_row(te, values, marks.get(i, "true"), 1234, 567, 1_700_000_000_000_000, '[null,"1234"]', 9)
+    row_wise = maker.take()
+    assert isinstance(row_wise, EventBatch)
 
-    encoder = SnapshotBlockEncoder(te, RecordMaker(ctx, EventBatch()), lsn=1234, txid=567,
+    encoder = SnapshotBlockEncoder(te, RecordMaker(ctx), lsn=1234, txid=567,
                                    ts_us=1_700_000_000_000_000, sequence='[null,"1234"]', version=9)
-    batch = encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks)
+    batch = encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks).to_arrow()
 
     assert batch.num_rows == n == 3007
     assert batch.column("key").to_pylist() == row_wise.key
