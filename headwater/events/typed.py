@@ -281,20 +281,37 @@ def build_block(p: _Pending) -> TypedBlock:
     """The typed block of pending records."""
     key = _column(p.keys, p.key_schema)
     value = _column(p.values, p.value_schema)
-    htype = header_type(key.type)
+    headers = None
     if any(p.headers):
-        key_t, key_f = _converter(p.key_schema)
+        _, key_f = _converter(p.key_schema)
         headers = pa.array([None if h is None else [{"key": k, "value": None if v is None else key_f(v)}
-                                                    for k, v in h] for h in p.headers], type=htype)
-    else:
-        headers = pa.nulls(len(p.ops), htype)
-    change = [CHANGE_TYPES.get(o) if o is not None and v is not None else None
-              for o, v in zip(p.ops, p.values, strict=True)]
-    columns = [key, value, int64_array(np.array(p.order, dtype=np.int64)), string_array(p.ops), headers,
-               string_array(change), int64_array(np.array(p.versions, dtype=np.int64)),
-               int64_array(np.array(p.ts, dtype=np.int64)).cast(pa.timestamp("us", tz="UTC"))]
-    names = ["key", "value"] + [n for n, _ in META]
-    metadata = {TOPIC_META: p.topic.encode(), KEY_SCHEMA_META: orjson.dumps(p.key_schema),
-                VALUE_SCHEMA_META: orjson.dumps(p.value_schema)}
-    schema = pa.schema([pa.field(n, c.type) for n, c in zip(names, columns, strict=True)], metadata=metadata)
+                                                    for k, v in h] for h in p.headers], type=header_type(key.type))
+    return make_block(p.topic, p.key_schema, key, p.value_schema, value, string_array(p.ops),
+                      np.array(p.order, dtype=np.int64), np.array(p.versions, dtype=np.int64),
+                      np.array(p.ts, dtype=np.int64), headers)
+
+
+def make_block(topic: str, key_schema: dict | None, key: pa.Array, value_schema: dict | None, value: pa.Array,
+               op: pa.Array, order: np.ndarray, version: np.ndarray, ts_us: np.ndarray,
+               headers: pa.Array | None = None) -> TypedBlock:
+    """A typed block from its columns: `key` and `value` typed by `connect_type` of their schemas,
+    `op`, and per event its place in the batch, commit version and commit time (microseconds)."""
+    n = len(op)
+    if headers is None:
+        headers = pa.nulls(n, header_type(key.type))
+    change = _change_types(op, value)
+    columns = [key, value, int64_array(np.broadcast_to(order, n)), op, headers, change,
+               int64_array(np.broadcast_to(version, n)),
+               int64_array(np.broadcast_to(ts_us, n)).cast(pa.timestamp("us", tz="UTC"))]
+    names = ["key", "value"] + [name for name, _ in META]
+    metadata = {TOPIC_META: topic.encode(), KEY_SCHEMA_META: orjson.dumps(key_schema),
+                VALUE_SCHEMA_META: orjson.dumps(value_schema)}
+    schema = pa.schema([pa.field(name, c.type) for name, c in zip(names, columns, strict=True)], metadata=metadata)
     return TypedBlock(pa.RecordBatch.from_arrays(columns, schema=schema))
+
+
+def _change_types(op: pa.Array, value: pa.Array) -> pa.Array:
+    """Spark's `_change_type` of each event (none for a tombstone)."""
+    valid = value.is_valid().to_pylist()
+    return string_array([CHANGE_TYPES.get(o) if o is not None and ok else None
+                         for o, ok in zip(op.to_pylist(), valid, strict=True)])
