@@ -14,6 +14,7 @@ tables (Parquet, JDBC, Delta, Iceberg) build on it; nothing here needs Spark.
 from __future__ import annotations
 
 import base64
+import contextlib
 import decimal
 import re
 from collections.abc import Callable, Sequence
@@ -199,8 +200,16 @@ class RowImages:
         self.parts.append(pa.Table.from_arrays([*arrays, *meta, b.column("_order")], names=names))
 
     def _column(self, arr: pa.Array, schema: dict, typ: pa.DataType, fn: Converter, valid: pa.Array) -> pa.Array:
-        if arr.type == typ and not (self.options.replace_null_with_default and "default" in schema and arr.null_count):
-            return arr
+        if not (self.options.replace_null_with_default and "default" in schema and arr.null_count):
+            if arr.type == typ:
+                return arr
+            if pa.types.is_floating(arr.type) and pa.types.is_floating(typ):  # a Connect float, held as float64
+                return arr.cast(typ)
+            if schema.get("name") == "io.debezium.time.ZonedTimestamp":
+                # ISO-8601 in UTC to the microsecond, as Arrow reads it; the rest (infinity, other years,
+                # nanoseconds) by `_zoned`
+                with contextlib.suppress(pa.ArrowInvalid):
+                    return arr.cast(typ)
         values = json_values(arr, schema, self.options)
         return pa.array([None if v is None or not ok else fn(v) for v, ok in zip(values, valid.to_pylist(), strict=True)],
                         type=typ)
