@@ -1,21 +1,21 @@
-"""Kafka Connect schemas as Arrow types, and change events' row images as typed Arrow columns.
+"""The table view of change events: row images as Arrow columns of the types a table wants.
 
-`arrow_type` maps a Connect schema (the JSON form events carry with `schemas.enable`) to an Arrow
-type and a converter from the JSON value to the Arrow value: Debezium's semantic types become
-Arrow's (Decimal -> decimal128, MicroTimestamp -> timestamp, Date -> date32, MicroTime -> time64,
-ZonedTimestamp -> timestamp with time zone UTC, bytes -> binary, ...); a type Arrow has no
-equivalent for (a VariableScaleDecimal, a Decimal beyond 38 digits) is its text. Temporal values
-stay numbers (days, time units), so that dates Python cannot hold (PostgreSQL's infinity, years
-beyond 9999) pass through. `RowImages` gathers the row image of each event of one table (`after`,
-or `before` for a delete) from typed blocks into such columns, plus the change columns of `META`. Sinks that write
-tables (Parquet, JDBC, Delta, Iceberg) build on it; nothing here needs Spark.
+`arrow_type` maps a Connect schema (JSON form) to an Arrow type and a converter from the JSON-form
+value to the Arrow value: Debezium's semantic types become Arrow's (Decimal -> decimal128,
+MicroTimestamp -> timestamp, Date -> date32, MicroTime -> time64, ZonedTimestamp -> timestamp with
+time zone UTC, bytes -> binary, ...); a type Arrow has no equivalent for (a VariableScaleDecimal, a
+Decimal beyond 38 digits) is its text. Temporal values stay numbers (days, time units), so that
+dates Python cannot hold (PostgreSQL's infinity, years beyond 9999) pass through. Unlike the typed
+blocks of `events.typed`, which hold exactly what an event holds (a ZonedTimestamp stays its text),
+these are the types a table column wants. `RowImages` gathers the row image of each event of one
+table (`after`, or `before` for a delete) from typed blocks into such columns, plus the change
+columns of `META`. Sinks that write tables (Parquet, JDBC, Delta, Iceberg) build on it; nothing
+here needs Spark.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import decimal
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from headwater.events.calendar import days_from_civil
 from headwater.events.formats.json import JsonOptions, json_values
-from headwater.events.typed import TypedBlock
+from headwater.events.typed import PRIMITIVE, TEMPORAL, TypedBlock, bytes_value, decimal_value, same
 
 Converter = Callable[[Any], Any]
 Column = tuple[str, pa.DataType, Converter]  # name, Arrow type, JSON value -> Arrow value
@@ -35,25 +35,8 @@ Column = tuple[str, pa.DataType, Converter]  # name, Arrow type, JSON value -> A
 META = [("_op", pa.string()), ("_change_type", pa.string()), ("_commit_version", pa.int64()),
         ("_commit_timestamp", pa.timestamp("us", tz="UTC")), ("_source_ts_ms", pa.int64())]
 
-_PRIMITIVE = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
-              "boolean": pa.bool_(), "string": pa.string()}
 # NaN and the infinities are JSON strings ("NaN", "Infinity", "-Infinity"), which float() reads
 _FLOATS = {"float": pa.float32(), "double": pa.float64()}
-# Debezium's and Connect's temporal types whose JSON value (a number: days, or time units since the
-# epoch or since midnight) is Arrow's own representation; taken as it is, so that values Python's
-# datetime cannot hold (PostgreSQL's infinity, years beyond 9999) pass through
-_TEMPORAL = {
-    "io.debezium.time.Date": pa.date32(),
-    "org.apache.kafka.connect.data.Date": pa.date32(),
-    "io.debezium.time.Timestamp": pa.timestamp("ms"),
-    "org.apache.kafka.connect.data.Timestamp": pa.timestamp("ms"),
-    "io.debezium.time.MicroTimestamp": pa.timestamp("us"),
-    "io.debezium.time.NanoTimestamp": pa.timestamp("ns"),
-    "io.debezium.time.Time": pa.time32("ms"),
-    "org.apache.kafka.connect.data.Time": pa.time32("ms"),
-    "io.debezium.time.MicroTime": pa.time64("us"),
-    "io.debezium.time.NanoTime": pa.time64("ns"),
-}
 # an ISO-8601 instant in UTC as Debezium writes it: a year of 4 or more digits, maybe signed
 _ZONED = re.compile(r"([+-]?\d{4,})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -64,8 +47,8 @@ def arrow_type(schema: dict) -> tuple[pa.DataType, Converter]:
 
     The function is called on values that are not null; nulls inside arrays, maps and structs stay null."""
     name, t = schema.get("name"), schema["type"]
-    if name in _TEMPORAL:
-        return _TEMPORAL[name], _same
+    if name in TEMPORAL:
+        return TEMPORAL[name], same
     if name == "io.debezium.time.ZonedTimestamp":
         return pa.timestamp("us", tz="UTC"), _zoned
     if name == "org.apache.kafka.connect.data.Decimal":
@@ -73,16 +56,16 @@ def arrow_type(schema: dict) -> tuple[pa.DataType, Converter]:
         scale = int(params.get("scale", 0))
         precision = int(params.get("connect.decimal.precision", 38))
         if 0 < precision <= 38 and scale <= precision:
-            return pa.decimal128(precision, scale), lambda v: _decimal(v, scale)
-        return pa.string(), lambda v: str(_decimal(v, scale))
+            return pa.decimal128(precision, scale), lambda v: decimal_value(v, scale)
+        return pa.string(), lambda v: str(decimal_value(v, scale))
     if name == "io.debezium.data.VariableScaleDecimal":  # each value has its own scale: exact text
-        return pa.string(), lambda v: str(_decimal(v["value"], v["scale"]))
-    if t in _PRIMITIVE:
-        return _PRIMITIVE[t], _same
+        return pa.string(), lambda v: str(decimal_value(v["value"], v["scale"]))
+    if t in PRIMITIVE:
+        return PRIMITIVE[t], same
     if t in _FLOATS:
         return _FLOATS[t], float
     if t == "bytes":
-        return pa.binary(), _bytes
+        return pa.binary(), bytes_value
     if t == "array":
         item_t, item_f = arrow_type(schema["items"])
         return pa.list_(item_t), lambda v: [None if x is None else item_f(x) for x in v]
@@ -97,22 +80,6 @@ def arrow_type(schema: dict) -> tuple[pa.DataType, Converter]:
         return (pa.struct([(n, ft) for n, ft, _ in fields]),
                 lambda v: {n: (None if v.get(n) is None else fn(v[n])) for n, _, fn in fields})
     return pa.string(), json_text
-
-
-def _same(v: Any) -> Any:
-    return v
-
-
-def _bytes(v: str | bytes) -> bytes:
-    """Connect bytes: base64 text in JSON (binary.handling.mode=bytes)."""
-    return base64.b64decode(v) if isinstance(v, str) else v
-
-
-def _decimal(b64: str, scale: int) -> decimal.Decimal:
-    """A Connect Decimal's value: its unscaled big-endian two's-complement bytes and its scale, exactly
-    (made from text: arithmetic would round to the context's 28 digits)."""
-    unscaled = int.from_bytes(base64.b64decode(b64), "big", signed=True)
-    return decimal.Decimal(f"{unscaled}E{-scale}")
 
 
 def _zoned(v: str) -> int:

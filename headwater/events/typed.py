@@ -46,7 +46,7 @@ TOPIC_META = b"headwater.topic"
 KEY_SCHEMA_META = b"headwater.key.schema"
 VALUE_SCHEMA_META = b"headwater.value.schema"
 
-_PRIMITIVE = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
+PRIMITIVE = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
               "boolean": pa.bool_(), "string": pa.string()}
 # logical types whose JSON value (a number of days or time units) is the Arrow type's own value
 TEMPORAL = {
@@ -83,21 +83,21 @@ def connect_type(schema: dict | None) -> tuple[pa.DataType, ToArrow]:
     """The Arrow type of a Connect schema (JSON form; None: no schema, all nulls) and a function from a
     JSON-form value to the value `pa.array` takes for that type."""
     if schema is None:
-        return pa.null(), _same
+        return pa.null(), same
     name, t = schema.get("name"), schema["type"]
     if name in TEMPORAL:
-        return TEMPORAL[name], _same
+        return TEMPORAL[name], same
     if name == DECIMAL:
         scale, precision = decimal_scale(schema)
         if precision is not None:
-            return pa.decimal128(precision, scale), lambda v: _decimal(v, scale)
-        return pa.binary(), _bytes
-    if t in _PRIMITIVE:
-        return _PRIMITIVE[t], _same
+            return pa.decimal128(precision, scale), lambda v: decimal_value(v, scale)
+        return pa.binary(), bytes_value
+    if t in PRIMITIVE:
+        return PRIMITIVE[t], same
     if t in ("float", "double"):
         return pa.float64(), float  # NaN and the infinities are the strings "NaN", "Infinity", "-Infinity"
     if t == "bytes":
-        return pa.binary(), _bytes
+        return pa.binary(), bytes_value
     if t == "array":
         item_t, item_f = connect_type(schema["items"])
         return pa.list_(item_t), lambda v: [None if x is None else item_f(x) for x in v]
@@ -114,7 +114,8 @@ def connect_type(schema: dict | None) -> tuple[pa.DataType, ToArrow]:
     raise ValueError(f"not a Connect schema type: {t!r}")
 
 
-def _same(v: Any) -> Any:
+def same(v: Any) -> Any:
+    """A value Arrow takes as it is."""
     return v
 
 
@@ -124,11 +125,12 @@ def _plain(v: Any) -> Any:
     return orjson.loads(orjson.dumps(v)) if isinstance(v, orjson.Fragment) else v
 
 
-def _bytes(v: str) -> bytes:
-    return base64.b64decode(v)
+def bytes_value(v: str | bytes) -> bytes:
+    """Connect bytes: base64 text in JSON (binary.handling.mode=bytes)."""
+    return base64.b64decode(v) if isinstance(v, str) else v
 
 
-def _decimal(b64: str, scale: int) -> decimal.Decimal:
+def decimal_value(b64: str, scale: int) -> decimal.Decimal:
     """A Connect Decimal's value from its base64 unscaled big-endian two's-complement bytes, exactly."""
     unscaled = int.from_bytes(base64.b64decode(b64), "big", signed=True)
     return decimal.Decimal(f"{unscaled}E{-scale}")
