@@ -4,9 +4,10 @@
 connector subclasses it with its own settings and supplies its column types (`converter`,
 `text_kind`), its `source` schema and its `source` tail. `TableRecords` holds one table's schemas
 and per-column converters for one column layout. `RecordMaker` appends records to a
-`RecordOutput` (JSON text rows, or typed blocks: `RecordContext.output`): creates, updates (a key change as a delete and a create), deletes and their
-tombstones (`emit`, `update`, `delete`, `tombstone`), truncates,
-transaction BEGIN/END records (`TxnCounters` counts the events of a transaction) and heartbeats.
+`RecordOutput` (JSON text rows, or typed blocks, as `RecordContext.output` says): creates, updates
+(a key change as a delete and a create), deletes and their tombstones (`emit`, `update`, `delete`,
+`tombstone`), truncates, transaction BEGIN/END records (`TxnCounters` counts the events of a
+transaction) and heartbeats; `take()` hands over the records made so far.
 """
 
 from __future__ import annotations
