@@ -26,7 +26,15 @@ import pyarrow.compute as pc
 
 from headwater.events.calendar import days_from_civil
 from headwater.events.formats.json import JsonOptions, json_values
-from headwater.events.typed import PRIMITIVE, TEMPORAL, TypedBlock, bytes_value, decimal_value, same
+from headwater.events.typed import (
+    PRIMITIVE,
+    TEMPORAL,
+    TypedBlock,
+    bytes_value,
+    container_type,
+    decimal_value,
+    same,
+)
 
 Converter = Callable[[Any], Any]
 Column = tuple[str, pa.DataType, Converter]  # name, Arrow type, JSON value -> Arrow value
@@ -66,20 +74,8 @@ def arrow_type(schema: dict) -> tuple[pa.DataType, Converter]:
         return _FLOATS[t], float
     if t == "bytes":
         return pa.binary(), bytes_value
-    if t == "array":
-        item_t, item_f = arrow_type(schema["items"])
-        return pa.list_(item_t), lambda v: [None if x is None else item_f(x) for x in v]
-    if t == "map":
-        key_t, key_f = arrow_type(schema["keys"])
-        value_t, value_f = arrow_type(schema["values"])
-        # JsonConverter writes a map with string keys as an object, any other as [key, value] pairs
-        return pa.map_(key_t, value_t), lambda v: [(key_f(k), None if x is None else value_f(x))
-                                                   for k, x in (v.items() if isinstance(v, dict) else v)]
-    if t == "struct":
-        fields = [(f["field"], *arrow_type(f)) for f in schema["fields"]]
-        return (pa.struct([(n, ft) for n, ft, _ in fields]),
-                lambda v: {n: (None if v.get(n) is None else fn(v[n])) for n, _, fn in fields})
-    return pa.string(), json_text
+    container = container_type(schema, arrow_type)
+    return container if container is not None else (pa.string(), json_text)
 
 
 def _zoned(v: str) -> int:

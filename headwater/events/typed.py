@@ -98,20 +98,31 @@ def connect_type(schema: dict | None) -> tuple[pa.DataType, ToArrow]:
         return pa.float64(), float  # NaN and the infinities are the strings "NaN", "Infinity", "-Infinity"
     if t == "bytes":
         return pa.binary(), bytes_value
+    container = container_type(schema, connect_type)
+    if container is None:
+        raise ValueError(f"not a Connect schema type: {t!r}")
+    return container
+
+
+def container_type(schema: dict, part: Callable[[dict], tuple[pa.DataType, ToArrow]]
+                   ) -> tuple[pa.DataType, ToArrow] | None:
+    """The Arrow type and converter of a Connect array, map or struct whose parts' schemas `part`
+    maps; None for any other schema."""
+    t = schema["type"]
     if t == "array":
-        item_t, item_f = connect_type(schema["items"])
+        item_t, item_f = part(schema["items"])
         return pa.list_(item_t), lambda v: [None if x is None else item_f(x) for x in v]
     if t == "map":
-        key_t, key_f = connect_type(schema["keys"])
-        value_t, value_f = connect_type(schema["values"])
+        key_t, key_f = part(schema["keys"])
+        value_t, value_f = part(schema["values"])
         # JsonConverter writes a map with string keys as an object, any other as [key, value] pairs
         return pa.map_(key_t, value_t), lambda v: [(key_f(k), None if x is None else value_f(x))
                                                    for k, x in (v.items() if isinstance(v, dict) else v)]
     if t == "struct":
-        fields = [(f["field"], *connect_type(f)) for f in schema["fields"]]
+        fields = [(f["field"], *part(f)) for f in schema["fields"]]
         return (pa.struct([(n, ft) for n, ft, _ in fields]),
                 lambda v: {n: (None if v.get(n) is None else fn(_plain(v[n]))) for n, _, fn in fields})
-    raise ValueError(f"not a Connect schema type: {t!r}")
+    return None
 
 
 def same(v: Any) -> Any:
