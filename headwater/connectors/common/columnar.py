@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from headwater.connectors.common.records import RecordMaker, TableRecords, ValueColumn, now_ts
+from headwater.connectors.common.source_info import SourceTemplate
 from headwater.events.arrays import (
     binary_array,
     binary_scalar,
@@ -382,6 +383,22 @@ def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, field
     values = {"ts_ms": decimal_text(ts_us // 1000), "ts_us": decimal_text(ts_us),
               "ts_ns": decimal_text(ts_us * 1000), **fields}
     return join_parts([values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)])
+
+
+def typed_source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array],
+                        snapshot: str = "false") -> pa.Array:
+    """`source_column` as a typed struct column (`events.typed`): the commit time per row (`ts_us`),
+    the values of the connector's other open slots per row (`fields`, typed), and the template's
+    constant fields."""
+    template = SourceTemplate(maker.source_template(te, snapshot), {})
+    constants = orjson.loads(template.render(*(b"null" for _ in template.open)))  # once per block
+    n = len(ts_us)
+    values = {"ts_ms": int64_array(ts_us // 1000), "ts_us": int64_array(ts_us), "ts_ns": int64_array(ts_us * 1000),
+              **fields}
+    typ = connect_type(te.ctx.source_schema.to_json())[0]
+    arrays = [values[f.name].cast(f.type) if f.name in values else pa.array([constants[f.name]] * n, type=f.type)
+              for f in typ]
+    return pa.StructArray.from_arrays(arrays, fields=list(typ))
 
 
 def decimal_text(v: np.ndarray) -> pa.Array:

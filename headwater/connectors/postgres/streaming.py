@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
-from headwater.connectors.common.columnar import encode_block
+from headwater.connectors.common.columnar import encode_block, typed_insert_block
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import Planner, pack, unpack
 from headwater.connectors.common.records import TableRecords, TxnCounters, table_records
@@ -32,6 +32,7 @@ from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.replication import DATA_KINDS, PgoutputKinds, ReplicationReader
 from headwater.events.batch import ArrowEvents, Events
+from headwater.events.typed import TypedEvents
 
 MIN_RUN = 32  # INSERTs; a shorter run costs less row by row than column-wise
 
@@ -86,8 +87,8 @@ class InsertRun:
         self.payloads.append(payload)
         self.lsns.append(lsn)
 
-    def encode(self, maker: RecordMaker, te: TableRecords, columns: list) -> pa.RecordBatch:
-        """The run's create events (of table `te`) from its decoded columns."""
+    def encode(self, maker: RecordMaker, te: TableRecords, columns: list) -> Events:
+        """The run's create events (of table `te`) from its decoded columns: JSON rows, or a typed block."""
         firsts = [first for first, _, _, _ in self.segments]
         counts = [b - a for a, b in zip(firsts, [*firsts[1:], len(self.payloads)], strict=True)]
 
@@ -96,11 +97,15 @@ class InsertRun:
 
         segs = [seg for _, seg, _, _ in self.segments]
         ts_us = per_row([seg.commit_ts for seg in segs])
+        typed = te.ctx.output != "json"
         source = stream_sources(
             maker, te, ts_us, per_row([xid for _, _, xid, _ in self.segments]),
             per_row([-1 if last is None else last for _, _, _, last in self.segments]),
-            np.array(self.lsns, dtype=np.int64))
-        return encode_block(te, columns, source, "c", per_row([seg.commit_pos for seg in segs]), ts_us)
+            np.array(self.lsns, dtype=np.int64), typed)
+        versions = per_row([seg.commit_pos for seg in segs])
+        if typed:
+            return TypedEvents([typed_insert_block(te, columns, source, "c", versions, ts_us)])
+        return ArrowEvents(encode_block(te, columns, source, "c", versions, ts_us))
 
 
 class SliceDecoder:
@@ -128,8 +133,8 @@ class SliceDecoder:
         ctx = self.ctx
         maker = RecordMaker(ctx)
         limit = ctx.batch_rows
-        # runs of INSERTs are decoded column-wise into JSON (the events carry no transaction block)
-        runs = not ctx.transaction_metadata and "c" not in ctx.skipped and ctx.output == "json"
+        # runs of INSERTs are decoded column-wise (the events carry no transaction block)
+        runs = not ctx.transaction_metadata and "c" not in ctx.skipped
         run = InsertRun()
         for seg in segments:
             xid = seg.xid
@@ -186,7 +191,7 @@ class SliceDecoder:
         else:
             if len(maker.out):
                 yield maker.take()
-            yield ArrowEvents(run.encode(maker, te, columns))
+            yield run.encode(maker, te, columns)
             # hand the block's intermediate buffers back to the system: mimalloc, Arrow's default
             # pool, keeps freed pages, which doubled the engine's resident growth on a large transaction
             pa.default_memory_pool().release_unused()
