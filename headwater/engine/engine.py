@@ -6,6 +6,10 @@
                                # next batch is asked for, i.e. after `handle` returned
     engine.close()
 
+`events()` gives the events one at a time as JSON text rows; with `output="typed"` the connector
+builds typed blocks (`events.typed`), which `blocks()` hands over as they are, and `events()`
+writes as JSON (`events.formats.json`, with the engine's JsonConverter settings).
+
 Work units run here, in order (snapshot chunks optionally on threads). The offset file is written
 atomically after the caller has processed a batch, then the connector commits that offset to the
 database, so a crash never loses a change; the batch in flight at the crash is delivered again.
@@ -26,6 +30,8 @@ from headwater.connectors.base import Offset, SourceConnector
 from headwater.connectors.registry import create_source
 from headwater.engine.startup import open_connector
 from headwater.events.batch import Event, Events
+from headwater.events.formats.json import JsonOptions, to_event_batch
+from headwater.events.typed import TypedEvents
 
 log = logging.getLogger("headwater.engine")
 
@@ -57,12 +63,15 @@ class Engine:
 
     def __init__(self, config: ConnectorConfig, offsets: OffsetFile | None = None, *,
                  schemas_enable: bool = False, replace_null_with_default: bool = True,
-                 max_events: int | None = None, connector: SourceConnector | None = None):
+                 max_events: int | None = None, connector: SourceConnector | None = None, output: str = "json"):
         self.config = config
         self.offsets = offsets
         self.max_events = max_events
+        self.output = output
+        self.json = JsonOptions(schemas_enable, replace_null_with_default)
         self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
-                                              replace_null_with_default=replace_null_with_default)
+                                                    replace_null_with_default=replace_null_with_default,
+                                                    output=output)
         self.stopping = threading.Event()
         self.offset: Offset | None = None
 
@@ -97,9 +106,18 @@ class Engine:
             self._commit(end)
             start = end
 
-    def events(self, once: bool = False) -> Iterator[Event]:
+    def blocks(self, once: bool = False) -> Iterator[TypedEvents]:
+        """Batches of typed blocks (an engine made with `output="typed"`)."""
+        if self.output != "typed":
+            raise ValueError('Engine.blocks() needs an engine made with output="typed"')
         for batch in self.batches(once):
-            yield from batch.rows()
+            assert isinstance(batch, TypedEvents)
+            yield batch
+
+    def events(self, once: bool = False) -> Iterator[Event]:
+        """The events one at a time, as JSON text rows."""
+        for batch in self.batches(once):
+            yield from (to_event_batch(batch, self.json) if isinstance(batch, TypedEvents) else batch).rows()
 
     def status(self) -> dict[str, Any]:
         return self.connector.status(self.offset)

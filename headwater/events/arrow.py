@@ -1,29 +1,40 @@
-"""Kafka Connect schemas as Arrow types, and change events' row images as typed Arrow columns.
+"""The table view of change events: row images as Arrow columns of the types a table wants.
 
-`arrow_type` maps a Connect schema (the JSON form events carry with `schemas.enable`) to an Arrow
-type and a converter from the JSON value to the Arrow value: Debezium's semantic types become
-Arrow's (Decimal -> decimal128, MicroTimestamp -> timestamp, Date -> date32, MicroTime -> time64,
-ZonedTimestamp -> timestamp with time zone UTC, bytes -> binary, ...); a type Arrow has no
-equivalent for (a VariableScaleDecimal, a Decimal beyond 38 digits) is its text. Temporal values
-stay numbers (days, time units), so that dates Python cannot hold (PostgreSQL's infinity, years
-beyond 9999) pass through. `RowImages` gathers the row image of each event of one table (`after`,
-or `before` for a delete) into such columns, plus the change columns of `META`. Sinks that write
-tables (Parquet, JDBC, Delta, Iceberg) build on it; nothing here needs Spark.
+`arrow_type` maps a Connect schema (JSON form) to an Arrow type and a converter from the JSON-form
+value to the Arrow value: Debezium's semantic types become Arrow's (Decimal -> decimal128,
+MicroTimestamp -> timestamp, Date -> date32, MicroTime -> time64, ZonedTimestamp -> timestamp with
+time zone UTC, bytes -> binary, ...); a type Arrow has no equivalent for (a VariableScaleDecimal, a
+Decimal beyond 38 digits) is its text. Temporal values stay numbers (days, time units), so that
+dates Python cannot hold (PostgreSQL's infinity, years beyond 9999) pass through. Unlike the typed
+blocks of `events.typed`, which hold exactly what an event holds (a ZonedTimestamp stays its text),
+these are the types a table column wants. `RowImages` gathers the row image of each event of one
+table (`after`, or `before` for a delete) from typed blocks into such columns, plus the change
+columns of `META`. Sinks that write tables (Parquet, JDBC, Delta, Iceberg) build on it; nothing
+here needs Spark.
 """
 
 from __future__ import annotations
 
-import base64
-import decimal
+import contextlib
 import re
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from headwater.events.calendar import days_from_civil
+from headwater.events.formats.json import JsonOptions, json_values
+from headwater.events.typed import (
+    PRIMITIVE,
+    TEMPORAL,
+    TypedBlock,
+    bytes_value,
+    container_type,
+    decimal_value,
+    same,
+)
 
 Converter = Callable[[Any], Any]
 Column = tuple[str, pa.DataType, Converter]  # name, Arrow type, JSON value -> Arrow value
@@ -32,25 +43,8 @@ Column = tuple[str, pa.DataType, Converter]  # name, Arrow type, JSON value -> A
 META = [("_op", pa.string()), ("_change_type", pa.string()), ("_commit_version", pa.int64()),
         ("_commit_timestamp", pa.timestamp("us", tz="UTC")), ("_source_ts_ms", pa.int64())]
 
-_PRIMITIVE = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
-              "boolean": pa.bool_(), "string": pa.string()}
 # NaN and the infinities are JSON strings ("NaN", "Infinity", "-Infinity"), which float() reads
 _FLOATS = {"float": pa.float32(), "double": pa.float64()}
-# Debezium's and Connect's temporal types whose JSON value (a number: days, or time units since the
-# epoch or since midnight) is Arrow's own representation; taken as it is, so that values Python's
-# datetime cannot hold (PostgreSQL's infinity, years beyond 9999) pass through
-_TEMPORAL = {
-    "io.debezium.time.Date": pa.date32(),
-    "org.apache.kafka.connect.data.Date": pa.date32(),
-    "io.debezium.time.Timestamp": pa.timestamp("ms"),
-    "org.apache.kafka.connect.data.Timestamp": pa.timestamp("ms"),
-    "io.debezium.time.MicroTimestamp": pa.timestamp("us"),
-    "io.debezium.time.NanoTimestamp": pa.timestamp("ns"),
-    "io.debezium.time.Time": pa.time32("ms"),
-    "org.apache.kafka.connect.data.Time": pa.time32("ms"),
-    "io.debezium.time.MicroTime": pa.time64("us"),
-    "io.debezium.time.NanoTime": pa.time64("ns"),
-}
 # an ISO-8601 instant in UTC as Debezium writes it: a year of 4 or more digits, maybe signed
 _ZONED = re.compile(r"([+-]?\d{4,})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?Z")
 _INT64 = (-(2**63), 2**63 - 1)
@@ -61,8 +55,8 @@ def arrow_type(schema: dict) -> tuple[pa.DataType, Converter]:
 
     The function is called on values that are not null; nulls inside arrays, maps and structs stay null."""
     name, t = schema.get("name"), schema["type"]
-    if name in _TEMPORAL:
-        return _TEMPORAL[name], _same
+    if name in TEMPORAL:
+        return TEMPORAL[name], same
     if name == "io.debezium.time.ZonedTimestamp":
         return pa.timestamp("us", tz="UTC"), _zoned
     if name == "org.apache.kafka.connect.data.Decimal":
@@ -70,46 +64,18 @@ def arrow_type(schema: dict) -> tuple[pa.DataType, Converter]:
         scale = int(params.get("scale", 0))
         precision = int(params.get("connect.decimal.precision", 38))
         if 0 < precision <= 38 and scale <= precision:
-            return pa.decimal128(precision, scale), lambda v: _decimal(v, scale)
-        return pa.string(), lambda v: str(_decimal(v, scale))
+            return pa.decimal128(precision, scale), lambda v: decimal_value(v, scale)
+        return pa.string(), lambda v: str(decimal_value(v, scale))
     if name == "io.debezium.data.VariableScaleDecimal":  # each value has its own scale: exact text
-        return pa.string(), lambda v: str(_decimal(v["value"], v["scale"]))
-    if t in _PRIMITIVE:
-        return _PRIMITIVE[t], _same
+        return pa.string(), lambda v: str(decimal_value(v["value"], v["scale"]))
+    if t in PRIMITIVE:
+        return PRIMITIVE[t], same
     if t in _FLOATS:
         return _FLOATS[t], float
     if t == "bytes":
-        return pa.binary(), _bytes
-    if t == "array":
-        item_t, item_f = arrow_type(schema["items"])
-        return pa.list_(item_t), lambda v: [None if x is None else item_f(x) for x in v]
-    if t == "map":
-        key_t, key_f = arrow_type(schema["keys"])
-        value_t, value_f = arrow_type(schema["values"])
-        # JsonConverter writes a map with string keys as an object, any other as [key, value] pairs
-        return pa.map_(key_t, value_t), lambda v: [(key_f(k), None if x is None else value_f(x))
-                                                   for k, x in (v.items() if isinstance(v, dict) else v)]
-    if t == "struct":
-        fields = [(f["field"], *arrow_type(f)) for f in schema["fields"]]
-        return (pa.struct([(n, ft) for n, ft, _ in fields]),
-                lambda v: {n: (None if v.get(n) is None else fn(v[n])) for n, _, fn in fields})
-    return pa.string(), json_text
-
-
-def _same(v: Any) -> Any:
-    return v
-
-
-def _bytes(v: str | bytes) -> bytes:
-    """Connect bytes: base64 text in JSON (binary.handling.mode=bytes)."""
-    return base64.b64decode(v) if isinstance(v, str) else v
-
-
-def _decimal(b64: str, scale: int) -> decimal.Decimal:
-    """A Connect Decimal's value: its unscaled big-endian two's-complement bytes and its scale, exactly
-    (made from text: arithmetic would round to the context's 28 digits)."""
-    unscaled = int.from_bytes(base64.b64decode(b64), "big", signed=True)
-    return decimal.Decimal(f"{unscaled}E{-scale}")
+        return pa.binary(), bytes_value
+    container = container_type(schema, arrow_type)
+    return container if container is not None else (pa.string(), json_text)
 
 
 def _zoned(v: str) -> int:
@@ -143,32 +109,81 @@ def row_schema(value_schema: dict) -> tuple[dict, bool]:
 
 
 class RowImages:
-    """Rows of one topic as typed Arrow columns: the row image of each event plus the META columns.
+    """Rows of one topic as typed Arrow columns: the row image of each event of typed blocks
+    (`events.typed`) plus the change columns of `META`.
 
     `schema` is the row's Connect schema (the envelope's `after`, or the whole payload for other
-    records, as `envelope` says); `columns` may replace the converters (name, Arrow type, function)."""
+    records, as `envelope` says); `columns` may replace the converters (name, Arrow type, function).
+    A block's column whose Arrow type is already the row's is taken as it is; any other goes through
+    its JSON-form values (`formats.json.json_values`) and the converter. `replace_null` writes a null
+    whose field has a default as the default, as Kafka's JsonConverter does
+    (`replace.null.with.default`). A column a block does not have is null in its rows."""
 
-    def __init__(self, schema: dict, envelope: bool, columns: list[Column] | None = None):
+    def __init__(self, schema: dict, envelope: bool, columns: list[Column] | None = None, replace_null: bool = True):
         self.envelope = envelope
         self.columns = columns if columns is not None else [(f["field"], *arrow_type(f))
                                                             for f in schema.get("fields", [])]
-        self.data: dict[str, list] = defaultdict(list)
+        self.options = JsonOptions(replace_null_with_default=replace_null)
+        self.parts: list[pa.Table] = []
 
-    def add(self, payload: dict, op: str | None, change: str | None, version: int, ts: Any) -> None:
-        """One event: its payload (envelope or record), `op`, and the change columns of its row."""
+    def add(self, block: TypedBlock, ops: Sequence[str] | None = None) -> None:
+        """The events of `block` that have a value (not tombstones), of `ops` only if given."""
+        b = block.batch
+        keep = b.column("value").is_valid()
+        if ops is not None:
+            keep = pc.and_(keep, pc.fill_null(pc.is_in(b.column("op"), value_set=pa.array(ops, pa.string())), False))
+        b = b.filter(keep)
+        n = b.num_rows
+        if not n:
+            return
+        value, op = b.column("value"), b.column("op")
+        value_schema = block.value_schema or {}
         if self.envelope:
-            image = (payload.get("before") if op == "d" else payload.get("after")) or {}
-            src_ts = (payload.get("source") or {}).get("ts_ms")
+            fields = {f["field"]: f for f in value_schema.get("fields", [])}
+            deleted = pc.fill_null(pc.equal(op, pa.scalar("d")), False)
+            image = pc.if_else(deleted, value.field("before"), value.field("after"))
+            image_schema = fields["after"]
+            source = value.field("source")
+            src_ts = source.field("ts_ms") if source.type.get_field_index("ts_ms") >= 0 else pa.nulls(n, pa.int64())
         else:
-            image, src_ts = payload, None
-        for name, _, fn in self.columns:
-            v = image.get(name)
-            self.data[name].append(None if v is None else fn(v))
-        for (name, _), v in zip(META, (op, change, version, ts, src_ts), strict=True):
-            self.data[name].append(v)
+            image, image_schema, src_ts = value, value_schema, pa.nulls(n, pa.int64())
+        found = {f["field"]: (i, f) for i, f in enumerate(image_schema.get("fields", []))}
+        children = image.flatten() if found else []
+        valid = image.is_valid()
+        arrays = []
+        for name, typ, fn in self.columns:
+            if name not in found:
+                arrays.append(pa.nulls(n, typ))
+                continue
+            i, field_schema = found[name]
+            arrays.append(self._column(children[i], field_schema, typ, fn, valid))
+        meta = [op, b.column("_change_type"), b.column("_commit_version"), b.column("_commit_timestamp"),
+                src_ts.cast(pa.int64())]
+        names = [name for name, _, _ in self.columns] + [name for name, _ in META] + ["_order"]
+        self.parts.append(pa.Table.from_arrays([*arrays, *meta, b.column("_order")], names=names))
+
+    def _column(self, arr: pa.Array, schema: dict, typ: pa.DataType, fn: Converter, valid: pa.Array) -> pa.Array:
+        if not (self.options.replace_null_with_default and "default" in schema and arr.null_count):
+            if arr.type == typ:
+                return arr
+            if pa.types.is_floating(arr.type) and pa.types.is_floating(typ):  # a Connect float, held as float64
+                return arr.cast(typ)
+            if schema.get("name") == "io.debezium.time.ZonedTimestamp":
+                # ISO-8601 in UTC to the microsecond, as Arrow reads it; the rest (infinity, other years,
+                # nanoseconds) by `_zoned`
+                with contextlib.suppress(pa.ArrowInvalid):
+                    return arr.cast(typ)
+        values = json_values(arr, schema, self.options)
+        return pa.array([None if v is None or not ok else fn(v) for v, ok in zip(values, valid.to_pylist(), strict=True)],
+                        type=typ)
 
     def table(self) -> pa.Table:
-        """The rows added so far."""
+        """The rows added so far, in the order of their events."""
         columns = [(name, typ) for name, typ, _ in self.columns] + META
-        return pa.Table.from_arrays([pa.array(self.data[name], type=typ) for name, typ in columns],
-                                    names=[name for name, _ in columns])
+        schema = pa.schema(columns)
+        if not self.parts:
+            return schema.empty_table()
+        rows = pa.concat_tables(self.parts)
+        if len(self.parts) > 1:
+            rows = rows.take(pc.sort_indices(rows.column("_order")))
+        return rows.drop_columns(["_order"]).cast(schema)

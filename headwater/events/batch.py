@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.events.arrays import int64_array, string_array
+from headwater.events.changes import CHANGE_TYPES
+from headwater.events.typed import TypedEvents
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
 
@@ -33,9 +35,6 @@ SPARK_SCHEMA_DDL = (
     "headers ARRAY<STRUCT<key: STRING, value: STRING>>, _change_type STRING, "
     "_commit_version BIGINT, _commit_timestamp TIMESTAMP"
 )
-
-CHANGE_TYPES = {"c": "insert", "r": "insert", "u": "update_postimage", "d": "delete"}
-
 
 @dataclass
 class Event:
@@ -141,5 +140,6 @@ class ArrowEvents:
                         cols[5][i], versions[i], ts[i])
 
 
-Events = EventBatch | ArrowEvents  # what a work unit yields: both have len(), to_arrow() and rows()
+# what a work unit yields: JSON text rows (len(), to_arrow() and rows()), or typed blocks (typed output)
+Events = EventBatch | ArrowEvents | TypedEvents
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import orjson
 
 from headwater.events.connect import INT64, STRING, Schema, array, primitive, struct
+from headwater.events.formats.json import JsonOptions
 
 ENVELOPE_VERSION = 2
 
@@ -56,15 +57,14 @@ HEARTBEAT_VALUE = struct("io.debezium.connector.common.Heartbeat", [("ts_ms", pr
 class Serializer:
     """Writes records for one schema, with or without the schema, as JsonConverter does."""
 
-    __slots__ = ("head", "schemas")
+    __slots__ = ("head", "schemas", "tail")
 
     def __init__(self, schema: Schema | None, schemas_enable: bool):
-        self.schemas = schemas_enable and schema is not None
-        self.head = b'{"schema":' + orjson.dumps(schema.to_json()) + b',"payload":' \
-            if schemas_enable and schema is not None else b""
+        self.head, self.tail = JsonOptions(schemas_enable).wrap(None if schema is None else schema.to_json())
+        self.schemas = bool(self.head)
 
     def dumps(self, payload) -> str:
         body = orjson.dumps(payload)
         if self.schemas:
-            return (self.head + body + b"}").decode()
+            return (self.head + body + self.tail).decode()
         return body.decode()

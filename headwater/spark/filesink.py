@@ -69,8 +69,9 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
 
     extension = ""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, options: dict[str, str] | None = None):
         self.root = Path(path)
+        self.options = options or {}  # the sink's options
 
     def commit(self, messages, batchId: int) -> None:
         commit_files(self.root, batchId, messages, self.extension)
@@ -90,4 +91,4 @@ class FileSink(DataSource):
         path = self.options.get("path")
         if not path:
             raise ValueError(f"the {self.name()} sink needs option path")
-        return self.writer_class(path)
+        return self.writer_class(path, dict(self.options))

@@ -5,9 +5,11 @@ typed from the event's Kafka Connect schema by `headwater.events.arrow` (Decimal
 MicroTimestamp -> timestamp, Date -> date32, ...), plus `_op`, `_change_type`, `_commit_version`,
 `_commit_timestamp` and `_source_ts_ms`. Tombstones are skipped (the delete before them carries
 the key). Events of other topics (transaction metadata, heartbeats, logical messages) keep their
-payload's fields. Files go to `<path>/<topic>/batch-<id>-part-<n>.parquet` with the exactly-once
-commit of `headwater.spark.filesink`. The source must write schemas (`schemas.enable`), which
-`headwater run` sets.
+payload's fields. A topic's columns in a file are those of its first event there. Files go to
+`<path>/<topic>/batch-<id>-part-<n>.parquet` with the exactly-once commit of
+`headwater.spark.filesink`. The sink reads the source's typed blocks (`headwater.output=blocks`,
+which `headwater run` sets), never JSON; option `replace.null.with.default` (default true) writes
+a null whose field has a default as the default, as the JSON events would hold it.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
-import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from headwater.events.arrow import RowImages, row_schema
+from headwater.events.typed import from_ipc
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
 
 
@@ -33,25 +35,30 @@ class ParquetStreamWriter(FileStreamWriter):
 
     extension = ".parquet"
 
+    def __init__(self, path: str, options: dict[str, str] | None = None):
+        super().__init__(path, options)
+        self.replace_null = str(self.options.get("replace.null.with.default", "true")).lower() == "true"
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
         pid = partition_id()
         tables: dict[str, RowImages] = {}
         rows = 0
         for batch in iterator:
-            cols = batch.to_pydict()
-            for topic, value, op, change, version, ts in zip(
-                    cols["topic"], cols["value"], cols["op"], cols["_change_type"], cols["_commit_version"],
-                    cols["_commit_timestamp"], strict=True):
-                if value is None:
-                    continue
-                record = orjson.loads(value)
-                if "schema" not in record:
-                    raise ValueError("the headwater-parquet sink needs events written with schemas.enable=true")
-                t = tables.get(topic)
+            if "block" not in batch.schema.names:
+                raise ValueError("the headwater-parquet sink needs the source's typed blocks: "
+                                 "set the source's option headwater.output=blocks")
+            for data in batch.column("block").to_pylist():
+                block = from_ipc(data)
+                events = block.batch.column("value").is_valid()
+                present = sum(events.to_pylist())
+                if not present:
+                    continue  # tombstones only
+                t = tables.get(block.topic)
                 if t is None:
-                    t = tables[topic] = RowImages(*row_schema(record["schema"]))
-                t.add(record["payload"], op, change, version, ts)
-                rows += 1
+                    t = tables[block.topic] = RowImages(*row_schema(block.value_schema or {}),
+                                                        replace_null=self.replace_null)
+                t.add(block)
+                rows += present
         files = []
         tmpdir = self.root / TMP
         tmpdir.mkdir(parents=True, exist_ok=True)

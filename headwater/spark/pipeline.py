@@ -97,10 +97,11 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
 
 def source_options(cfg: PipelineConfig, parallelism: int) -> dict[str, str]:
     props = cfg.source.as_properties()
-    schemas = cfg.sink.schemas_enable or cfg.sink.type == "parquet"
     opts = {
         "headwater.properties": json.dumps(props),
-        "schemas.enable": "true" if schemas else "false",
+        # the parquet sink takes the events apart: typed blocks; the others write JSON text
+        "headwater.output": "blocks" if cfg.sink.type == "parquet" else "json",
+        "schemas.enable": "true" if cfg.sink.schemas_enable else "false",
         "replace.null.with.default": "true" if cfg.sink.replace_null_with_default else "false",
         "parallelism": str(parallelism),
     }
@@ -122,7 +123,8 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
         # the source's Arrow batches nor into the sink's (a snapshot batch ~20% sooner)
         writer = df.select(*JSONL_COLUMNS).writeStream.format("headwater-jsonl").option("path", sink.path)
     elif sink.type == "parquet":
-        writer = df.writeStream.format("headwater-parquet").option("path", sink.path)
+        writer = (df.writeStream.format("headwater-parquet").option("path", sink.path)
+                  .option("replace.null.with.default", "true" if sink.replace_null_with_default else "false"))
     else:
         from headwater.spark.console import console_batch
 

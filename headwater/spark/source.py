@@ -4,8 +4,20 @@
     df = spark.readStream.format("headwater").options(**connector_properties).load()
 
 Options are the connector's properties (Debezium's names) plus `maxEventsPerTrigger`,
-`schemas.enable` and `replace.null.with.default` (how key and value JSON are written, as Kafka's
-JsonConverter would). Offsets are the connector's positions; the database is told a position is
+`schemas.enable` and `replace.null.with.default` (Kafka JsonConverter's settings), and
+`headwater.output`, the layout of the rows (`OUTPUT_LAYOUTS`):
+
+- `json` (the default): one row per event, key and value as JsonConverter's JSON text
+  (`events.batch.SPARK_SCHEMA_DDL`);
+- `blocks`: the connector builds typed blocks (`events.typed`), one row per block
+  (`BLOCKS_SCHEMA_DDL`: its topic, and the block as an Arrow IPC stream) whose `_order` column
+  gives each event's place among the partition's events; for sinks that take the events apart
+  (`headwater-parquet`), so that no stage after the source reads JSON;
+- `table`: one table's row images as typed columns (`headwater.topic` names its topic and
+  `headwater.row.schema` holds its row's Connect schema; the schema of the rows is given by the
+  query: `headwater.spark.tables.table_changes` sets all three).
+
+Offsets are the connector's positions; the database is told a position is
 consumed only in `commit(end)`, which Spark calls once the batch ending there is committed (and,
 for the last committed batch, when the stream starts again: `latestOffset` acknowledges `start`).
 
@@ -21,6 +33,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -33,7 +46,11 @@ from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import SourceConnector, WorkUnit
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
 from headwater.engine.startup import open_connector
-from headwater.events.batch import SPARK_SCHEMA_DDL
+from headwater.events.arrays import binary_array, string_array
+from headwater.events.arrow import RowImages
+from headwater.events.batch import SPARK_SCHEMA_DDL, Events
+from headwater.events.typed import TypedEvents, ipc_bytes
+from headwater.spark.columns import spark_columns
 
 log = logging.getLogger("headwater.spark")
 
@@ -41,8 +58,15 @@ log = logging.getLogger("headwater.spark")
 # as one JSON option instead.
 PROPERTIES_OPTION = "headwater.properties"
 
+OUTPUT_OPTION = "headwater.output"
+TOPIC_OPTION = "headwater.topic"
+ROW_SCHEMA_OPTION = "headwater.row.schema"
+OUTPUT_LAYOUTS = ("json", "blocks", "table")
+BLOCKS_SCHEMA_DDL = "topic STRING, block BINARY"
+ROW_OPS = ("c", "u", "d", "r")  # the events with a row image (not truncates, not tombstones)
+
 READER_OPTIONS = ("maxeventspertrigger", "schemas.enable", "replace.null.with.default", "parallelism",
-                  PROPERTIES_OPTION)
+                  PROPERTIES_OPTION, OUTPUT_OPTION, TOPIC_OPTION, ROW_SCHEMA_OPTION)
 
 
 class UnitPartition(InputPartition):
@@ -65,11 +89,24 @@ def _flag(options: dict[str, str], name: str, default: bool) -> bool:
     return default if value is None else str(value).lower() == "true"
 
 
+def output_layout(options: dict[str, str]) -> str:
+    """The `headwater.output` option, checked."""
+    layout = str(options.get(OUTPUT_OPTION, "json")).lower()
+    if layout not in OUTPUT_LAYOUTS:
+        raise ValueError(f"{OUTPUT_OPTION}={layout!r} is not a layout of the headwater source: use one of "
+                         f"{', '.join(OUTPUT_LAYOUTS)}")
+    if layout == "table" and not (options.get(TOPIC_OPTION) and options.get(ROW_SCHEMA_OPTION)):
+        raise ValueError(f"{OUTPUT_OPTION}=table needs {TOPIC_OPTION} and {ROW_SCHEMA_OPTION}: "
+                         "use headwater.spark.tables.table_changes")
+    return layout
+
+
 class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """A DataSourceStreamReader over a headwater connector."""
 
     def __init__(self, options: dict[str, str]):
         self.options = {k.lower(): v for k, v in options.items()}
+        self.layout = output_layout(self.options)
         max_events = self.options.get("maxeventspertrigger")
         self.max_events = int(max_events) if max_events else None
         self._connector: SourceConnector | None = None
@@ -89,7 +126,8 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self._connector = create_source(
                 cfg, parallelism=int(self.options.get("parallelism", 2)),
                 schemas_enable=_flag(self.options, "schemas.enable", False),
-                replace_null_with_default=_flag(self.options, "replace.null.with.default", True))
+                replace_null_with_default=_flag(self.options, "replace.null.with.default", True),
+                output="json" if self.layout == "json" else "typed")
             atexit.register(self._close)
         return self._connector
 
@@ -134,14 +172,49 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Iterator:
         assert isinstance(partition, UnitPartition)
-        for batch in partition.unit.read():
-            yield batch.to_arrow()
+        batches = partition.unit.read()
+        if self.layout == "json":
+            for batch in batches:
+                assert not isinstance(batch, TypedEvents)
+                yield batch.to_arrow()
+        elif self.layout == "blocks":
+            yield from block_rows(batches)
+        else:
+            yield from self._table_rows(batches)
+
+    def _table_rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
+        """The row images of one table's events (see `headwater.spark.tables`)."""
+        topic = self.options[TOPIC_OPTION]
+        row = json.loads(self.options[ROW_SCHEMA_OPTION])
+        columns, _ = spark_columns(row)
+        replace_null = _flag(self.options, "replace.null.with.default", True)
+        for batch in batches:
+            assert isinstance(batch, TypedEvents)
+            images = RowImages(row, True, columns, replace_null)
+            for block in batch:
+                if block.topic == topic:
+                    images.add(block, ROW_OPS)
+            yield from images.table().to_batches()
 
     def commit(self, end: dict) -> None:
         self.connector.commit(end)
 
     def stop(self) -> None:
         self._close()
+
+
+def block_rows(batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
+    """Rows of `BLOCKS_SCHEMA_DDL`, one per typed block, `_order` counted across the batches."""
+    seen = 0
+    for batch in batches:
+        assert isinstance(batch, TypedEvents)
+        topics, blocks = [], []
+        for block in batch:
+            topics.append(block.topic)
+            blocks.append(ipc_bytes(block, seen))
+        seen += len(batch)
+        if blocks:
+            yield pa.RecordBatch.from_arrays([string_array(topics), binary_array(blocks)], names=["topic", "block"])
 
 
 class HeadwaterDataSource(DataSource):
@@ -152,7 +225,11 @@ class HeadwaterDataSource(DataSource):
         return "headwater"
 
     def schema(self) -> str:
-        return SPARK_SCHEMA_DDL
+        layout = output_layout({k.lower(): v for k, v in self.options.items()})
+        if layout == "table":
+            raise ValueError(f"{OUTPUT_OPTION}=table takes the schema of the query: use "
+                             "headwater.spark.tables.table_changes")
+        return BLOCKS_SCHEMA_DDL if layout == "blocks" else SPARK_SCHEMA_DDL
 
     def streamReader(self, schema) -> DataSourceStreamReader:
         connector_config(dict(self.options))  # refuse bad properties before the query starts

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from headwater.events.arrow import META, RowImages, arrow_type, row_schema
+from headwater.events.typed import BlockBuilder, TypedBlock
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "postgres"
 UTC = dt.UTC
@@ -34,12 +35,20 @@ def golden_rows(scenario: str, op: str = "r") -> tuple[pa.Table, list[dict[str, 
               and e["value"]["payload"]["op"] == op]
     assert events, f"no {op!r} events in {scenario}"
     images = RowImages(*row_schema(events[0]["value"]["schema"]))
-    for i, e in enumerate(events):
-        images.add(e["value"]["payload"], op, "insert", i, None)
+    images.add(typed_block(events[0]["value"]["schema"], [(e["value"]["payload"], op, i, 0) for i, e in enumerate(events)]))
     table = images.table()
     columns = {name: [_py(v) for v in table.column(name)] for name in table.column_names}
     rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
     return table, sorted(rows, key=lambda r: r["id"])
+
+
+def typed_block(value_schema: dict, events: list[tuple[Any, str | None, int, int]]) -> TypedBlock:
+    """One typed block of events (payload, op, commit version, commit time in microseconds) of one schema."""
+    builder = BlockBuilder()
+    for payload, op, version, ts_us in events:
+        builder.add("t", None, None, value_schema, payload, op, version, ts_us)
+    (block,) = builder.take()
+    return block
 
 
 def _py(scalar: pa.Scalar) -> Any:
@@ -241,12 +250,11 @@ def test_row_images_of_creates_updates_and_deletes():
     assert envelope and [f["field"] for f in row["fields"]] == ["id", "price"]
     images = RowImages(row, envelope)
     commit = dt.datetime(2026, 1, 2, tzinfo=UTC)
-    images.add({"before": None, "after": {"id": 1, "price": b64(250)}, "source": {"ts_ms": 7}, "op": "c"},
-               "c", "insert", 10, commit)
-    images.add({"before": None, "after": {"id": 1, "price": None}, "source": {"ts_ms": 8}, "op": "u"},
-               "u", "update_postimage", 11, commit)
-    images.add({"before": {"id": 1, "price": None}, "after": None, "source": {"ts_ms": 9}, "op": "d"},
-               "d", "delete", 12, None)
+    us = int(commit.timestamp()) * 1_000_000
+    images.add(typed_block(schema, [
+        ({"before": None, "after": {"id": 1, "price": b64(250)}, "source": {"ts_ms": 7}, "op": "c"}, "c", 10, us),
+        ({"before": None, "after": {"id": 1, "price": None}, "source": {"ts_ms": 8}, "op": "u"}, "u", 11, us),
+        ({"before": {"id": 1, "price": None}, "after": None, "source": {"ts_ms": 9}, "op": "d"}, "d", 12, 0)]))
     table = images.table()
     assert table.column_names == ["id", "price", *META_NAMES]
     assert table.schema.field("price").type == pa.decimal128(6, 2)
@@ -256,7 +264,7 @@ def test_row_images_of_creates_updates_and_deletes():
         {"id": 1, "price": None, "_op": "u", "_change_type": "update_postimage", "_commit_version": 11,
          "_commit_timestamp": commit, "_source_ts_ms": 8},
         {"id": 1, "price": None, "_op": "d", "_change_type": "delete", "_commit_version": 12,
-         "_commit_timestamp": None, "_source_ts_ms": 9},
+         "_commit_timestamp": dt.datetime(1970, 1, 1, tzinfo=UTC), "_source_ts_ms": 9},
     ]
 
 
@@ -266,7 +274,7 @@ def test_records_without_an_envelope_keep_their_fields():
     row, envelope = row_schema(schema)
     assert row is schema and not envelope
     images = RowImages(row, envelope)
-    images.add({"status": "END", "event_count": 3}, None, None, 5, None)
+    images.add(typed_block(schema, [({"status": "END", "event_count": 3}, None, 5, 0)]))
     assert images.table().to_pylist() == [{"status": "END", "event_count": 3, "_op": None, "_change_type": None,
-                                           "_commit_version": 5, "_commit_timestamp": None,
+                                           "_commit_version": 5, "_commit_timestamp": dt.datetime(1970, 1, 1, tzinfo=UTC),
                                            "_source_ts_ms": None}]

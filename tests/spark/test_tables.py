@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import json
 import os
 import sys
 import time
@@ -54,8 +53,7 @@ def test_snapshot_and_changes_as_typed_columns(spark, pg_server, pg_db, tmp_path
     pg_server.execute(DDL, pg_db)
     props = {"connector.class": "postgres", **pg_server.connector_properties(pg_db), "topic.prefix": "shop",
              "slot.name": "tables_slot", "table.include.list": "public.items"}
-    df = spark.readStream.format("headwater").option("headwater.properties", json.dumps(props)).load()
-    changes = table_changes(df, props, "public.items")
+    changes = table_changes(spark, props, "public.items")
     assert [f.name for f in changes.schema.fields] == [
         "id", "name", "price", "at", "day", "ok", "seen", "tags",
         "_op", "_change_type", "_commit_version", "_commit_timestamp", "_source_ts_ms"]

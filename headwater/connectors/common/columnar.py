@@ -1,4 +1,4 @@
-"""Records built column-wise: a block of rows as Arrow string columns -> Debezium JSON.
+"""Records built column-wise: a block of rows as Arrow string columns -> Debezium JSON, or typed blocks.
 
 Building each record as a Python dict and serializing it costs ~17 us a row (py-spy: the line
 split, the converters, the source block, the envelope's `orjson.dumps`, appending to the batch).
@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from headwater.connectors.common.records import RecordMaker, TableRecords, ValueColumn, now_ts
+from headwater.connectors.common.source_info import SourceTemplate
 from headwater.events.arrays import (
     binary_array,
     binary_scalar,
@@ -37,7 +38,9 @@ from headwater.events.arrays import (
     string_scalar,
     valid_mask,
 )
-from headwater.events.batch import ARROW_SCHEMA, CHANGE_TYPES, HEADER_TYPE
+from headwater.events.batch import ARROW_SCHEMA, HEADER_TYPE, ArrowEvents, Events
+from headwater.events.changes import CHANGE_TYPES
+from headwater.events.typed import TypedBlock, TypedEvents, connect_type, make_block
 
 #: (text values, the kind's parameter) -> (their JSON, the rows the kernel does not cover or None)
 TextKernel = Callable[[pa.Array, int], tuple[pa.Array, pa.Array | None]]
@@ -265,23 +268,112 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
 
 
 class SnapshotBlockEncoder:
-    """Turns blocks of one table's snapshot rows into Arrow record batches of change events; the
-    snapshot's position (`position`, e.g. PostgreSQL's lsn, txid and sequence) goes to the maker's
-    `snapshot_source`."""
+    """Turns blocks of one table's snapshot rows into change events: column-wise into JSON rows
+    (`ArrowEvents`), or, for typed output, row by row through the maker; the snapshot's position
+    (`position`, e.g. PostgreSQL's lsn, txid and sequence) goes to the maker's `snapshot_source`."""
 
     def __init__(self, te: TableRecords, maker: RecordMaker, *, ts_us: int, version: int, **position: Any):
         self.te = te
+        self.maker = maker
         self.ts_us, self.version = ts_us, version
-        self.sources = binary_array([maker.snapshot_source(te, ts_us, m, position) for m in MARKERS])
+        self.source_json = [maker.snapshot_source(te, ts_us, m, position) for m in MARKERS]
+        self.sources = binary_array(self.source_json)
 
-    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> pa.RecordBatch:
+    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> Events:
         """Events for rows whose values (in the table's layout order) are `columns`; `markers` gives
         the `source.snapshot` value of the rows that are not plain "true" (first and last rows)."""
         which = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
-        return encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r", self.version,
-                            self.ts_us)
+        if self.te.ctx.output != "json":
+            source_schema = self.te.ctx.source_schema.to_json()
+            typ, convert = connect_type(source_schema)
+            sources = pa.array([convert(orjson.loads(s)) for s in self.source_json], type=typ)
+            return TypedEvents([typed_insert_block(self.te, columns, sources.take(int64_array(which)), "r",
+                                                   self.version, self.ts_us)])
+        return ArrowEvents(encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r",
+                                        self.version, self.ts_us))
+
+
+def typed_column(values: pa.Array, col: ValueColumn, schema: dict, kernels: Mapping[str, TextKernel]) -> pa.Array:
+    """One column's values (text) as the typed column of its Connect `schema` (`events.typed`): by
+    Arrow's casts for the kinds whose text Arrow reads as the value (integers, text, fixed-scale
+    decimals, booleans), by the JSON kernel for text values it re-lays (PostgreSQL's timestamptz),
+    else value by value through the converter and maskers, as the row-wise path does."""
+    typ, convert = connect_type(schema)
+    kind, _ = col.text_kind or (None, 0)
+    fast = kind is not None and (col.optional or not values.null_count)  # a null stays null
+    out = None
+    if fast and kind == "integer" and pa.types.is_integer(typ):
+        with contextlib.suppress(pa.ArrowInvalid):
+            out = values.cast(typ)
+    elif fast and kind == "text" and typ == pa.string():
+        out = values
+    elif fast and kind == "decimal" and pa.types.is_decimal(typ):
+        with contextlib.suppress(pa.ArrowInvalid):  # NaN, or a value the type cannot hold: the converter decides
+            out = values.cast(typ)
+    elif fast and kind == "boolean" and typ == pa.bool_():
+        out = pc.equal(values, lit("t"))
+    elif fast and kind in kernels and typ == pa.string():  # a JSON string the kernel re-lays
+        json = column_json(values, col, kernels)
+        present = json.filter(values.is_valid())  # each a JSON string without escapes: its text is the value
+        if pc.all(pc.starts_with(present, '"')).as_py() is not False \
+                and not pc.any(pc.match_substring(present, "\\")).as_py():
+            out = pc.if_else(values.is_valid(), pc.binary_slice(json, 1, -1).cast(pa.string()), lit(None))
+    if out is not None:
+        return out
+    fill = col.null_value if col.optional else col.missing
+    for m in col.maskers:
+        fill = m(fill)
+    texts = values.to_pylist()
+    converted = []
+    for v in texts:
+        if v is None:
+            v = fill
+        else:
+            v = col.from_text(v)
+            for m in col.maskers:
+                v = m(v)
+        converted.append(None if v is None else convert(v))
+    return pa.array(converted, type=typ)
+
+
+def typed_insert_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array, op: str,
+                       version: int | np.ndarray, ts_us: int | np.ndarray) -> TypedBlock:
+    """`encode_block`'s events as a typed block: the columns typed (`typed_column`) into the key and
+    the `after` image, `source` (typed by the source schema) per row."""
+    n = len(source)
+    kernels = te.ctx.text_kernels
+    cache: dict[tuple[int, bool], pa.Array] = {}
+
+    def typed(c: ValueColumn, schema: dict) -> pa.Array:
+        k = (c.index, bool(c.maskers))
+        if k not in cache:
+            cache[k] = typed_column(columns[c.index], c, schema, kernels)
+        return cache[k]
+
+    def struct(cols: Sequence[ValueColumn], schema: dict) -> pa.Array:
+        fields = schema["fields"]
+        typ = connect_type(schema)[0]
+        if not cols:
+            return pa.array([{}] * n, type=typ)
+        return pa.StructArray.from_arrays([typed(c, f) for c, f in zip(cols, fields, strict=True)],
+                                          fields=list(typ))
+
+    key_schema = te.key_schema.to_json() if te.key_schema is not None else None
+    key = struct(te.key_columns, key_schema) if key_schema is not None else pa.nulls(n)
+    value_schema = te.envelope.to_json()
+    fields = {f["field"]: f for f in value_schema["fields"]}
+    value_type = connect_type(value_schema)[0]
+    ms, us, ns = now_ts()
+    parts = {"before": pa.nulls(n, value_type.field("before").type), "after": struct(te.columns, fields["after"]),
+             "source": source, "transaction": pa.nulls(n, value_type.field("transaction").type),
+             "op": pa.repeat(string_scalar(op), n), "ts_ms": int64_array(np.full(n, ms)),
+             "ts_us": int64_array(np.full(n, us)), "ts_ns": int64_array(np.full(n, ns))}
+    value = pa.StructArray.from_arrays([parts[f.name] for f in value_type], fields=list(value_type))
+    return make_block(te.topic, key_schema, key, value_schema, value, pa.repeat(string_scalar(op), n),
+                      np.arange(n, dtype=np.int64), np.asarray(version, dtype=np.int64),
+                      np.asarray(ts_us, dtype=np.int64))
 
 
 def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array],
@@ -291,6 +383,22 @@ def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, field
     values = {"ts_ms": decimal_text(ts_us // 1000), "ts_us": decimal_text(ts_us),
               "ts_ns": decimal_text(ts_us * 1000), **fields}
     return join_parts([values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)])
+
+
+def typed_source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array],
+                        snapshot: str = "false") -> pa.Array:
+    """`source_column` as a typed struct column (`events.typed`): the commit time per row (`ts_us`),
+    the values of the connector's other open slots per row (`fields`, typed), and the template's
+    constant fields."""
+    template = SourceTemplate(maker.source_template(te, snapshot), {})
+    constants = orjson.loads(template.render(*(b"null" for _ in template.open)))  # once per block
+    n = len(ts_us)
+    values = {"ts_ms": int64_array(ts_us // 1000), "ts_us": int64_array(ts_us), "ts_ns": int64_array(ts_us * 1000),
+              **fields}
+    typ = connect_type(te.ctx.source_schema.to_json())[0]
+    arrays = [values[f.name].cast(f.type) if f.name in values else pa.array([constants[f.name]] * n, type=f.type)
+              for f in typ]
+    return pa.StructArray.from_arrays(arrays, fields=list(typ))
 
 
 def decimal_text(v: np.ndarray) -> pa.Array:

@@ -3,10 +3,11 @@
 `RecordContext` holds the configuration every record needs (picklable, shipped to executors); a
 connector subclasses it with its own settings and supplies its column types (`converter`,
 `text_kind`), its `source` schema and its `source` tail. `TableRecords` holds one table's schemas
-and per-column converters for one column layout. `RecordMaker` appends records to an
-`EventBatch`: creates, updates (a key change as a delete and a create), deletes and their
-tombstones (`emit`, `update`, `delete`, `tombstone`), truncates,
-transaction BEGIN/END records (`TxnCounters` counts the events of a transaction) and heartbeats.
+and per-column converters for one column layout. `RecordMaker` appends records to a
+`RecordOutput` (JSON text rows, or typed blocks, as `RecordContext.output` says): creates, updates
+(a key change as a delete and a create), deletes and their tombstones (`emit`, `update`, `delete`,
+`tombstone`), truncates, transaction BEGIN/END records (`TxnCounters` counts the events of a
+transaction) and heartbeats; `take()` hands over the records made so far.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from headwater.connectors.common.java import hashmap_order
 from headwater.connectors.common.semantics import binary_encoder
 from headwater.connectors.common.source_info import Piece, SourceInfo, SourceTemplate, time_values
 from headwater.connectors.common.topics import TopicNames
-from headwater.events.batch import EventBatch
+from headwater.events.batch import Events
 from headwater.events.columns import ColumnOptions, adjust_field_name, adjust_schema_name
 from headwater.events.connect import Schema, struct
 from headwater.events.envelope import (
@@ -34,6 +35,8 @@ from headwater.events.envelope import (
     Serializer,
     envelope_schema,
 )
+from headwater.events.formats.json import JsonOptions
+from headwater.events.output import OUTPUTS, JsonOutput, RecordOutput, TypedOutput
 
 #: stands for "no value is unavailable" where a connector has no marker of its own
 NEVER = object()
@@ -121,13 +124,19 @@ class RecordContext(ABC):
     heartbeat_interval_ms: int
     heartbeat_query: str | None
     binary_mode: str
+    # the records' form: "json" (JSON text, with the two JsonConverter settings below) or "typed"
+    output: str = "json"
     schemas_enable: bool = False
     replace_null_with_default: bool = True
     batch_rows: int = 10_000
 
+    def __post_init__(self) -> None:
+        if self.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {', '.join(OUTPUTS)}, not {self.output!r}")
+
     @staticmethod
     def common_settings(cfg: ConnectorConfig, filters: TableFilters, schemas_enable: bool,
-                        replace_null_with_default: bool) -> dict[str, Any]:
+                        replace_null_with_default: bool, output: str = "json") -> dict[str, Any]:
         """The fields of this class from Debezium's common properties (for a subclass's constructor)."""
         skipped = cfg["skipped.operations"] or []
         return dict(
@@ -142,7 +151,22 @@ class RecordContext(ABC):
             binary_mode=cfg["binary.handling.mode"],
             schemas_enable=schemas_enable,
             replace_null_with_default=replace_null_with_default,
+            output=output,
         )
+
+    @property
+    def json_options(self) -> JsonOptions:
+        return JsonOptions(self.schemas_enable, self.replace_null_with_default)
+
+    @property
+    def fills_defaults(self) -> bool:
+        """Whether a null is written as its field's default when the record is built: JSON output with
+        `replace.null.with.default` (typed output keeps the null; its JSON format writes the default)."""
+        return self.output == "json" and self.replace_null_with_default
+
+    def new_output(self) -> RecordOutput:
+        """An empty output of this context's kind."""
+        return JsonOutput(self.json_options) if self.output == "json" else TypedOutput()
 
     @abstractmethod
     def converter(self, column: Any, collection: str) -> ColumnConverter | None:
@@ -231,7 +255,7 @@ class TableRecords:
         self.collection = f"{table.schema}.{table.name}"
         opts = ctx.columns
         base = adjust_schema_name(self.topic, opts.schema_adjust)
-        replace_null = ctx.replace_null_with_default
+        replace_null = ctx.fills_defaults
         value_fields: list[tuple[str, Schema]] = []
         self.columns: list[ValueColumn] = []
         key_names = opts.key_columns_for(self.collection) or table.key_columns
@@ -260,6 +284,7 @@ class TableRecords:
         self.key_schema = struct(f"{base}.Key", [(f, s) for f, s, _ in ordered]) if ordered else None
         self.value_schema = struct(f"{base}.Value", value_fields, optional=True)
         self.envelope = envelope_schema(f"{base}.Envelope", self.value_schema, ctx.source_schema)
+        # the JSON output's serializers, for records built column-wise (common/columnar.py)
         self.key_out = Serializer(self.key_schema, ctx.schemas_enable)
         self.value_out = Serializer(self.envelope, ctx.schemas_enable)
 
@@ -271,9 +296,6 @@ class TableRecords:
         if self._key is None:
             return None
         return self._key(values)
-
-    def key_text(self, key: dict[str, Any] | None) -> str | None:
-        return None if key is None else self.key_out.dumps(key)
 
 
 _TABLES: dict[tuple, TableRecords] = {}
@@ -348,15 +370,14 @@ class Clock:
 
 
 class RecordMaker(ABC):
-    """Appends Debezium records to an `EventBatch`. A connector's subclass says what its `source`
-    tail holds (`source_tail`) and fills the block's open slots."""
+    """Appends Debezium records to a `RecordOutput` (by default a new one of the context's kind;
+    `take()` hands over the records so far). A connector's subclass says what its `source` tail
+    holds (`source_tail`) and fills the block's open slots."""
 
-    def __init__(self, ctx: RecordContext, out: EventBatch):
+    def __init__(self, ctx: RecordContext, out: RecordOutput | None = None):
         self.ctx = ctx
-        self.out = out
+        self.out = out if out is not None else ctx.new_output()
         self.clock = Clock()
-        self.txn_key = Serializer(TRANSACTION_KEY, ctx.schemas_enable)
-        self.txn_value = Serializer(TRANSACTION_VALUE, ctx.schemas_enable)
         self.source_info = SourceInfo(ctx.connector, ctx.prefix, ctx.dbname)
 
     # ---- source block
@@ -384,15 +405,20 @@ class RecordMaker(ABC):
         """The `source` block with the time slots (from `ts_us`) and `values` filled in."""
         return SourceTemplate(self.source_template(t, snapshot, schema, table), {**time_values(ts_us), **values})
 
+    def take(self) -> Events:
+        """The records made since the last `take`, as one batch."""
+        return self.out.take()
+
     # ---- data records
-    def envelope(self, t: TableRecords, op: str, before: Any, after: Any, source: Any, transaction: Any) -> str:
+    def envelope(self, op: str, before: Any, after: Any, source: Any, transaction: Any) -> dict[str, Any]:
         ms, us, ns = self.clock()
-        return t.value_out.dumps({"before": before, "after": after, "source": source,
-                                  "transaction": transaction, "op": op, "ts_ms": ms, "ts_us": us, "ts_ns": ns})
+        return {"before": before, "after": after, "source": source, "transaction": transaction, "op": op,
+                "ts_ms": ms, "ts_us": us, "ts_ns": ns}
 
     def emit(self, t: TableRecords, op: str, key: Any, before: Any, after: Any, source: Any, transaction: Any,
-             version: int, ts_us: int, headers: Any = None) -> None:
-        self.out.append(t.topic, t.key_text(key), self.envelope(t, op, before, after, source, transaction),
+             version: int, ts_us: int, headers: list[tuple[str, Any]] | None = None) -> None:
+        """A data record; `headers` hold keys (`__debezium.newkey`, `__debezium.oldkey`)."""
+        self.out.record(t.topic, t.key_schema, key, t.envelope, self.envelope(op, before, after, source, transaction),
                         op, version, ts_us, headers)
 
     def update(self, t: TableRecords, old: Sequence[Any] | None, new: Sequence[Any], source: Any,
@@ -404,13 +430,12 @@ class RecordMaker(ABC):
         key_new = t.key(new)
         key_old = t.key(old) if old is not None else key_new
         if old is not None and t.key_schema is not None and key_old != key_new:
-            newkey, oldkey = t.key_text(key_new), t.key_text(key_old)
             self.emit(t, "d", key_old, t.row(old), None, source, transaction(), version, ts_us,
-                      headers=[("__debezium.newkey", newkey)])
+                      headers=[("__debezium.newkey", key_new)])
             if self.ctx.tombstones:
                 self.tombstone(t, key_old, version, ts_us)
             self.emit(t, "c", key_new, None, t.row(new), source, transaction(), version, ts_us,
-                      headers=[("__debezium.oldkey", oldkey)])
+                      headers=[("__debezium.oldkey", key_old)])
             return
         before = t.row(old) if old is not None else None
         after = t.row(new)
@@ -427,29 +452,27 @@ class RecordMaker(ABC):
             self.tombstone(t, key, version, ts_us)
 
     def tombstone(self, t: TableRecords, key: Any, version: int, ts_us: int) -> None:
-        self.out.append(t.topic, t.key_text(key), None, None, version, ts_us)
+        self.out.record(t.topic, t.key_schema, key, t.envelope, None, None, version, ts_us)
 
     def truncate(self, t: TableRecords, source: Any, transaction: Any, version: int, ts_us: int) -> None:
         """A truncate record: no key, no before or after image."""
-        self.out.append(t.topic, None, self.envelope(t, "t", None, None, source, transaction), "t", version, ts_us)
+        self.out.record(t.topic, t.key_schema, None, t.envelope, self.envelope("t", None, None, source, transaction),
+                        "t", version, ts_us)
 
     # ---- transaction metadata
     def begin_record(self, tid: str, ts_us: int, version: int) -> None:
         """A transaction's BEGIN record (`tid`: the connector's transaction id)."""
-        self.out.append(self.ctx.topics.transaction(), self.txn_key.dumps({"id": tid}),
-                        self.txn_value.dumps({"status": "BEGIN", "id": tid, "event_count": None,
-                                              "data_collections": None, "ts_ms": ts_us // 1000}),
-                        None, version, ts_us)
+        self.out.record(self.ctx.topics.transaction(), TRANSACTION_KEY, {"id": tid}, TRANSACTION_VALUE,
+                        {"status": "BEGIN", "id": tid, "event_count": None, "data_collections": None,
+                         "ts_ms": ts_us // 1000}, None, version, ts_us)
 
     def end_record(self, tid: str, ts_us: int, counters: TxnCounters, version: int) -> None:
         """A transaction's END record, with its event counts."""
         collections = [{"data_collection": k, "event_count": v} for k, v in counters.in_java_order()]
-        self.out.append(self.ctx.topics.transaction(), self.txn_key.dumps({"id": tid}),
-                        self.txn_value.dumps({"status": "END", "id": tid, "event_count": counters.total,
-                                              "data_collections": collections, "ts_ms": ts_us // 1000}),
-                        None, version, ts_us)
+        self.out.record(self.ctx.topics.transaction(), TRANSACTION_KEY, {"id": tid}, TRANSACTION_VALUE,
+                        {"status": "END", "id": tid, "event_count": counters.total,
+                         "data_collections": collections, "ts_ms": ts_us // 1000}, None, version, ts_us)
 
     def heartbeat(self, ts_ms: int, version: int) -> None:
-        key = Serializer(HEARTBEAT_KEY, self.ctx.schemas_enable).dumps({"serverName": self.ctx.prefix})
-        value = Serializer(HEARTBEAT_VALUE, self.ctx.schemas_enable).dumps({"ts_ms": ts_ms})
-        self.out.append(self.ctx.topics.heartbeat(), key, value, None, version, ts_ms * 1000)
+        self.out.record(self.ctx.topics.heartbeat(), HEARTBEAT_KEY, {"serverName": self.ctx.prefix},
+                        HEARTBEAT_VALUE, {"ts_ms": ts_ms}, None, version, ts_ms * 1000)

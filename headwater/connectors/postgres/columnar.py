@@ -24,9 +24,10 @@ from headwater.connectors.common.columnar import (
     matching,
     source_column,
     text_layouts,
+    typed_source_column,
 )
 from headwater.connectors.common.records import RecordMaker, TableRecords
-from headwater.events.arrays import bool_array, lit, ragged_binary, string_layout, valid_mask
+from headwater.events.arrays import bool_array, int64_array, lit, ragged_binary, string_layout, valid_mask
 
 
 def read_csv_blocks(source, ncols: int, block_size: int = 1 << 20) -> Iterator[list[pa.Array]]:
@@ -94,11 +95,16 @@ PG_KERNELS: dict[str, TextKernel] = {**COMMON_KERNELS, "boolean": boolean_json, 
 
 
 def stream_sources(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, txid: np.ndarray,
-                   last_commit: np.ndarray, lsn: np.ndarray) -> pa.Array:
-    """The `source` blocks of streamed events: commit time, transaction id, the previous commit's
-    LSN (-1: none) and the event's LSN per row; `source.sequence` is `["<last commit>","<lsn>"]`."""
+                   last_commit: np.ndarray, lsn: np.ndarray, typed: bool = False) -> pa.Array:
+    """The `source` blocks of streamed events, as JSON or (`typed`) as a typed struct column: commit
+    time, transaction id, the previous commit's LSN (-1: none) and the event's LSN per row;
+    `source.sequence` is `["<last commit>","<lsn>"]`."""
     lsn_text = decimal_text(lsn)
-    first = pc.if_else(bool_array(last_commit < 0), lit(b"null"),
-                       join_parts([b'\\"', decimal_text(last_commit), b'\\"']))
+    quote = b'"' if typed else b'\\"'  # inside the JSON string, escaped
+    first = pc.if_else(bool_array(last_commit < 0), lit(b"null"), join_parts([quote, decimal_text(last_commit), quote]))
+    sequence = join_parts([b"[", first, b"," + quote, lsn_text, quote + b"]"])
+    if typed:
+        return typed_source_column(maker, te, ts_us, {"txId": int64_array(txid), "lsn": int64_array(lsn),
+                                                      "sequence": sequence.cast(pa.string())})
     return source_column(maker, te, ts_us, {"txId": decimal_text(txid), "lsn": lsn_text,
-                                            "sequence": join_parts([b'"[', first, b',\\"', lsn_text, b'\\"]"'])})
+                                            "sequence": join_parts([b'"', sequence, b'"'])})

@@ -10,6 +10,7 @@ message records (`pg_logical_emit_message`).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from headwater.connectors.postgres.types import (
 )
 from headwater.events.connect import BYTES, INT64, STRING, Schema, primitive, struct
 from headwater.events.envelope import TRANSACTION_BLOCK
+from headwater.events.output import RecordOutput
 
 SOURCE_SCHEMA = source_schema("io.debezium.connector.postgresql.Source", [
     ("schema", primitive(STRING)),
@@ -59,9 +61,9 @@ class EventContext(RecordContext):
 
     @classmethod
     def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,
-                    replace_null_with_default: bool = True) -> EventContext:
+                    replace_null_with_default: bool = True, output: str = "json") -> EventContext:
         return cls(
-            **cls.common_settings(cfg, table_filters(cfg), schemas_enable, replace_null_with_default),
+            **cls.common_settings(cfg, table_filters(cfg), schemas_enable, replace_null_with_default, output),
             types=TypeSettings.from_config(cfg),
             message_include=tuple(re.compile(p) for p in cfg.get("message.prefix.include.list") or ()),
             message_exclude=tuple(re.compile(p) for p in cfg.get("message.prefix.exclude.list") or ()),
@@ -80,9 +82,9 @@ class EventContext(RecordContext):
 
 
 class RecordMaker(common.RecordMaker):
-    """Appends PostgreSQL's Debezium records to an `EventBatch`."""
+    """Appends PostgreSQL's Debezium records to a `RecordOutput`."""
 
-    def __init__(self, ctx: EventContext, out: Any):
+    def __init__(self, ctx: EventContext, out: RecordOutput | None = None):
         super().__init__(ctx, out)
         self._src_key: tuple | None = None
         self._src = SourceTemplate([b""], {})
@@ -131,7 +133,12 @@ MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey",
 
 
 def message_value_schema(ctx: RecordContext) -> Schema:
-    content = primitive(BYTES if ctx.binary_mode == "bytes" else STRING, optional=True)
+    return _message_value_schema(ctx.binary_mode == "bytes")
+
+
+@functools.cache
+def _message_value_schema(as_bytes: bool) -> Schema:
+    content = primitive(BYTES if as_bytes else STRING, optional=True)
     block = struct("io.debezium.connector.postgresql.Message", [
         ("prefix", primitive(STRING, optional=True)), ("content", content)], version=1)
     return struct("io.debezium.connector.postgresql.MessageValue", [

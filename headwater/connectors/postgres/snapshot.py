@@ -38,7 +38,7 @@ from headwater.connectors.postgres.pgoutput import str_to_lsn
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.streaming import sequence
 from headwater.events.arrays import lit
-from headwater.events.batch import ArrowEvents, EventBatch, Events
+from headwater.events.batch import Events
 
 BLOCK_ROWS_GUESS = 60  # rows per page when the table has no statistics yet
 # COPY text handed from the connection thread to the parser at a time; Arrow's CSV reader reads
@@ -239,7 +239,7 @@ class _Blocks:
         ctx = chunk.ctx
         te = table_records(ctx, chunk.table, chunk.table.columns, streaming=False)
         info = chunk.info
-        self.encoder = SnapshotBlockEncoder(te, RecordMaker(ctx, EventBatch()), lsn=info.lsn, txid=info.txid,
+        self.encoder = SnapshotBlockEncoder(te, RecordMaker(ctx), lsn=info.lsn, txid=info.txid,
                                             ts_us=info.ts_us, sequence=sequence(None, info.lsn),
                                             version=info.version)
         self.limit = ctx.batch_rows
@@ -272,4 +272,4 @@ class _Blocks:
         for start in range(0, n, size):
             part = [col.slice(start, size) for col in columns]
             marks = {row - start: m for row, m in markers.items() if start <= row < start + size}
-            yield ArrowEvents(self.encoder.encode(part, marks))
+            yield self.encoder.encode(part, marks)

@@ -54,10 +54,10 @@ class PostgresSource(SnapshotThenStream):
     """Snapshot, then stream, one PostgreSQL database through one replication slot."""
 
     def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
-                 replace_null_with_default: bool = True):
+                 replace_null_with_default: bool = True, output: str = "json"):
         super().__init__(config)
         self.params = ConnectionParams.from_config(config)
-        self.context = EventContext.from_config(config, schemas_enable, replace_null_with_default)
+        self.context = EventContext.from_config(config, schemas_enable, replace_null_with_default, output)
         self.slot = config["slot.name"]
         self.publication = config["publication.name"]
         self.parallelism = max(1, parallelism)

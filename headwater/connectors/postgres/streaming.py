@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
-from headwater.connectors.common.columnar import encode_block
+from headwater.connectors.common.columnar import encode_block, typed_insert_block
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import Planner, pack, unpack
 from headwater.connectors.common.records import TableRecords, TxnCounters, table_records
@@ -31,7 +31,8 @@ from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.replication import DATA_KINDS, PgoutputKinds, ReplicationReader
-from headwater.events.batch import ArrowEvents, EventBatch, Events
+from headwater.events.batch import ArrowEvents, Events
+from headwater.events.typed import TypedEvents
 
 MIN_RUN = 32  # INSERTs; a shorter run costs less row by row than column-wise
 
@@ -86,8 +87,8 @@ class InsertRun:
         self.payloads.append(payload)
         self.lsns.append(lsn)
 
-    def encode(self, maker: RecordMaker, te: TableRecords, columns: list) -> pa.RecordBatch:
-        """The run's create events (of table `te`) from its decoded columns."""
+    def encode(self, maker: RecordMaker, te: TableRecords, columns: list) -> Events:
+        """The run's create events (of table `te`) from its decoded columns: JSON rows, or a typed block."""
         firsts = [first for first, _, _, _ in self.segments]
         counts = [b - a for a, b in zip(firsts, [*firsts[1:], len(self.payloads)], strict=True)]
 
@@ -96,11 +97,15 @@ class InsertRun:
 
         segs = [seg for _, seg, _, _ in self.segments]
         ts_us = per_row([seg.commit_ts for seg in segs])
+        typed = te.ctx.output != "json"
         source = stream_sources(
             maker, te, ts_us, per_row([xid for _, _, xid, _ in self.segments]),
             per_row([-1 if last is None else last for _, _, _, last in self.segments]),
-            np.array(self.lsns, dtype=np.int64))
-        return encode_block(te, columns, source, "c", per_row([seg.commit_pos for seg in segs]), ts_us)
+            np.array(self.lsns, dtype=np.int64), typed)
+        versions = per_row([seg.commit_pos for seg in segs])
+        if typed:
+            return TypedEvents([typed_insert_block(te, columns, source, "c", versions, ts_us)])
+        return ArrowEvents(encode_block(te, columns, source, "c", versions, ts_us))
 
 
 class SliceDecoder:
@@ -126,7 +131,7 @@ class SliceDecoder:
     def run(self, segments: list[Segment], messages: Iterator[tuple[int, bytes]],
             last_commit: int | None) -> Iterator[Events]:
         ctx = self.ctx
-        maker = RecordMaker(ctx, EventBatch())
+        maker = RecordMaker(ctx)
         limit = ctx.batch_rows
         # runs of INSERTs are decoded column-wise (the events carry no transaction block)
         runs = not ctx.transaction_metadata and "c" not in ctx.skipped
@@ -158,15 +163,14 @@ class SliceDecoder:
                     yield from self._flush(run, maker)
                 self.message(maker, p, lsn, seg, last_commit, counters)
                 if len(maker.out) >= limit:
-                    yield maker.out
-                    maker.out = EventBatch()
+                    yield maker.take()
             if seg.commit:
                 if counters is not None and xid is not None and seg.end_pos is not None:
                     maker.end(xid, seg.end_pos, ts, counters, version)
                 last_commit = seg.end_pos
         yield from self._flush(run, maker)
         if len(maker.out):
-            yield maker.out
+            yield maker.take()
 
     def _flush(self, run: InsertRun, maker: RecordMaker) -> Iterator[Events]:
         """The events of a run of INSERTs: column-wise, or row by row for a short run or messages
@@ -183,13 +187,11 @@ class SliceDecoder:
                     p, lsn = next(rows)
                     self.message(maker, p, lsn, seg, last_commit, None)
             if len(maker.out) >= self.ctx.batch_rows:
-                yield maker.out
-                maker.out = EventBatch()
+                yield maker.take()
         else:
             if len(maker.out):
-                yield maker.out
-                maker.out = EventBatch()
-            yield ArrowEvents(run.encode(maker, te, columns))
+                yield maker.take()
+            yield run.encode(maker, te, columns)
             # hand the block's intermediate buffers back to the system: mimalloc, Arrow's default
             # pool, keeps freed pages, which doubled the engine's resident growth on a large transaction
             pa.default_memory_pool().release_unused()
@@ -269,16 +271,15 @@ def _txn_block(counters: TxnCounters | None, te: TableRecords, xid: int | None, 
 def emit_message(maker: RecordMaker, msg: pgoutput.LogicalMessage, lsn: int, xid: int | None, ts: int, seq: str,
                  version: int) -> None:
     from headwater.connectors.postgres.records import MESSAGE_KEY, message_value_schema
-    from headwater.events.envelope import Serializer
 
     ctx = maker.ctx
     source_block = maker.source(None, ts, "false", seq, xid, lsn, schema="", table="")
     ms, _, _ = maker.clock()
-    key = Serializer(MESSAGE_KEY, ctx.schemas_enable).dumps({"prefix": msg.prefix})
-    value = Serializer(message_value_schema(ctx), ctx.schemas_enable).dumps({
-        "op": "m", "ts_ms": ms, "source": source_block, "transaction": None,
-        "message": {"prefix": msg.prefix, "content": ctx.encode_bytes(msg.content)}})
-    maker.out.append(f"{ctx.prefix}{ctx.delimiter}message", key, value, "m", version, ts)
+    maker.out.record(f"{ctx.prefix}{ctx.delimiter}message", MESSAGE_KEY, {"prefix": msg.prefix},
+                     message_value_schema(ctx), {"op": "m", "ts_ms": ms, "source": source_block, "transaction": None,
+                                                 "message": {"prefix": msg.prefix,
+                                                             "content": ctx.encode_bytes(msg.content)}},
+                     "m", version, ts)
 
 
 class PgoutputCodec(PgoutputKinds):
@@ -343,7 +344,7 @@ class PgoutputCodec(PgoutputKinds):
         out = TxnCounters.from_json(counters)
         dec = SliceDecoder(self.ctx, self._tables(layouts, msgs), layouts)
         seg = Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False, len(msgs))
-        maker = RecordMaker(self.ctx, EventBatch())
+        maker = RecordMaker(self.ctx)
         for pos, p in msgs:
             dec.message(maker, p, pos, seg, None, out)
         return out.to_json()
@@ -386,6 +387,6 @@ class HeartbeatUnit(WorkUnit):
         self.ctx, self.ts_ms, self.lsn = ctx, ts_ms, lsn
 
     def read(self) -> Iterator[Events]:
-        out = EventBatch()
-        RecordMaker(self.ctx, out).heartbeat(self.ts_ms, self.lsn)
-        yield out
+        maker = RecordMaker(self.ctx)
+        maker.heartbeat(self.ts_ms, self.lsn)
+        yield maker.take()

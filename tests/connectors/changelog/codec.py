@@ -25,7 +25,7 @@ from headwater.connectors.common.messages import InTxn, Layouts, Message, Segmen
 from headwater.connectors.common.planner import pack, unpack
 from headwater.connectors.common.records import TxnCounters, table_records
 from headwater.connectors.common.txbuffer import StreamBuffer, Txn
-from headwater.events.batch import EventBatch, Events
+from headwater.events.batch import Events
 from tests.connectors.changelog.records import ChangelogContext, ChangelogMaker, Table
 
 OPS = {"I": "c", "U": "u", "D": "d"}
@@ -174,7 +174,7 @@ class LogSlice(WorkUnit):
 
     def read(self) -> Iterator[Events]:
         ctx = self.ctx
-        maker = ChangelogMaker(ctx, EventBatch())
+        maker = ChangelogMaker(ctx)
         messages = unpack(self.blob)
         for seg in self.segments:
             counters = TxnCounters.from_json(seg.counters) if ctx.transaction_metadata else None
@@ -185,12 +185,11 @@ class LogSlice(WorkUnit):
                 seq, payload = next(messages)
                 self.change(maker, seq, payload, seg, counters)
                 if len(maker.out) >= ctx.batch_rows:
-                    yield maker.out
-                    maker.out = EventBatch()
+                    yield maker.take()
             if seg.commit and counters is not None:
                 maker.end_record(tid, ts, counters, version)
         if len(maker.out):
-            yield maker.out
+            yield maker.take()
 
     def change(self, maker: ChangelogMaker, seq: int, payload: bytes, seg: Segment,
                counters: TxnCounters | None) -> None:
@@ -221,9 +220,9 @@ class HeartbeatUnit(WorkUnit):
         self.ctx, self.ts_ms, self.version = ctx, ts_ms, version
 
     def read(self) -> Iterator[Events]:
-        maker = ChangelogMaker(self.ctx, EventBatch())
+        maker = ChangelogMaker(self.ctx)
         maker.heartbeat(self.ts_ms, self.version)
-        yield maker.out
+        yield maker.take()
 
 
 class LogCodec(LogKinds):
@@ -269,7 +268,7 @@ class LogCodec(LogKinds):
         """The counters after the events of `msgs`, decoded here, on the driver, as a slice decodes them."""
         out = TxnCounters.from_json(counters)
         decoder = LogSlice(self.ctx, self.tables(), [], b"")
-        maker = ChangelogMaker(self.ctx, EventBatch())
+        maker = ChangelogMaker(self.ctx)
         seg = Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False, len(msgs))
         for seq, payload in msgs:
             decoder.change(maker, seq, payload, seg, out)

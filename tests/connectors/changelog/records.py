@@ -142,9 +142,9 @@ class ChangelogContext(RecordContext):
 
     @classmethod
     def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,
-                    replace_null_with_default: bool = True) -> ChangelogContext:
+                    replace_null_with_default: bool = True, output: str = "json") -> ChangelogContext:
         return cls(**cls.common_settings(cfg, TableFilters.from_config(cfg, SYSTEM), schemas_enable,
-                                         replace_null_with_default),
+                                         replace_null_with_default, output),
                    time_mode=cfg["time.precision.mode"], decimal_mode=cfg["decimal.handling.mode"])
 
     def converter(self, column: Column, collection: str) -> Converter | None:

@@ -28,7 +28,7 @@ from headwater.connectors.common.snapshot import (
     marker,
     snapshot_tables,
 )
-from headwater.events.batch import EventBatch, Events
+from headwater.events.batch import Events
 from tests.connectors.changelog.records import ChangelogContext, ChangelogMaker, Table
 
 DIALECT = KeyDialect()
@@ -101,7 +101,7 @@ class SnapshotChunk(WorkUnit):
         t, ctx = self.table, self.ctx
         first_table, last_table, first_chunk, last_chunk = self.ends
         te = table_records(ctx, t, t.columns, streaming=False)
-        maker = ChangelogMaker(ctx, EventBatch())
+        maker = ChangelogMaker(ctx)
         ref = DIALECT.table(t.schema, t.name)
         names = [c.name for c in t.columns]
         args: list[Any] = []
@@ -124,7 +124,6 @@ class SnapshotChunk(WorkUnit):
             src = orjson.Fragment(maker.snapshot_source(te, self.ts_us, mark, {"seq": self.seq - 1}))
             maker.emit(te, "r", te.key(values), None, te.row(values), src, None, self.seq - 1, self.ts_us)
             if len(maker.out) >= ctx.batch_rows:
-                yield maker.out
-                maker.out = EventBatch()
+                yield maker.take()
         if len(maker.out):
-            yield maker.out
+            yield maker.take()

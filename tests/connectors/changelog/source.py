@@ -32,12 +32,12 @@ class ChangelogSource(SnapshotThenStream):
     """Snapshot, then stream, the tables a trigger log records."""
 
     def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
-                 replace_null_with_default: bool = True):
+                 replace_null_with_default: bool = True, output: str = "json"):
         super().__init__(config)
         self.params = {"host": config["database.hostname"], "port": config["database.port"],
                        "user": config["database.user"], "password": config.get("database.password"),
                        "dbname": config["database.dbname"]}
-        self.context = ChangelogContext.from_config(config, schemas_enable, replace_null_with_default)
+        self.context = ChangelogContext.from_config(config, schemas_enable, replace_null_with_default, output)
         self.log_table = config["changelog.table"]
         self.log_ref = DIALECT.table(*self.log_table.split("."))
         self.parallelism = max(1, parallelism)

@@ -15,7 +15,6 @@ from headwater.connectors.common.records import (
     compile_fill,
     table_records,
 )
-from headwater.events.batch import EventBatch
 from headwater.events.columns import ColumnOptions, compile_list
 from tests.connectors.common.support import UNSENT, Col, SampleMaker, Table, context, converter
 
@@ -76,7 +75,7 @@ def test_table_records_schemas_key_and_masks():
     assert dict(secret.parameters or ()) == {"masked": "true"}
     values = ("5", None, "n", None, "hide me", "ignored")
     assert te.row(values) == {"id": 5, "qty": 3, "note": "n", "n7": 7, "secret": "*****"}
-    assert te.key_text(te.key(values)) == '{"id":5}'
+    assert te.key_out.dumps(te.key(values)) == '{"id":5}'
     assert table_records(ctx, TABLE, TABLE.columns, False) is table_records(ctx, TABLE, TABLE.columns, False)
     assert pickle.loads(pickle.dumps(ctx)) == ctx
 
@@ -113,8 +112,7 @@ def test_txn_counters_java_order_after_a_resize():
 
 def test_transaction_heartbeat_and_truncate_records():
     ctx = context(schemas_enable=False)
-    out = EventBatch()
-    maker = SampleMaker(ctx, out)
+    maker = SampleMaker(ctx)
     te = table_records(ctx, TABLE, TABLE.columns, streaming=True)
     counters = TxnCounters()
     maker.begin_record("gtid:7", 1_000_000, 1)
@@ -123,7 +121,7 @@ def test_transaction_heartbeat_and_truncate_records():
     maker.truncate(te, orjson.Fragment(src.render(b"4", b"0")), None, 1, 1_000_000)
     maker.end_record("gtid:7", 1_000_000, counters, 1)
     maker.heartbeat(1234, 2)
-    events = list(out.rows())
+    events = list(maker.take().rows())
     values = [json.loads(e.value or "null") for e in events]
     assert [e.topic for e in events] == ["srv.transaction", "srv.we_ird.t-1", "srv.transaction",
                                          "__debezium-heartbeat.srv"]

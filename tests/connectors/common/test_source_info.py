@@ -13,7 +13,6 @@ from headwater.connectors.common.source_info import (
     source_schema,
     time_values,
 )
-from headwater.events.batch import EventBatch
 from tests.connectors.common.support import SOURCE, SampleMaker, Table, context
 
 COMMON = ["version", "connector", "name", "ts_ms", "snapshot", "db", "sequence", "ts_us", "ts_ns"]
@@ -30,7 +29,7 @@ def test_schema_has_the_common_fields_then_the_tail():
 
 
 def test_template_bytes_equal_the_schema_driven_serialization():
-    maker = SampleMaker(context(), EventBatch())
+    maker = SampleMaker(context())
     t = Table("db", "t", ())
     te = table_records(maker.ctx, t, (), streaming=False)
     ts_us = 1_700_000_000_123_456

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 
@@ -16,6 +17,8 @@ from headwater.connectors.postgres.pgvalues import unescape_copy_text
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.registry import validate_connector
 from headwater.events.batch import EventBatch
+from headwater.events.formats.json import to_event_batch
+from headwater.events.typed import TypedEvents
 
 TABLE = """
 CREATE TABLE t (
@@ -107,15 +110,16 @@ def test_column_wise_snapshot_equals_row_by_row(pg_server, pg_db, timezone, sche
     n = len(lines)
     marks = {0: "first", n - 1: "last_in_data_collection"}
 
-    row_wise = EventBatch()
-    maker = RecordMaker(ctx, row_wise)
+    maker = RecordMaker(ctx)
     for i, line in enumerate(lines):
         values = [unescape_copy_text(f) for f in line.split("\t")]
         maker.snapshot_row(te, values, marks.get(i, "true"), 1234, 567, 1_700_000_000_000_000, '[null,"1234"]', 9)
+    row_wise = maker.take()
+    assert isinstance(row_wise, EventBatch)
 
-    encoder = SnapshotBlockEncoder(te, RecordMaker(ctx, EventBatch()), lsn=1234, txid=567,
+    encoder = SnapshotBlockEncoder(te, RecordMaker(ctx), lsn=1234, txid=567,
                                    ts_us=1_700_000_000_000_000, sequence='[null,"1234"]', version=9)
-    batch = encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks)
+    batch = encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks).to_arrow()
 
     assert batch.num_rows == n == 3007
     assert batch.column("key").to_pylist() == row_wise.key
@@ -132,6 +136,25 @@ def test_column_wise_snapshot_equals_row_by_row(pg_server, pg_db, timezone, sche
     rest = batch.to_pydict()
     assert set(rest["topic"]) == {"p.public.t"} and set(rest["op"]) == {"r"}
     assert set(rest["_commit_version"]) == {9} and set(rest["_change_type"]) == {"insert"}
+
+    # typed output: the block built column-wise (casts, kernels) holds what the row-by-row path puts
+    # in typed blocks, and both write the same JSON as the direct path
+    typed_ctx = dataclasses.replace(ctx, output="typed")
+    typed_te = table_records(typed_ctx, table, table.columns, streaming=False)
+    typed_maker = RecordMaker(typed_ctx)
+    for i, line in enumerate(lines):
+        values = [unescape_copy_text(f) for f in line.split("\t")]
+        typed_maker.snapshot_row(typed_te, values, marks.get(i, "true"), 1234, 567, 1_700_000_000_000_000,
+                                 '[null,"1234"]', 9)
+    typed_rows = typed_maker.take()
+    typed_encoder = SnapshotBlockEncoder(typed_te, RecordMaker(typed_ctx), lsn=1234, txid=567,
+                                         ts_us=1_700_000_000_000_000, sequence='[null,"1234"]', version=9)
+    typed_columns = typed_encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks)
+    assert isinstance(typed_rows, TypedEvents) and isinstance(typed_columns, TypedEvents)
+    for typed in (typed_rows, typed_columns):
+        out = to_event_batch(typed, ctx.json_options)
+        assert out.key == row_wise.key
+        assert [_normalize(v) for v in out.value] == [_normalize(v) for v in want]
 
 
 def test_csv_blocks_keep_nulls_empty_strings_and_empty_lines():

@@ -51,7 +51,7 @@ def mask_volatile(events: list[dict], columns: set[str]) -> list[dict]:
     return events
 
 
-def run_headwater(pg_server, scenario) -> list[dict]:
+def run_headwater(pg_server, scenario, output: str = "json") -> list[dict]:
     dbname = "golden"
     pg_server.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     pg_server.create_database(dbname)
@@ -66,7 +66,7 @@ def run_headwater(pg_server, scenario) -> list[dict]:
         }
         if props.get("heartbeat.interval.ms"):
             props["heartbeat.interval.ms"] = "200"
-        engine = Engine(validate_connector(props), schemas_enable=True)
+        engine = Engine(validate_connector(props), schemas_enable=True, output=output)
         events = []
 
         def collect() -> None:
@@ -90,12 +90,15 @@ def run_headwater(pg_server, scenario) -> list[dict]:
         pg_server.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
 
 
+@pytest.mark.parametrize("output", ["json", "typed"])
 @pytest.mark.parametrize("directory", SCENARIOS, ids=[d.name for d in SCENARIOS])
-def test_events_equal_debezium(pg_server, directory):
+def test_events_equal_debezium(pg_server, directory, output):
+    """The events equal Debezium's, written directly as JSON, or built as typed blocks and then
+    written as JSON by `events.formats.json`."""
     scenario = load_scenario(directory)
     if directory.name in KNOWN_DIFFERENCES:
         pytest.skip(KNOWN_DIFFERENCES[directory.name])
-    actual = run_headwater(pg_server, scenario)
+    actual = run_headwater(pg_server, scenario, output)
     expected = scenario.events
     if directory.name in VOLATILE:
         expected = mask_volatile(expected, VOLATILE[directory.name])

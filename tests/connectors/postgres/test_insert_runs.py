@@ -10,13 +10,12 @@ import pytest
 from headwater.connectors.postgres import pgoutput, streaming
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.registry import validate_connector
-from headwater.events.batch import ArrowEvents
+from headwater.engine import Engine
 from tests.connectors.postgres.test_columnar import ROWS, TABLE
 from tests.connectors.postgres.test_streaming import (
     RecordingSource,
     _mixed_workload,
     _tables,
-    engine,
     prime,
     properties,
     read,
@@ -103,30 +102,33 @@ MODES = {"rows": 10**9, "runs": streaming.MIN_RUN, "every": 1}  # the shortest r
 
 
 def _read_each_way(pg_server, pg_db, monkeypatch, workload, props: dict[str, str],
-                   schemas: bool = False) -> dict[str, tuple[list, int]]:
-    """One workload read through a slot per mode of `MODES`: the events and the number of
-    column-wise blocks made."""
+                   schemas: bool = False, outputs: tuple[str, ...] = ("json",)) -> dict[str, tuple[list, int]]:
+    """One workload read through a slot per mode of `MODES` and output: the events (typed blocks
+    written as JSON) and the number of column-wise blocks made, by mode (`<mode>/typed` for typed)."""
     blocks = [0]
-    real_read = streaming.StreamSlice.read
+    real_encode = streaming.InsertRun.encode
 
-    def counting_read(self):
-        for b in real_read(self):
-            blocks[0] += isinstance(b, ArrowEvents)
-            yield b
+    def counting_encode(self, *args):
+        blocks[0] += 1
+        return real_encode(self, *args)
 
-    monkeypatch.setattr(streaming.StreamSlice, "read", counting_read)
-    engines = {mode: engine(RecordingSource(validate_connector(properties(pg_server, pg_db, f"{mode}_{pg_db}",
-                                                                          **props)),
-                                            parallelism=2, schemas_enable=schemas), max_events=2_500)
-               for mode in MODES}
+    monkeypatch.setattr(streaming.InsertRun, "encode", counting_encode)
+    engines = {}
+    for output in outputs:
+        for mode in MODES:
+            name = mode if output == "json" else f"{mode}/{output}"
+            source = RecordingSource(validate_connector(properties(pg_server, pg_db, f"{mode}_{output}_{pg_db}", **props)),
+                                     parallelism=2, schemas_enable=schemas, output=output)
+            engines[name] = Engine(source.config, max_events=2_500, connector=source, schemas_enable=schemas,
+                                   output=output)
     try:
         prime(*engines.values())
         workload(pg_server, pg_db)
         out = {}
-        for mode, eng in engines.items():
-            monkeypatch.setattr(streaming, "MIN_RUN", MODES[mode])
+        for name, eng in engines.items():
+            monkeypatch.setattr(streaming, "MIN_RUN", MODES[name.split("/")[0]])
             blocks[0] = 0
-            out[mode] = ([_comparable(e) for e in read(eng)], blocks[0])
+            out[name] = ([_comparable(e) for e in read(eng)], blocks[0])
         return out
     finally:
         for eng in engines.values():
@@ -138,7 +140,7 @@ def test_column_wise_streaming_equals_row_by_row(pg_server, pg_db, monkeypatch, 
     pg_server.execute(f"ALTER DATABASE \"{pg_db}\" SET TimeZone = 'Europe/Paris'")
     got = _read_each_way(pg_server, pg_db, monkeypatch, _wide_workload,
                          {"column.mask.with.6.chars": "public.t.masked", "column.exclude.list": "public.t.vc",
-                          "table.include.list": "public.t"}, schemas)
+                          "table.include.list": "public.t"}, schemas, outputs=("json", "typed"))
     (rows, row_blocks), (runs, run_blocks), (every, every_blocks) = got["rows"], got["runs"], got["every"]
     assert len(rows) == 3007 + 5 + 301 + 1
     # runs: the large transaction's (cut by max_events), its rest with the single-row transactions
@@ -146,6 +148,10 @@ def test_column_wise_streaming_equals_row_by_row(pg_server, pg_db, monkeypatch, 
     assert row_blocks == 0 and run_blocks >= 4 and every_blocks >= run_blocks
     assert runs == rows
     assert every == rows
+    # typed output: the runs become typed blocks column-wise, and their JSON is the same
+    assert got["rows/typed"][1] == 0 and got["runs/typed"][1] == run_blocks
+    for mode in MODES:
+        assert got[f"{mode}/typed"][0] == rows
 
 
 def test_column_wise_streaming_of_a_mixed_workload(pg_server, pg_db, monkeypatch):

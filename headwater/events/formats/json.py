@@ -1,0 +1,151 @@
+"""Typed event blocks written as Kafka's JsonConverter writes them: the JSON rows of `EventBatch`.
+
+`JsonOptions` holds the converter's settings: `schemas.enable` (each key and value as
+`{"schema": ..., "payload": ...}`, else the payload alone) and `replace.null.with.default` (a null
+whose schema has a default is written as the default, at every level, as JsonConverter does).
+`json_values` turns a typed column back into JSON-form values column by column (temporal values
+as their numbers, decimals and bytes as base64 text, NaN and the infinities as Jackson's strings);
+`to_event_batch` writes the blocks of a batch as JSON rows in the batch's order, equal byte for
+byte to what the record builders write directly (tests compare the two on Debezium's own events).
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from headwater.events.batch import EventBatch
+from headwater.events.typed import DECIMAL, TEMPORAL, TypedBlock, TypedEvents, physical_int
+
+
+@dataclass(frozen=True)
+class JsonOptions:
+    """Kafka JsonConverter's settings."""
+
+    schemas_enable: bool = False
+    replace_null_with_default: bool = True
+
+    def wrap(self, schema: dict | None) -> tuple[bytes, bytes]:
+        """The bytes around a payload for `schema`."""
+        if self.schemas_enable and schema is not None:
+            return b'{"schema":' + orjson.dumps(schema) + b',"payload":', b"}"
+        return b"", b""
+
+
+def _null(schema: dict | None, options: JsonOptions) -> Any:
+    """What JsonConverter writes for a null of `schema`."""
+    if schema is not None and options.replace_null_with_default and "default" in schema:
+        return schema["default"]
+    return None
+
+
+def json_values(arr: pa.Array, schema: dict | None, options: JsonOptions) -> list[Any]:
+    """The JSON-form value of each element of a typed column of Connect schema `schema`."""
+    if schema is None:
+        return [None] * len(arr)
+    values = _valid_values(arr, schema, options)
+    if arr.null_count:
+        null = _null(schema, options)
+        return [null if not ok else v for v, ok in zip(values, arr.is_valid().to_pylist(), strict=True)]
+    return values
+
+
+def _valid_values(arr: pa.Array, schema: dict, options: JsonOptions) -> list[Any]:
+    """The JSON-form values of `arr` (anything at a null)."""
+    name, t = schema.get("name"), schema["type"]
+    if name in TEMPORAL:
+        return arr.view(physical_int(arr.type)).to_pylist()
+    if name == DECIMAL and pa.types.is_decimal(arr.type):
+        return _decimals(arr)
+    if t == "bytes":
+        return [None if v is None else base64.b64encode(v).decode() for v in arr.to_pylist()]
+    if t in ("float", "double"):
+        return [v if v is None or math.isfinite(v) else _SPECIAL[repr(v)] for v in arr.to_pylist()]
+    if t == "struct":
+        names = [f["field"] for f in schema["fields"]]
+        if not names:
+            return [{} for _ in range(len(arr))]
+        children = [json_values(arr.field(i), f, options) for i, f in enumerate(schema["fields"])]
+        return [dict(zip(names, row, strict=True)) for row in zip(*children, strict=True)]
+    if t == "array":
+        offsets = arr.offsets.to_pylist()
+        items = json_values(arr.values, schema["items"], options)
+        return [items[a:b] for a, b in zip(offsets, offsets[1:], strict=False)]
+    if t == "map":
+        offsets = arr.offsets.to_pylist()
+        keys = json_values(arr.keys, schema["keys"], options)
+        items = json_values(arr.items, schema["values"], options)
+        if schema["keys"]["type"] == "string":
+            return [dict(zip(keys[a:b], items[a:b], strict=True)) for a, b in zip(offsets, offsets[1:], strict=False)]
+        return [[[k, v] for k, v in zip(keys[a:b], items[a:b], strict=True)]
+                for a, b in zip(offsets, offsets[1:], strict=False)]
+    return arr.to_pylist()
+
+
+_SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # as Jackson writes them
+
+
+def _decimals(arr: pa.Array) -> list[str | None]:
+    """A decimal128 column as Connect writes Decimals: base64 of the unscaled value's minimal
+    big-endian two's-complement bytes (Java's BigInteger.toByteArray)."""
+    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=16 * len(arr), offset=16 * arr.offset)
+    out: list[str | None] = []
+    for i in range(len(arr)):
+        n = int.from_bytes(raw[16 * i:16 * i + 16].tobytes(), "little", signed=True)
+        size = (n if n >= 0 else ~n).bit_length() // 8 + 1
+        out.append(base64.b64encode(n.to_bytes(size, "big", signed=True)).decode())
+    return out
+
+
+def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
+                                                                  list[list[tuple[str, str]] | None]]:
+    """The key and value JSON text of each event of `block` (None: no key, a tombstone's value), and
+    its headers with their values (keys) as JSON text."""
+    b = block.batch
+    key_schema, value_schema = block.key_schema, block.value_schema
+    key_head, key_tail = options.wrap(key_schema)
+    value_head, value_tail = options.wrap(value_schema)
+
+    def texts(column: pa.Array, schema: dict | None, head: bytes, tail: bytes) -> list[str | None]:
+        if schema is None:
+            return [None] * len(column)
+        valid = column.is_valid().to_pylist()
+        return [(head + orjson.dumps(v) + tail).decode() if ok else None
+                for v, ok in zip(json_values(column, schema, options), valid, strict=True)]
+
+    keys = texts(b.column("key"), key_schema, key_head, key_tail)
+    values = texts(b.column("value"), value_schema, value_head, value_tail)
+    headers: list[list[tuple[str, str]] | None] = [None] * b.num_rows
+    column = b.column("headers")
+    if column.null_count < len(column):
+        offsets = column.offsets.to_pylist()
+        entries = column.values
+        names = entries.field("key").to_pylist()
+        held = texts(entries.field("value"), key_schema, key_head, key_tail)
+        for i, valid in enumerate(column.is_valid().to_pylist()):
+            if valid:
+                headers[i] = [(names[j], held[j] or "null") for j in range(offsets[i], offsets[i + 1])]
+    return keys, values, headers
+
+
+def to_event_batch(events: TypedEvents, options: JsonOptions) -> EventBatch:
+    """The events of typed blocks as JSON rows, in the order they were made."""
+    rows: list[tuple] = [()] * len(events)
+    for block in events:
+        b = block.batch
+        keys, values, headers = block_json(block, options)
+        topic = block.topic
+        ts = b.column("_commit_timestamp").view(pa.int64()).to_pylist()
+        for i, (order, op, version) in enumerate(zip(b.column("_order").to_pylist(), b.column("op").to_pylist(),
+                                                     b.column("_commit_version").to_pylist(), strict=True)):
+            rows[order] = (topic, keys[i], values[i], op, version, ts[i], headers[i])
+    out = EventBatch()
+    for topic, key, value, op, version, ts_us, hdrs in rows:
+        out.append(topic, key, value, op, version, ts_us, hdrs)
+    return out
