@@ -59,6 +59,7 @@ def main() -> int:
 def run_engine(props: dict, args, out: dict) -> None:
     from headwater.connectors.registry import validate_connector
     from headwater.engine import Engine
+    from headwater.events.typed import TypedEvents
 
     engine = Engine(validate_connector(props))
     deadline = time.time() + args.max_wait
@@ -66,6 +67,7 @@ def run_engine(props: dict, args, out: dict) -> None:
         while out["count"] < args.expect and time.time() < deadline:
             for batch in engine.batches(once=True):
                 now = time.time()
+                assert not isinstance(batch, TypedEvents)  # the engine's default output is JSON rows
                 values = batch.to_arrow().column("value")
                 rows = len(values) - values.null_count
                 if rows and out["first"] is None:

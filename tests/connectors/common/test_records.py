@@ -17,6 +17,7 @@ from headwater.connectors.common.records import (
 )
 from headwater.events.columns import ColumnOptions, compile_list
 from tests.connectors.common.support import UNSENT, Col, SampleMaker, Table, context, converter
+from tests.events_support import json_rows
 
 TABLE = Table("we ird", "t-1", (
     Col("id", "int", not_null=True),
@@ -121,7 +122,7 @@ def test_transaction_heartbeat_and_truncate_records():
     maker.truncate(te, orjson.Fragment(src.render(b"4", b"0")), None, 1, 1_000_000)
     maker.end_record("gtid:7", 1_000_000, counters, 1)
     maker.heartbeat(1234, 2)
-    events = list(maker.take().rows())
+    events = list(json_rows(maker.take()))
     values = [json.loads(e.value or "null") for e in events]
     assert [e.topic for e in events] == ["srv.transaction", "srv.we_ird.t-1", "srv.transaction",
                                          "__debezium-heartbeat.srv"]

@@ -19,6 +19,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.events.batch import EventBatch
 from headwater.events.formats.json import to_event_batch
 from headwater.events.typed import TypedEvents
+from tests.events_support import json_rows
 
 TABLE = """
 CREATE TABLE t (
@@ -119,7 +120,9 @@ def test_column_wise_snapshot_equals_row_by_row(pg_server, pg_db, timezone, sche
 
     encoder = SnapshotBlockEncoder(te, RecordMaker(ctx), lsn=1234, txid=567,
                                    ts_us=1_700_000_000_000_000, sequence='[null,"1234"]', version=9)
-    batch = encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks).to_arrow()
+    encoded = encoder.encode(parse_csv_block(csv.getvalue().encode(), len(table.columns)), marks)
+    assert not isinstance(encoded, TypedEvents)
+    batch = encoded.to_arrow()
 
     assert batch.num_rows == n == 3007
     assert batch.column("key").to_pylist() == row_wise.key
@@ -175,7 +178,7 @@ def test_one_column_rows_holding_null_survive_a_snapshot(pg_server, pg_db):
              "snapshot.select.statement.overrides.public.one": "SELECT v FROM public.one"}
     engine = Engine(validate_connector(props))
     try:
-        events = [e for batch in engine.batches(once=True) for e in batch.rows() if e.topic == "p.public.one"]
+        events = [e for batch in engine.batches(once=True) for e in json_rows(batch) if e.topic == "p.public.one"]
     finally:
         engine.close()
     docs = [json.loads(e.value) for e in events if e.value is not None]

@@ -31,6 +31,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
 from headwater.events.batch import Event, Events
+from tests.events_support import json_rows
 
 SLOT = "faults_slot"
 
@@ -150,7 +151,7 @@ class EngineThread:
         try:
             for batch in self.engine.batches():
                 with self.lock:
-                    self.events.extend(batch.rows())
+                    self.events.extend(json_rows(batch))
         except BaseException as exc:
             self.error = exc
 
@@ -545,7 +546,7 @@ def _stop_midway(eng: Engine, batches_to_take: int) -> tuple[list[Event], list[E
     gen = cast(Generator[Events, None, None], eng.batches(once=True))
     stopped = False
     for batch in gen:
-        out.append(list(batch.rows()))
+        out.append(list(json_rows(batch)))
         if len(out) >= batches_to_take:
             stopped = True
             break

@@ -39,6 +39,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
 from headwater.events.batch import Event
+from tests.events_support import json_rows
 
 
 class RecordingSource(PostgresSource):
@@ -221,7 +222,7 @@ def test_huge_transaction_spills_with_bounded_memory(pg_server, pg_db, tmp_path)
     with Sampler(connector) as sampler:
         for batch in eng.batches(once=True):
             batches += 1
-            for ev in batch.rows():
+            for ev in json_rows(batch):
                 assert ev.value is not None and ev.key is not None
                 event_bytes += len(ev.value) + len(ev.key)
                 p = payload(ev)
@@ -395,7 +396,7 @@ def _plan_all(connector: PostgresSource, start: Offset, max_events: int) -> list
             end = connector.latest_offset(start, max_events)
             if end == start:
                 return out
-            events = [e for u in connector.plan(start, end) for b in u.read() for e in b.rows()]
+            events = [e for u in connector.plan(start, end) for b in u.read() for e in json_rows(b)]
             out.append((start, end, events))
             start = end
     finally:
@@ -425,7 +426,7 @@ def test_replay_in_a_fresh_source_gives_the_same_events(pg_server, pg_db, monkey
         for parallelism in (1 + i % 3, 3 - i % 3):
             again_connector = make_connector(pg_server, pg_db, "replayed", CAPTURE, parallelism=parallelism)
             again_connector.open(s)
-            again = [ev for u in again_connector.plan(s, e) for b in u.read() for ev in b.rows()]
+            again = [ev for u in again_connector.plan(s, e) for b in u.read() for ev in json_rows(b)]
             again_connector.close()
             assert [comparable(x) for x in again] == [comparable(x) for x in events], f"range {i}: {s} -> {e}"
     # a range the slot can no longer serve (it starts before the slot's position) fails at once
