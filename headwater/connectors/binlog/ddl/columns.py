@@ -16,8 +16,7 @@ from headwater.connectors.binlog.ddl.datatypes import DataType, charset_of_colla
 from headwater.connectors.binlog.ddl.lexer import Cursor
 from headwater.connectors.binlog.schema import Column
 
-_CURRENT_TIMESTAMP = {"CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP", "CURRENT_DATE",
-                      "CURRENT_TIME", "CURDATE", "CURTIME", "SYSDATE", "UTC_TIMESTAMP"}
+_CURRENT_TIMESTAMP = {"CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP"}
 # column attributes that are one word, or one word and a value, and change nothing Debezium models
 _IGNORED_FLAGS = {"INVISIBLE", "VISIBLE", "COMPRESSED", "PERSISTENT", "STORED", "VIRTUAL"}
 
@@ -99,11 +98,12 @@ def parse_default(cur: Cursor) -> tuple[bool, str | None]:
         cur.next()
         return True, t.raw
     if t.kind == "word" and t.text.upper() in _CURRENT_TIMESTAMP:
+        start = cur.i
         cur.next()
         if cur.is_kind("("):
             cur.skip_parens()
         upper = t.text.upper()
-        return True, "1970-01-01 00:00:00" if upper in ("CURRENT_TIMESTAMP", "NOW") else t.raw
+        return True, "1970-01-01 00:00:00" if upper in ("CURRENT_TIMESTAMP", "NOW") else cur.text(start)
     if t.kind == "(":
         cur.skip_parens()
         return True, None

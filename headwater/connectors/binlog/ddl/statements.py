@@ -194,8 +194,9 @@ class _Statement:
         cur = self.cur
         cur.next()
         replace_existing = cur.accept("OR", "REPLACE")
-        cur.accept("TEMPORARY")
-        if cur.accept("TABLE"):
+        if cur.accept("TEMPORARY"):  # not in a row-based binlog, and never a captured table
+            self.database_event()
+        elif cur.accept("TABLE"):
             self.create_table(replace_existing)
         elif cur.accept("DATABASE") or cur.accept("SCHEMA"):
             self.create_database()
@@ -464,15 +465,15 @@ class _Statement:
             self.alter_drop(editor)
         elif cur.accept("MODIFY"):
             cur.accept("COLUMN")
-            cur.accept("IF", "EXISTS")
+            if_exists = cur.accept("IF", "EXISTS")
             name = cur.name()
-            self.put_column(editor, name, name)
+            self.put_column(editor, name, name, if_exists)
         elif cur.accept("CHANGE"):
             cur.accept("COLUMN")
-            cur.accept("IF", "EXISTS")
+            if_exists = cur.accept("IF", "EXISTS")
             old = cur.name()
             new = cur.name()
-            self.put_column(editor, old, new)
+            self.put_column(editor, old, new, if_exists)
         elif cur.accept("RENAME"):
             if cur.accept("COLUMN"):
                 cur.accept("IF", "EXISTS")
@@ -582,15 +583,18 @@ class _Statement:
                 assert column is not None
                 editor.put(column, after=after)
 
-    def put_column(self, editor: TableEditor, old: str, new: str) -> None:
+    def put_column(self, editor: TableEditor, old: str, new: str, if_exists: bool) -> None:
+        """MODIFY / CHANGE: the column `old` redefined (and renamed to `new`), maybe moved."""
         cur = self.cur
         definition = parse_column_definition(cur)
-        existing = editor.column(old)
-        if existing is None:
-            raise cur.error(f"column {old} not found in {editor.database}.{editor.name}")
-        column = definition.to_column(new, existing.position, editor.default_charset)
         first = cur.accept("FIRST")
         after = cur.name() if cur.accept("AFTER") else None
+        existing = editor.column(old)
+        if existing is None:
+            if if_exists:
+                return
+            raise cur.error(f"column {old} not found in {editor.database}.{editor.name}")
+        column = definition.to_column(new, existing.position, editor.default_charset)
         editor.put(column, first=first, after=after, replacing=old)
         if definition.primary:
             editor.set_primary_key([new])
