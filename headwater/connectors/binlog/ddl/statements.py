@@ -10,6 +10,7 @@ TRUNCATE changes nothing and gives no event; the tables it empties are returned.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 from headwater.connectors.binlog.ddl.columns import ColumnDefinition, parse_column_definition, parse_default
@@ -51,8 +52,15 @@ class _Event:
     table_name: str | None  # for the source block's `table`; None for a database-level event
 
 
+_COMPOUND = re.compile(
+    r"^\s*CREATE\s+(OR\s+REPLACE\s+)?(DEFINER\s*=\s*\S+\s+)?(AGGREGATE\s+)?"
+    r"(PROCEDURE|FUNCTION|TRIGGER|EVENT|PACKAGE)\b", re.IGNORECASE)
+
+
 def _split(cur: Cursor) -> list[tuple[int, int]]:
-    """Token ranges of the statements in the cursor's text (split at top-level `;`)."""
+    """Token ranges of the statements in the cursor's text (split at `;`, except in a routine's body)."""
+    if _COMPOUND.match(cur.sql):
+        return [(0, len(cur.tokens))]
     ranges = []
     start = 0
     for i, t in enumerate(cur.tokens):
@@ -114,6 +122,7 @@ class _Statement:
         self.result = result
         self.events: list[_Event] = []
         self.whole = cur.text(start, len(cur.tokens))
+        self.implicit_charset: set[str] = set()
 
     # -- helpers -----------------------------------------------------------------------------
     def table_id(self) -> TableId:
@@ -442,7 +451,10 @@ class _Statement:
         editor = TableEditor.of(table)
         renamed_from: TableId | None = None
         while not cur.at_end():
+            before = cur.i
             new_id = self.alter_specification(editor, table_id)
+            if cur.i == before:
+                raise cur.error("unsupported ALTER TABLE specification")
             if new_id is not None:
                 renamed_from = renamed_from or table_id
                 del self.state.tables[table_id]
@@ -452,6 +464,9 @@ class _Statement:
                 if not cur.at_end():
                     continue
                 break
+        if editor.default_charset != table.default_charset:  # columns added here take the new table charset
+            editor.columns = [replace(c, charset=editor.default_charset) if c.name in self.implicit_charset else c
+                              for c in editor.columns]
         new = editor.table()
         self.state.tables[table_id] = new
         self.emit(TableChange("ALTER", table_id, new, renamed_from))
@@ -511,8 +526,7 @@ class _Statement:
                 cur.name()
             if charset == "default":
                 charset = self.state.charset_for_database(table_id[0]) or charset
-            editor.default_charset = charset
-            editor.columns = [replace(c, charset=charset) if c.charset is not None else c for c in editor.columns]
+            editor.convert_to(charset)
         elif (cur.is_word("ALGORITHM", "LOCK") and cur.is_kind("=", 1)) or cur.is_word("FORCE", "ENABLE", "DISABLE", "DISCARD", "IMPORT", "ORDER", "ANALYZE", "CHECK",
                          "COALESCE", "REORGANIZE", "EXCHANGE", "OPTIMIZE", "REBUILD", "REPAIR", "REMOVE",
                          "TRUNCATE", "UPGRADE", "CONVERT"):
@@ -561,13 +575,19 @@ class _Statement:
             self.add_column(editor, name, parse_column_definition(cur))
             self.position(editor, name)
 
-    def add_column(self, editor: TableEditor, name: str, definition) -> None:  # type: ignore[no-untyped-def]
+    def add_column(self, editor: TableEditor, name: str, definition: ColumnDefinition) -> None:
         column = definition.to_column(name, len(editor.columns) + 1, editor.default_charset)
+        self.note_charset(column.name, definition)
         editor.put(column)
         if definition.primary:
             editor.set_primary_key([name])
         elif definition.unique or definition.data_type.serial:
             editor.unique_key([name])
+
+    def note_charset(self, name: str, definition: ColumnDefinition) -> None:
+        """Remember a column (re)defined by this ALTER that takes the table's charset."""
+        if definition.data_type.uses_charset and definition.charset is None and definition.data_type.charset is None:
+            self.implicit_charset.add(name)
 
     def position(self, editor: TableEditor, name: str, skip: bool = False) -> None:
         cur = self.cur
@@ -595,6 +615,7 @@ class _Statement:
                 return
             raise cur.error(f"column {old} not found in {editor.database}.{editor.name}")
         column = definition.to_column(new, existing.position, editor.default_charset)
+        self.note_charset(column.name, definition)
         editor.put(column, first=first, after=after, replacing=old)
         if definition.primary:
             editor.set_primary_key([new])
@@ -655,6 +676,7 @@ class _Statement:
         prefix = cur.text(self.start)
         while True:
             clause_start = cur.i
+            cur.accept("IF", "EXISTS")
             old = self.table_id()
             if (cur.accept("WAIT") or cur.accept("NOWAIT")) and cur.is_kind("number"):
                 cur.next()
