@@ -115,6 +115,7 @@ class ServerColumn:
     numeric_scale: int | None
     datetime_precision: int | None
     auto_increment: bool
+    on_update: bool  # ON UPDATE current_timestamp()
     comment: str
 
 
@@ -160,7 +161,8 @@ def information_schema_tables(conn: Any, database: str, names: Iterable[str] | N
             numeric_precision=None if row[9] is None else int(row[9]),
             numeric_scale=None if row[10] is None else int(row[10]),
             datetime_precision=None if row[11] is None else int(row[11]),
-            auto_increment="auto_increment" in _text(row[12]).lower(), comment=_text(row[13])))
+            auto_increment="auto_increment" in _text(row[12]).lower(), on_update="on update" in _text(row[12]).lower(),
+            comment=_text(row[13])))
     keys: dict[str, dict[str, list[tuple[int, str]]]] = {}
     non_unique: dict[tuple[str, str], int] = {}
     for table, index, seq, column, nu in _rows(conn, (

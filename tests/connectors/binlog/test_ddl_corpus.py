@@ -159,7 +159,8 @@ def column_differences(column: Column, server: ServerColumn) -> list[str]:
     unsigned = "UNSIGNED" in column.type_name or "ZEROFILL" in column.type_name or column.type_name == "SERIAL"
     check("unsigned", unsigned, "unsigned" in server.column_type)
     check("optional", column.optional, server.nullable)
-    check("autoIncremented", column.auto_incremented, server.auto_increment)
+    if not (server.on_update and column.auto_incremented):  # Debezium's ON UPDATE sets autoIncremented
+        check("autoIncremented", column.auto_incremented, server.auto_increment)
     check("comment", column.comment or "", server.comment)
     if base in ("CHAR", "VARCHAR", "BINARY", "VARBINARY"):
         check("length", column.length if column.length is not None else 1, server.char_length)

@@ -42,7 +42,7 @@ def test_replay_of_the_entries_gives_the_same_tables_at_every_position(tmp_path)
     history = _history()
     wares = history.table("shop", "wares")
     assert wares is not None and [c.name for c in wares.columns] == ["id", "price", "name"]
-    assert wares.column("name").charset == "latin1" and wares.primary_key == ("id",)
+    assert wares.columns[2].charset == "latin1" and wares.primary_key == ("id",)
     assert history.table("shop", "items") is None and history.table("shop", "logs") is None
     file = HistoryFile(tmp_path / "history.jsonl")
     file.append(history.entries)
@@ -50,9 +50,9 @@ def test_replay_of_the_entries_gives_the_same_tables_at_every_position(tmp_path)
     assert loaded == history.entries
     assert SchemaHistory.restore(loaded).tables() == history.tables()
     at_create = SchemaHistory.restore(loaded, upto=at_or_before(_pos(1)))
-    assert [c.name for c in at_create.table("shop", "items").columns] == ["id", "name"]
+    assert [c.name for c in at_create.tables()[("shop", "items")].columns] == ["id", "name"]
     at_logs = SchemaHistory.restore(loaded, upto=at_or_before(_pos(4)))
-    assert at_logs.table("shop", "logs").column("msg").charset == "utf8mb4"
+    assert at_logs.tables()[("shop", "logs")].columns[0].charset == "utf8mb4"
 
 
 def test_recover_drops_entries_beyond_the_committed_offset_and_a_torn_line(tmp_path):

@@ -3,7 +3,8 @@
 `parse_column_definition` reads the part after the column name and returns a `ColumnDefinition`:
 the data type, nullability as written, the default as Debezium's `defaultValueExpression` (string
 literals without their quotes, numbers and booleans as written, bit literals' digits,
-CURRENT_TIMESTAMP/NOW as `1970-01-01 00:00:00`, any other expression as no value), AUTO_INCREMENT,
+CURRENT_TIMESTAMP/NOW as `1970-01-01 00:00:00`, any other expression as no value), AUTO_INCREMENT
+(which Debezium also sets for an ON UPDATE clause that is not part of a CURRENT_TIMESTAMP default),
 COMMENT, inline PRIMARY KEY / UNIQUE and a COLLATE or CHARACTER SET given after the type.
 `to_column` makes the model's `Column` of it.
 """
@@ -16,7 +17,8 @@ from headwater.connectors.binlog.ddl.datatypes import DataType, charset_of_colla
 from headwater.connectors.binlog.ddl.lexer import Cursor
 from headwater.connectors.binlog.schema import Column
 
-_CURRENT_TIMESTAMP = {"CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP"}
+# MariaDB's grammar of `currentTimestamp` in a default (Debezium's)
+_CURRENT_TIMESTAMP = {"CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP", "CURDATE", "CURTIME"}
 # column attributes that are one word, or one word and a value, and change nothing Debezium models
 _IGNORED_FLAGS = {"INVISIBLE", "VISIBLE", "COMPRESSED", "PERSISTENT", "STORED", "VIRTUAL"}
 
@@ -102,8 +104,13 @@ def parse_default(cur: Cursor) -> tuple[bool, str | None]:
         cur.next()
         if cur.is_kind("("):
             cur.skip_parens()
-        upper = t.text.upper()
-        return True, "1970-01-01 00:00:00" if upper in ("CURRENT_TIMESTAMP", "NOW") else cur.text(start)
+        if cur.is_word("ON") and cur.is_word("UPDATE", offset=1) and cur.is_word(*_CURRENT_TIMESTAMP, offset=2):
+            cur.i += 3  # DEFAULT x ON UPDATE y: one clause in Debezium's grammar (AUTO_INCREMENT is not set)
+            if cur.is_kind("("):
+                cur.skip_parens()
+        if t.text.upper() in ("CURRENT_TIMESTAMP", "NOW"):
+            return True, "1970-01-01 00:00:00"
+        return True, "".join(tok.raw for tok in cur.tokens[start:cur.i])  # as Debezium's getText(): no spaces
     if t.kind == "(":
         cur.skip_parens()
         return True, None
@@ -162,6 +169,8 @@ def parse_column_definition(cur: Cursor) -> ColumnDefinition:
         elif cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
             definition.charset = cur.name().lower()
         elif cur.accept("ON", "UPDATE"):
+            # Debezium's grammar makes ON UPDATE an auto-increment constraint
+            definition.auto_increment = True
             cur.next()
             if cur.is_kind("("):
                 cur.skip_parens()

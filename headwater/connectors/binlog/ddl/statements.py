@@ -166,8 +166,8 @@ class _Statement:
             self.result.truncated.append(self.table_id())
         elif word == "USE":
             cur.next()
+            self.database_event()  # in the database the statement came with, as Debezium's
             self.database = cur.name()
-            self.database_event()
         elif word == "SET":
             self.set_statement()
         elif word in _NO_SCHEMA_EFFECT:
