@@ -125,6 +125,24 @@ def _base_type(column: Column) -> str:
     return name
 
 
+def _unescape(text: str) -> str:
+    """The characters of a MySQL string literal's contents ('' and backslash escapes resolved)."""
+    escapes = {"0": "\0", "n": "\n", "r": "\r", "t": "\t", "b": "\b", "Z": "\x1a"}
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            out.append(escapes.get(text[i + 1], text[i + 1]))
+            i += 2
+        elif ch in "'\"" and text[i:i + 2] == ch * 2:
+            out.append(ch)
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
 def _default_matches(column: Column, server: ServerColumn) -> bool:
     value = server.default
     if value is None or value == "NULL":
@@ -132,9 +150,9 @@ def _default_matches(column: Column, server: ServerColumn) -> bool:
     if column.default_expression is None:
         # an expression default: Debezium gives no value for it
         return not (value.startswith("'") or re.fullmatch(r"-?[0-9.e+]+", value))
-    if value.startswith("'") and value.endswith("'"):
-        value = value[1:-1]
     mine = column.default_expression
+    if value.startswith("'") and value.endswith("'"):  # a string: compare contents (Debezium keeps escapes raw)
+        return _unescape(value[1:-1]) == _unescape(mine)
     if value.lower().startswith("current_timestamp"):  # also what LOCALTIME(STAMP) becomes
         return mine == "1970-01-01 00:00:00" or mine.upper().startswith("LOCALTIME")
     if value.startswith("b'"):

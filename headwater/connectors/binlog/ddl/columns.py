@@ -91,6 +91,9 @@ def parse_default(cur: Cursor) -> tuple[bool, str | None]:
     if t.kind == "number":
         cur.next()
         return True, sign + t.raw
+    if t.kind == "." and cur.is_kind("number", 1) and cur.tokens[cur.i + 1].start == t.end:  # .5
+        cur.i += 2
+        return True, sign + "." + cur.tokens[cur.i - 1].raw
     if t.kind == "bits":
         cur.next()
         if t.raw[:1] in "bB":

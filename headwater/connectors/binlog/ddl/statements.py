@@ -409,7 +409,7 @@ class _Statement:
             elif cur.accept("DATA", "DIRECTORY") or cur.accept("INDEX", "DIRECTORY"):
                 cur.accept_kind("=")
                 cur.next()
-            elif cur.is_kind("word"):
+            elif cur.is_kind("word") or cur.is_kind("ident"):  # SHOW CREATE TABLE quotes engine-defined options
                 cur.next()
                 cur.accept_kind("=")
                 if not cur.at_end() and not cur.is_kind(","):
