@@ -98,6 +98,14 @@ class HistoryEntry:
         return cls(data["position"], data["databaseName"], data["ddl"], tuple(data["tableChanges"]))
 
 
+class Applied(list[SchemaChange]):
+    """What `SchemaHistory.apply` gives: the schema change events to emit (a list), and `truncated`."""
+
+    def __init__(self, events: Iterable[SchemaChange] = (), truncated: Iterable[TableId] = ()) -> None:
+        super().__init__(events)
+        self.truncated: list[TableId] = list(truncated)
+
+
 def _everything(*_: str) -> bool:
     return True
 
@@ -127,15 +135,15 @@ class SchemaHistory:
     def tables(self) -> dict[TableId, Table]:
         return dict(self.state.tables)
 
-    def apply(self, statement: str, database: str | None, position: dict[str, Any]) -> StatementResult:
+    def apply(self, statement: str, database: str | None, position: dict[str, Any]) -> Applied:
         """Apply one QUERY event's (or the snapshot's) statement and record it.
 
-        Returns the schema change events to emit and the tables a TRUNCATE emptied (for truncate
+        Returns the schema change events to emit, with the tables a TRUNCATE emptied (for truncate
         events). A statement that cannot be parsed raises DdlParseError, or with
         `skip_unparseable_ddl` is recorded and emitted as Debezium does: without table changes.
         """
         if not is_ddl_candidate(statement, self.ddl_filter):
-            return StatementResult()
+            return Applied()
         work = self.state.copy()
         try:
             result = apply_statement(work, statement, database)
@@ -150,11 +158,10 @@ class SchemaHistory:
             result = StatementResult([SchemaChange(database or "", statement)])
         events = result.events
         if not self._stored(statement, database, events):
-            return StatementResult(truncated=result.truncated)
+            return Applied(truncated=result.truncated)
         self.state = work
         self.entries.append(HistoryEntry(position, database, statement, _changes_json(events)))
-        return StatementResult([e for e in events if not e.database or self.database_filter(e.database)],
-                               result.truncated)
+        return Applied([e for e in events if not e.database or self.database_filter(e.database)], result.truncated)
 
     def _stored(self, statement: str, database: str | None, events: list[SchemaChange]) -> bool:
         if not events:

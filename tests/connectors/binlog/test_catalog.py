@@ -29,7 +29,7 @@ def test_snapshot_statements_give_debeziums_snapshot_events(mariadb_server):
         history = SchemaHistory()
         produced = []
         for s in statements:
-            for e in history.apply(s.ddl, s.database or None, {"file": "binlog.000001", "pos": 4}).events:
+            for e in history.apply(s.ddl, s.database or None, {"file": "binlog.000001", "pos": 4}):
                 produced.append({**e.to_debezium(), "table": e.source_table})
         recorded = [json.loads(line)["value"] for line in (REFERENCE / "events.jsonl").read_text().splitlines()]
         recorded = [v for v in recorded if v and "ddl" in v and v["source"]["snapshot"] == "true"]

@@ -290,7 +290,7 @@ def run_corpus(statements: list[Statement], conn: pymysql.Connection) -> tuple[i
                 cur.execute(f"SHOW CREATE TABLE {name}")
                 sql = cur.fetchone()[1]
         try:
-            events = history.apply(sql, current, {"file": "binlog.000001", "pos": n}).events
+            events = history.apply(sql, current, {"file": "binlog.000001", "pos": n})
             affected = {i for e in events for c in e.table_changes for i in (c.id, c.previous) if i is not None}
             # a statement that changed no tracked table (index, view, grant, ...) must leave every table right
             problems = [p for p in differences(history, conn, affected or None) if p not in baseline]
