@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 
-from headwater.connectors.binlog.ddl.columns import ColumnDefinition, parse_column_definition, parse_default
+from headwater.connectors.binlog.ddl.alter import AlterTable
+from headwater.connectors.binlog.ddl.base import Event
+from headwater.connectors.binlog.ddl.columns import ColumnDefinition, parse_column_definition
 from headwater.connectors.binlog.ddl.datatypes import charset_of_collation
 from headwater.connectors.binlog.ddl.lexer import Cursor
 from headwater.connectors.binlog.ddl.state import SchemaChange, SchemaState, TableChange, TableId
@@ -44,14 +46,6 @@ class StatementResult:
     truncated: list[TableId] = field(default_factory=list)
 
 
-@dataclass
-class _Event:
-    database: str
-    ddl: str
-    change: TableChange | None
-    table_name: str | None  # for the source block's `table`; None for a database-level event
-
-
 _COMPOUND = re.compile(
     r"^\s*CREATE\s+(OR\s+REPLACE\s+)?(DEFINER\s*=\s*\S+\s+)?(AGGREGATE\s+)?"
     r"(PROCEDURE|FUNCTION|TRIGGER|EVENT|PACKAGE)\b", re.IGNORECASE)
@@ -78,26 +72,27 @@ def apply_statement(state: SchemaState, sql: str, database: str | None) -> State
     cur = Cursor(sql)
     result = StatementResult()
     work = state.copy()
-    events: list[_Event] = []
+    events: list[Event] = []
     current = database
     for start, end in _split(cur):
         sub = Cursor.__new__(Cursor)
         sub.sql, sub.tokens, sub.i = sql, cur.tokens[:end], start
-        parser = _Statement(work, sub, current, start, result)
+        parser = _Statement(work, sub, current, start)
         parser.run()
         events.extend(parser.events)
+        result.truncated.extend(parser.truncated)
         current = parser.database
     state.tables, state.database_charsets, state.server_charset = (
         work.tables, work.database_charsets, work.server_charset)
-    result.events = _group(events, sql, database)
+    result.events = _group(events)
     return result
 
 
-def _group(events: list[_Event], sql: str, database: str | None) -> list[SchemaChange]:
+def _group(events: list[Event]) -> list[SchemaChange]:
     """Debezium's order: events grouped by database (first appearance first), each with the group's tables."""
     if not events:
         return []
-    order: dict[str, list[_Event]] = {}
+    order: dict[str, list[Event]] = {}
     for e in events:
         order.setdefault(e.database, []).append(e)
     out = []
@@ -110,38 +105,9 @@ def _group(events: list[_Event], sql: str, database: str | None) -> list[SchemaC
     return out
 
 
-class _Statement:
-    """The parser of one statement."""
+class _Statement(AlterTable):
+    """The parser of one statement: which statement it is, and all but ALTER TABLE."""
 
-    def __init__(self, state: SchemaState, cur: Cursor, database: str | None, start: int,
-                 result: StatementResult) -> None:
-        self.state = state
-        self.cur = cur
-        self.database = database
-        self.start = start
-        self.result = result
-        self.events: list[_Event] = []
-        self.whole = cur.text(start, len(cur.tokens))
-        self.implicit_charset: set[str] = set()
-
-    # -- helpers -----------------------------------------------------------------------------
-    def table_id(self) -> TableId:
-        db, name = self.cur.qualified_name(self.database)
-        if db is None:
-            raise self.cur.error("no database selected for table " + name)
-        return db, name
-
-    def emit(self, change: TableChange | None, ddl: str | None = None, database: str | None = None,
-             table_name: str | None = None) -> None:
-        db = database if database is not None else (change.id[0] if change is not None else self.database or "")
-        if change is not None and table_name is None:
-            table_name = change.id[1]
-        self.events.append(_Event(db, ddl if ddl is not None else self.whole, change, table_name))
-
-    def database_event(self, database: str | None = None) -> None:
-        self.emit(None, database=database if database is not None else (self.database or ""))
-
-    # -- dispatch ----------------------------------------------------------------------------
     def run(self) -> None:
         cur = self.cur
         first = cur.peek()
@@ -163,7 +129,7 @@ class _Statement:
         elif word == "TRUNCATE":
             cur.next()
             cur.accept("TABLE")
-            self.result.truncated.append(self.table_id())
+            self.truncated.append(self.table_id())
         elif word == "USE":
             cur.next()
             self.database_event()  # in the database the statement came with, as Debezium's
@@ -198,7 +164,6 @@ class _Statement:
                 break
         self.database_event()
 
-    # -- CREATE ------------------------------------------------------------------------------
     def create(self) -> None:
         cur = self.cur
         cur.next()
@@ -226,22 +191,6 @@ class _Statement:
             del self.state.database_charsets[name]
         self.database_event(name)
 
-    def database_options(self) -> str | None:
-        cur = self.cur
-        charset = None
-        while not cur.at_end():
-            cur.accept("DEFAULT")
-            if cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
-                cur.accept_kind("=")
-                charset = cur.name().lower()
-            elif cur.accept("COLLATE"):
-                cur.accept_kind("=")
-                collation = cur.name()
-                charset = charset or charset_of_collation(collation)
-            else:
-                cur.next()
-        return charset
-
     def create_index(self) -> None:
         cur = self.cur
         cur.accept("ONLINE") or cur.accept("OFFLINE")
@@ -265,24 +214,6 @@ class _Statement:
                 self.emit(TableChange("ALTER", table_id, new))
                 return
         self.emit(None, database=table_id[0], table_name="")
-
-    def index_columns(self) -> list[str]:
-        """`(a, b(10) DESC, ...)`: the column names."""
-        cur = self.cur
-        cur.expect_kind("(")
-        names = []
-        while True:
-            if cur.is_kind("("):
-                cur.skip_parens()  # an expression part
-            else:
-                names.append(cur.name())
-                if cur.is_kind("("):
-                    cur.skip_parens()
-                cur.accept("ASC") or cur.accept("DESC")
-            if not cur.accept_kind(","):
-                break
-        cur.expect_kind(")")
-        return names
 
     def create_table(self, replace_existing: bool) -> None:
         cur = self.cur
@@ -365,61 +296,6 @@ class _Statement:
         after = self.cur.peek(1)
         return after is not None and after.kind == "word" and after.upper in _TYPE_WORDS
 
-    def skip_index_name_and_type(self) -> None:
-        cur = self.cur
-        while not cur.is_kind("("):
-            cur.next()
-
-    def table_options(self, editor: TableEditor, creating: bool) -> bool:
-        """Table options (until the end, a SELECT or, in ALTER, a `,`); True if any option was read."""
-        cur = self.cur
-        read = False
-        while not cur.at_end() and not cur.is_kind(","):
-            if cur.is_word("AS", "SELECT", "IGNORE", "REPLACE", "WITH") and not cur.is_word("SYSTEM", offset=1):
-                if creating:
-                    while not cur.at_end():
-                        cur.next()
-                return read
-            if cur.is_kind("("):
-                if creating:
-                    while not cur.at_end():
-                        cur.next()
-                    return read
-                return read
-            read = True
-            cur.accept("DEFAULT")
-            if cur.accept("CHARACTER", "SET") or cur.accept("CHARSET") or cur.accept("CHAR", "SET"):
-                cur.accept_kind("=")
-                editor.default_charset = cur.name().lower()
-            elif cur.accept("COLLATE"):
-                cur.accept_kind("=")
-                collation = cur.name()
-                editor.default_charset = charset_of_collation(collation)
-            elif cur.accept("COMMENT"):
-                cur.accept_kind("=")
-                editor.comment = cur.expect_kind("string").text
-            elif cur.accept("WITH", "SYSTEM", "VERSIONING"):
-                pass
-            elif cur.accept("PARTITION", "BY") or cur.accept("PARTITION", "BY") or cur.is_word("PARTITION", "PARTITIONS"):
-                while not cur.at_end() and not (creating and cur.is_word("AS", "SELECT")):
-                    cur.next()
-            elif cur.accept("UNION"):
-                cur.accept_kind("=")
-                cur.skip_parens()
-            elif cur.accept("DATA", "DIRECTORY") or cur.accept("INDEX", "DIRECTORY"):
-                cur.accept_kind("=")
-                cur.next()
-            elif cur.is_kind("word") or cur.is_kind("ident"):  # SHOW CREATE TABLE quotes engine-defined options
-                cur.next()
-                cur.accept_kind("=")
-                if not cur.at_end() and not cur.is_kind(","):
-                    cur.next()
-            else:
-                raise cur.error("unsupported table option")
-            cur.accept_kind(",") if creating else None
-        return read
-
-    # -- ALTER -------------------------------------------------------------------------------
     def alter(self) -> None:
         cur = self.cur
         cur.next()
@@ -438,203 +314,6 @@ class _Statement:
         else:
             self.database_event()
 
-    def alter_table(self) -> None:
-        cur = self.cur
-        cur.accept("IF", "EXISTS")
-        table_id = self.table_id()
-        if (cur.accept("WAIT") or cur.accept("NOWAIT")) and cur.is_kind("number"):
-            cur.next()
-        table = self.state.tables.get(table_id)
-        if table is None:
-            self.database_event()
-            return
-        editor = TableEditor.of(table)
-        renamed_from: TableId | None = None
-        while not cur.at_end():
-            before = cur.i
-            new_id = self.alter_specification(editor, table_id)
-            if cur.i == before:
-                raise cur.error("unsupported ALTER TABLE specification")
-            if new_id is not None:
-                renamed_from = renamed_from or table_id
-                del self.state.tables[table_id]
-                table_id = new_id
-                editor.database, editor.name = new_id
-            if not cur.accept_kind(","):
-                if not cur.at_end():
-                    continue
-                break
-        if editor.default_charset != table.default_charset:  # columns added here take the new table charset
-            editor.columns = [replace(c, charset=editor.default_charset) if c.name in self.implicit_charset else c
-                              for c in editor.columns]
-        new = editor.table()
-        self.state.tables[table_id] = new
-        self.emit(TableChange("ALTER", table_id, new, renamed_from))
-
-    def alter_specification(self, editor: TableEditor, table_id: TableId) -> TableId | None:
-        """One ALTER TABLE specification; the new id for RENAME TO."""
-        cur = self.cur
-        if cur.accept("ADD"):
-            self.alter_add(editor)
-        elif cur.accept("DROP"):
-            self.alter_drop(editor)
-        elif cur.accept("MODIFY"):
-            cur.accept("COLUMN")
-            if_exists = cur.accept("IF", "EXISTS")
-            name = cur.name()
-            self.put_column(editor, name, name, if_exists)
-        elif cur.accept("CHANGE"):
-            cur.accept("COLUMN")
-            if_exists = cur.accept("IF", "EXISTS")
-            old = cur.name()
-            new = cur.name()
-            self.put_column(editor, old, new, if_exists)
-        elif cur.accept("RENAME"):
-            if cur.accept("COLUMN"):
-                cur.accept("IF", "EXISTS")
-                old = cur.name()
-                cur.expect("TO")
-                editor.rename_column(old, cur.name())
-            elif cur.accept("INDEX") or cur.accept("KEY"):
-                cur.skip_to_comma()
-            else:
-                cur.accept("TO") or cur.accept("AS")
-                return self.table_id()
-        elif cur.is_word("ALTER"):
-            cur.next()
-            if cur.accept("INDEX") or cur.accept("KEY"):
-                cur.skip_to_comma()
-                return None
-            cur.accept("COLUMN")
-            cur.accept("IF", "EXISTS")
-            name = cur.name()
-            i = editor.index(name)
-            if cur.accept("SET", "DEFAULT"):
-                has_default, expression = parse_default(cur)
-                if i >= 0:
-                    editor.columns[i] = replace(editor.columns[i], has_default=has_default,
-                                                default_expression=expression)
-            elif cur.accept("DROP", "DEFAULT"):
-                if i >= 0:
-                    editor.columns[i] = replace(editor.columns[i], has_default=False, default_expression=None)
-            else:
-                cur.skip_to_comma()
-        elif cur.accept("CONVERT", "TO"):
-            cur.accept("CHARACTER", "SET") or cur.accept("CHARSET")
-            charset = cur.name().lower()
-            if cur.accept("COLLATE"):
-                cur.name()
-            if charset == "default":
-                charset = self.state.charset_for_database(table_id[0]) or charset
-            editor.convert_to(charset)
-        elif (cur.is_word("ALGORITHM", "LOCK") and cur.is_kind("=", 1)) or cur.is_word("FORCE", "ENABLE", "DISABLE", "DISCARD", "IMPORT", "ORDER", "ANALYZE", "CHECK",
-                         "COALESCE", "REORGANIZE", "EXCHANGE", "OPTIMIZE", "REBUILD", "REPAIR", "REMOVE",
-                         "TRUNCATE", "UPGRADE", "CONVERT"):
-            cur.skip_to_comma()
-        elif cur.is_word("PARTITION"):
-            while not cur.at_end():
-                cur.next()
-        else:
-            self.table_options(editor, creating=False)
-        return None
-
-    def alter_add(self, editor: TableEditor) -> None:
-        cur = self.cur
-        if cur.accept("CONSTRAINT") and not cur.is_word("PRIMARY", "UNIQUE", "FOREIGN", "CHECK"):
-            cur.accept("IF", "NOT", "EXISTS")
-            cur.name()
-        if cur.accept("PRIMARY", "KEY"):
-            self.skip_index_name_and_type()
-            editor.set_primary_key(self.index_columns())
-            cur.skip_to_comma()
-        elif cur.accept("UNIQUE"):
-            cur.accept("KEY") or cur.accept("INDEX")
-            self.skip_index_name_and_type()
-            editor.unique_key(self.index_columns())
-            cur.skip_to_comma()
-        elif cur.is_word("INDEX", "KEY", "FULLTEXT", "SPATIAL", "FOREIGN", "CHECK", "PARTITION", "PERIOD",
-                         "SYSTEM"):
-            cur.skip_to_comma()
-        else:
-            cur.accept("COLUMN")
-            cur.accept("IF", "NOT", "EXISTS")
-            if cur.accept_kind("("):
-                while True:
-                    name = cur.name()
-                    definition = parse_column_definition(cur)
-                    self.add_column(editor, name, definition)
-                    if not cur.accept_kind(","):
-                        break
-                cur.expect_kind(")")
-                return
-            name = cur.name()
-            if editor.index(name) >= 0:  # ADD COLUMN IF NOT EXISTS of an existing column
-                parse_column_definition(cur)
-                self.position(editor, name, skip=True)
-                return
-            self.add_column(editor, name, parse_column_definition(cur))
-            self.position(editor, name)
-
-    def add_column(self, editor: TableEditor, name: str, definition: ColumnDefinition) -> None:
-        column = definition.to_column(name, len(editor.columns) + 1, editor.default_charset)
-        self.note_charset(column.name, definition)
-        editor.put(column)
-        if definition.primary:
-            editor.set_primary_key([name])
-        elif definition.unique or definition.data_type.serial:
-            editor.unique_key([name])
-
-    def note_charset(self, name: str, definition: ColumnDefinition) -> None:
-        """Remember a column (re)defined by this ALTER that takes the table's charset."""
-        if definition.data_type.uses_charset and definition.charset is None and definition.data_type.charset is None:
-            self.implicit_charset.add(name)
-
-    def position(self, editor: TableEditor, name: str, skip: bool = False) -> None:
-        cur = self.cur
-        if cur.accept("FIRST"):
-            if not skip:
-                column = editor.column(name)
-                assert column is not None
-                editor.put(column, first=True)
-        elif cur.accept("AFTER"):
-            after = cur.name()
-            if not skip:
-                column = editor.column(name)
-                assert column is not None
-                editor.put(column, after=after)
-
-    def put_column(self, editor: TableEditor, old: str, new: str, if_exists: bool) -> None:
-        """MODIFY / CHANGE: the column `old` redefined (and renamed to `new`), maybe moved."""
-        cur = self.cur
-        definition = parse_column_definition(cur)
-        first = cur.accept("FIRST")
-        after = cur.name() if cur.accept("AFTER") else None
-        existing = editor.column(old)
-        if existing is None:
-            if if_exists:
-                return
-            raise cur.error(f"column {old} not found in {editor.database}.{editor.name}")
-        column = definition.to_column(new, existing.position, editor.default_charset)
-        self.note_charset(column.name, definition)
-        editor.put(column, first=first, after=after, replacing=old)
-        if definition.primary:
-            editor.set_primary_key([new])
-        elif definition.unique:
-            editor.unique_key([new])
-
-    def alter_drop(self, editor: TableEditor) -> None:
-        cur = self.cur
-        if cur.accept("PRIMARY", "KEY"):
-            editor.primary_key = []
-        elif cur.is_word("INDEX", "KEY", "FOREIGN", "CHECK", "CONSTRAINT", "PARTITION", "PERIOD", "SYSTEM"):
-            cur.skip_to_comma()
-        else:
-            cur.accept("COLUMN")
-            cur.accept("IF", "EXISTS")
-            editor.drop(cur.name())
-            cur.accept("RESTRICT") or cur.accept("CASCADE")
-
-    # -- DROP, RENAME ------------------------------------------------------------------------
     def drop(self) -> None:
         cur = self.cur
         cur.next()
