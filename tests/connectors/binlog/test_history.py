@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from headwater.connectors.binlog.ddl import DdlParseError
+from headwater.connectors.binlog.ddl import DdlParseError, SchemaState
 from headwater.connectors.binlog.history import (
     HistoryEntry,
     HistoryFile,
@@ -134,3 +134,28 @@ def test_inconsistent_schema_handling_mode():
         inconsistent_schema_action("fail", ("db", "t"), _pos(0))
     assert inconsistent_schema_action("warn", ("db", "t"), _pos(0)) is False
     assert inconsistent_schema_action("skip", ("db", "t"), _pos(0)) is False
+
+
+def test_replaying_the_ddl_corpus_gives_the_same_tables_at_every_position(tmp_path):
+    from tests.connectors.binlog.test_ddl_corpus import corpus_files, generated
+
+    history = SchemaHistory()
+    history.state.database_charsets.update({"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})
+    database = "hw_ddl"
+    seen = {}
+    for n, statement in enumerate(corpus_files() + generated()):
+        history.apply(statement.sql, database, {"file": "binlog.000003", "pos": n})
+        if statement.sql.upper().startswith("USE "):
+            database = statement.sql.split()[1]
+        if n % 50 == 0:
+            seen[n] = history.tables()
+    file = HistoryFile(tmp_path / "history.jsonl")
+    file.append(history.entries)
+    entries = file.load()
+    assert entries == history.entries and len(entries) > 700
+    settings = {"state": SchemaState(database_charsets={"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})}
+    assert SchemaHistory.restore(entries, **settings).tables() == history.tables()
+    for n, tables in seen.items():
+        settings = {"state": SchemaState(database_charsets={"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})}
+        upto = at_or_before({"file": "binlog.000003", "pos": n})
+        assert SchemaHistory.restore(entries, upto=upto, **settings).tables() == tables
