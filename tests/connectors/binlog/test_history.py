@@ -153,9 +153,11 @@ def test_replaying_the_ddl_corpus_gives_the_same_tables_at_every_position(tmp_pa
     file.append(history.entries)
     entries = file.load()
     assert entries == history.entries and len(entries) > 700
-    settings = {"state": SchemaState(database_charsets={"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})}
-    assert SchemaHistory.restore(entries, **settings).tables() == history.tables()
+
+    def start() -> SchemaState:
+        return SchemaState(database_charsets={"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})
+
+    assert SchemaHistory.restore(entries, state=start()).tables() == history.tables()
     for n, tables in seen.items():
-        settings = {"state": SchemaState(database_charsets={"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})}
         upto = at_or_before({"file": "binlog.000003", "pos": n})
-        assert SchemaHistory.restore(entries, upto=upto, **settings).tables() == tables
+        assert SchemaHistory.restore(entries, upto=upto, state=start()).tables() == tables
