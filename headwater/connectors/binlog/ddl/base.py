@@ -34,6 +34,12 @@ class StatementParser:
         self.whole = cur.text(start, len(cur.tokens))
         self.implicit_charset: set[str] = set()  # columns an ALTER TABLE gave the table's charset
 
+    def raw_prefix(self) -> str:
+        """The statement's text from its start up to the next token, as written (spacing included)."""
+        t = self.cur.peek()
+        end = t.start if t is not None else len(self.cur.sql)
+        return self.cur.sql[self.cur.tokens[self.start].start:end]
+
     def table_id(self) -> TableId:
         db, name = self.cur.qualified_name(self.database)
         if db is None:

@@ -320,18 +320,15 @@ class _Statement(AlterTable):
         cur.accept("TEMPORARY")
         if cur.accept("TABLE") or cur.accept("TABLES"):
             cur.accept("IF", "EXISTS")
-            prefix = cur.text(self.start)
-            suffix = ""
-            while True:
-                table_id = self.table_id()
+            prefix = self.raw_prefix()
+            table_ids = [self.table_id()]
+            while cur.accept_kind(","):
+                table_ids.append(self.table_id())
+            drop_type = " " + cur.next().raw if cur.is_word("RESTRICT", "CASCADE") else ""
+            for table_id in table_ids:  # one event per table, its text rebuilt as Debezium does
                 self.state.tables.pop(table_id, None)
-                drop_type = ""
-                if cur.is_word("RESTRICT", "CASCADE"):
-                    drop_type = " " + cur.peek().raw  # type: ignore[union-attr]
                 self.emit(TableChange("DROP", table_id, None),
-                          ddl=f"{prefix} `{table_id[0]}`.`{table_id[1]}`{drop_type}{suffix}")
-                if not cur.accept_kind(","):
-                    break
+                          ddl=f"{prefix}`{table_id[0]}`.`{table_id[1]}`{drop_type}")
         elif cur.accept("DATABASE") or cur.accept("SCHEMA"):
             cur.accept("IF", "EXISTS")
             name = cur.name()
@@ -352,20 +349,20 @@ class _Statement(AlterTable):
 
     def rename_tables(self) -> None:
         cur = self.cur
-        prefix = cur.text(self.start)
+        cur.accept("IF", "EXISTS")
+        if (cur.accept("WAIT") or cur.accept("NOWAIT")) and cur.is_kind("number"):
+            cur.next()
+        prefix = self.raw_prefix()
         while True:
             clause_start = cur.i
-            cur.accept("IF", "EXISTS")
             old = self.table_id()
-            if (cur.accept("WAIT") or cur.accept("NOWAIT")) and cur.is_kind("number"):
-                cur.next()
             cur.expect("TO")
             new = self.table_id()
             table = self.state.tables.pop(old, None)
             if table is not None:
                 moved = replace(table, database=new[0], name=new[1])
                 self.state.tables[new] = moved
-                self.emit(TableChange("ALTER", new, moved, old), ddl=f"{prefix} {cur.text(clause_start)}")
+                self.emit(TableChange("ALTER", new, moved, old), ddl=prefix + cur.text(clause_start))
             if not cur.accept_kind(","):
                 break
         if not self.events:
