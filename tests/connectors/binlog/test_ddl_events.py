@@ -182,3 +182,17 @@ def test_charsets_come_from_the_column_the_table_the_database_or_the_server():
     assert state.tables[("nodb", "t3")].columns[0].charset == "latin1"
     apply_statement(state, "ALTER TABLE t2 ADD b TEXT, DEFAULT CHARSET latin1", "shop")
     assert [c.charset for c in state.tables[("shop", "t2")].columns] == ["utf8mb4", "latin1"]
+
+
+def test_mysql_8_column_attributes():
+    state = _state()
+    apply_statement(state, "CREATE TABLE m (g POINT NOT NULL SRID 4326, a INT CHECK (a > 0) NOT ENFORCED, "
+                           "b INT ENGINE_ATTRIBUTE = '{}' INVISIBLE, c VARCHAR(3) COLLATE utf8mb4_0900_ai_ci, "
+                           "d INT DEFAULT (a + 1), INDEX ((a + b)), CHECK (b > 0) ENFORCED)", "shop")
+    table = state.tables[("shop", "m")]
+    assert [(c.name, c.type_name, c.optional, c.charset) for c in table.columns] == [
+        ("g", "POINT", False, None), ("a", "INT", True, None), ("b", "INT", True, None),
+        ("c", "VARCHAR", True, "utf8mb4"), ("d", "INT", True, None)]
+    apply_statement(state, "ALTER TABLE m ALTER COLUMN b SET VISIBLE, ALTER INDEX i INVISIBLE, RENAME COLUMN d TO e",
+                    "shop")
+    assert [c.name for c in state.tables[("shop", "m")].columns] == ["g", "a", "b", "c", "e"]

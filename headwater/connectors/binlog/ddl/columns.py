@@ -186,6 +186,12 @@ def parse_column_definition(cur: Cursor) -> ColumnDefinition:
         elif cur.is_word("CHECK"):
             cur.next()
             cur.skip_parens()
+            cur.accept("NOT", "ENFORCED") or cur.accept("ENFORCED")  # MySQL 8
+        elif cur.accept("SRID"):  # MySQL 8 spatial columns
+            cur.expect_kind("number")
+        elif cur.accept("ENGINE_ATTRIBUTE") or cur.accept("SECONDARY_ENGINE_ATTRIBUTE"):
+            cur.accept_kind("=")
+            cur.expect_kind("string")
         elif cur.accept("CONSTRAINT"):
             if not cur.is_word("CHECK"):
                 cur.name()
