@@ -43,7 +43,7 @@ def list_databases(conn: Any, database_filter: Callable[[str], bool] | None = No
 
 def list_tables(conn: Any, database: str) -> list[str]:
     """The base tables (not views) of a database, sorted."""
-    rows = _rows(conn, f"SHOW FULL TABLES IN {_quote(database)} WHERE Table_type = 'BASE TABLE'")
+    rows = _rows(conn, f"SHOW FULL TABLES IN {_quote(database)} WHERE Table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')")
     return sorted(_text(r[0]) for r in rows)
 
 
@@ -115,6 +115,7 @@ class ServerColumn:
     numeric_scale: int | None
     datetime_precision: int | None
     auto_increment: bool
+    on_update: bool  # ON UPDATE current_timestamp()
     comment: str
 
 
@@ -130,19 +131,25 @@ class ServerTable:
     comment: str
 
 
-def information_schema_tables(conn: Any, database: str) -> dict[str, ServerTable]:
-    """Every base table of `database` as information_schema describes it."""
-    tables = {_text(name): (_text(collation or ""), _text(comment or "")) for name, collation, comment in _rows(
-        conn, "SELECT TABLE_NAME, TABLE_COLLATION, TABLE_COMMENT FROM information_schema.TABLES "
-              "WHERE TABLE_SCHEMA = %s AND TABLE_TYPE = 'BASE TABLE'", (database,))}
-    collations = {_text(c): _text(s) for c, s in _rows(
-        conn, "SELECT COLLATION_NAME, CHARACTER_SET_NAME FROM information_schema.COLLATIONS")}
+def information_schema_tables(conn: Any, database: str, names: Iterable[str] | None = None) -> dict[str, ServerTable]:
+    """The base tables of `database` (those named, or all) as information_schema describes them."""
+    wanted = sorted(set(names)) if names is not None else None
+    if wanted == []:
+        return {}
+    only = f" AND t.TABLE_NAME IN ({', '.join(['%s'] * len(wanted))})" if wanted else ""
+    args = (database, *(wanted or ()))
+    tables = {_text(name): (_text(charset) if charset else None, _text(comment or ""))
+              for name, charset, comment in _rows(conn, (
+                  "SELECT t.TABLE_NAME, c.CHARACTER_SET_NAME, t.TABLE_COMMENT FROM information_schema.TABLES t "
+                  "LEFT JOIN information_schema.COLLATIONS c ON c.COLLATION_NAME = t.TABLE_COLLATION "
+                  "WHERE t.TABLE_SCHEMA = %s AND t.TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED')" + only), args)}
+    only = only.replace("t.TABLE_NAME", "TABLE_NAME")
     columns: dict[str, list[ServerColumn]] = {name: [] for name in tables}
     for row in _rows(conn, (
             "SELECT TABLE_NAME, COLUMN_NAME, ORDINAL_POSITION, DATA_TYPE, COLUMN_TYPE, IS_NULLABLE, COLUMN_DEFAULT, "
             "CHARACTER_SET_NAME, CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, "
-            "EXTRA, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
-            "ORDER BY TABLE_NAME, ORDINAL_POSITION"), (database,)):
+            "EXTRA, COLUMN_COMMENT FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s" + only
+            + " ORDER BY TABLE_NAME, ORDINAL_POSITION"), args):
         table = _text(row[0])
         if table not in columns:
             continue
@@ -154,31 +161,31 @@ def information_schema_tables(conn: Any, database: str) -> dict[str, ServerTable
             numeric_precision=None if row[9] is None else int(row[9]),
             numeric_scale=None if row[10] is None else int(row[10]),
             datetime_precision=None if row[11] is None else int(row[11]),
-            auto_increment="auto_increment" in _text(row[12]).lower(), comment=_text(row[13])))
+            auto_increment="auto_increment" in _text(row[12]).lower(), on_update="on update" in _text(row[12]).lower(),
+            comment=_text(row[13])))
     keys: dict[str, dict[str, list[tuple[int, str]]]] = {}
     non_unique: dict[tuple[str, str], int] = {}
     for table, index, seq, column, nu in _rows(conn, (
             "SELECT TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE FROM information_schema.STATISTICS "
-            "WHERE TABLE_SCHEMA = %s ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX"), (database,)):
+            "WHERE TABLE_SCHEMA = %s" + only + " ORDER BY TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX"), args):
         t, i = _text(table), _text(index)
         keys.setdefault(t, {}).setdefault(i, []).append((int(seq), _text(column)))
         non_unique[(t, i)] = int(nu)
     out = {}
-    for name, (collation, comment) in tables.items():
+    for name, (charset, comment) in tables.items():
         cols = columns[name]
         nullable = {c.name.lower(): c.nullable for c in cols}
         indexes = keys.get(name, {})
         primary: tuple[str, ...] = ()
         if "PRIMARY" in indexes:
             primary = tuple(c for _, c in sorted(indexes["PRIMARY"]))
-        else:
-            order = [i for i in _index_order(conn, database, name) if i in indexes]
-            for index in order:
+        elif any(non_unique[(name, index)] == 0 for index in indexes):
+            for index in [i for i in _index_order(conn, database, name) if i in indexes]:
                 members = [c for _, c in sorted(indexes[index])]
                 if non_unique[(name, index)] == 0 and all(not nullable.get(c.lower(), True) for c in members):
                     primary = tuple(members)
                     break
-        out[name] = ServerTable(database, name, tuple(cols), primary, collations.get(collation), comment)
+        out[name] = ServerTable(database, name, tuple(cols), primary, charset, comment)
     return out
 
 

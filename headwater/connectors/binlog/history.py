@@ -3,7 +3,8 @@
 `SchemaHistory.apply(statement, database, position)` parses a DDL statement (from a binlog QUERY
 event or the snapshot), changes the tracked tables and records an entry: position, database, DDL
 and the resulting `tableChanges` (JSON-serializable). It returns the schema change events to emit
-(Debezium's `databaseName`, `ddl`, `tableChanges`, one per table for `DROP TABLE a, b`).
+(Debezium's `databaseName`, `ddl`, `tableChanges`, one per table for `DROP TABLE a, b`) and the
+tables a TRUNCATE emptied.
 `SchemaHistory.restore(entries, upto=...)` replays the entries recorded up to a position and gives
 the same tables. The rules of Debezium's `schema.history.internal.*` properties live here:
 store only captured tables' (or databases') DDL, skip unparseable DDL, the DDL filter, and the
@@ -22,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from headwater.connectors.binlog.ddl import DdlParseError, SchemaChange, SchemaState, TableId, apply_statement
+from headwater.connectors.binlog.ddl import (
+    DdlParseError,
+    SchemaChange,
+    SchemaState,
+    StatementResult,
+    TableId,
+    apply_statement,
+)
 from headwater.connectors.binlog.schema import Table
 
 log = logging.getLogger(__name__)
@@ -90,6 +98,14 @@ class HistoryEntry:
         return cls(data["position"], data["databaseName"], data["ddl"], tuple(data["tableChanges"]))
 
 
+class Applied(list[SchemaChange]):
+    """What `SchemaHistory.apply` gives: the schema change events to emit (a list), and `truncated`."""
+
+    def __init__(self, events: Iterable[SchemaChange] = (), truncated: Iterable[TableId] = ()) -> None:
+        super().__init__(events)
+        self.truncated: list[TableId] = list(truncated)
+
+
 def _everything(*_: str) -> bool:
     return True
 
@@ -119,10 +135,15 @@ class SchemaHistory:
     def tables(self) -> dict[TableId, Table]:
         return dict(self.state.tables)
 
-    def apply(self, statement: str, database: str | None, position: dict[str, Any]) -> list[SchemaChange]:
-        """Apply one QUERY event's (or snapshot) statement; record it; return the events to emit."""
+    def apply(self, statement: str, database: str | None, position: dict[str, Any]) -> Applied:
+        """Apply one QUERY event's (or the snapshot's) statement and record it.
+
+        Returns the schema change events to emit, with the tables a TRUNCATE emptied (for truncate
+        events). A statement that cannot be parsed raises DdlParseError, or with
+        `skip_unparseable_ddl` is recorded and emitted as Debezium does: without table changes.
+        """
         if not is_ddl_candidate(statement, self.ddl_filter):
-            return []
+            return Applied()
         work = self.state.copy()
         try:
             result = apply_statement(work, statement, database)
@@ -132,14 +153,15 @@ class SchemaHistory:
                     f"{exc} (at binlog position {json.dumps(position, sort_keys=True)}; set "
                     "schema.history.internal.skip.unparseable.ddl=true to skip statements that cannot be parsed)"
                 ) from exc
-            log.warning("skipping DDL that cannot be parsed: %s", exc)
-            return []
+            log.warning("DDL that cannot be parsed, recorded without table changes: %s", exc)
+            work = self.state.copy()
+            result = StatementResult([SchemaChange(database or "", statement)])
         events = result.events
         if not self._stored(statement, database, events):
-            return []
+            return Applied(truncated=result.truncated)
         self.state = work
         self.entries.append(HistoryEntry(position, database, statement, _changes_json(events)))
-        return [e for e in events if not e.database or self.database_filter(e.database)]
+        return Applied([e for e in events if not e.database or self.database_filter(e.database)], result.truncated)
 
     def _stored(self, statement: str, database: str | None, events: list[SchemaChange]) -> bool:
         if not events:

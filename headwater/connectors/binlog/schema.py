@@ -1,8 +1,9 @@
 """The tracked schema of a MySQL/MariaDB table: its columns as Debezium's relational model holds them.
 
 `Table` and `Column` mirror Debezium's `Table` and `Column` (the fields its schema change events
-write in `tableChanges`); `to_debezium()` gives that JSON form. Schema history builds them from DDL,
-the snapshot from the server's own description of a table; record building reads them.
+write in `tableChanges`); `to_debezium()` gives that JSON form, `to_json()`/`from_json()` everything
+the model holds (the schema history's durable form). Schema history builds them from DDL, the
+snapshot from the server's own description of a table; record building reads them.
 """
 
 from __future__ import annotations

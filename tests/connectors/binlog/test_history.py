@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from headwater.connectors.binlog.ddl import DdlParseError
+from headwater.connectors.binlog.ddl import DdlParseError, SchemaState
 from headwater.connectors.binlog.history import (
     HistoryEntry,
     HistoryFile,
@@ -42,7 +42,7 @@ def test_replay_of_the_entries_gives_the_same_tables_at_every_position(tmp_path)
     history = _history()
     wares = history.table("shop", "wares")
     assert wares is not None and [c.name for c in wares.columns] == ["id", "price", "name"]
-    assert wares.column("name").charset == "latin1" and wares.primary_key == ("id",)
+    assert wares.columns[2].charset == "latin1" and wares.primary_key == ("id",)
     assert history.table("shop", "items") is None and history.table("shop", "logs") is None
     file = HistoryFile(tmp_path / "history.jsonl")
     file.append(history.entries)
@@ -50,9 +50,9 @@ def test_replay_of_the_entries_gives_the_same_tables_at_every_position(tmp_path)
     assert loaded == history.entries
     assert SchemaHistory.restore(loaded).tables() == history.tables()
     at_create = SchemaHistory.restore(loaded, upto=at_or_before(_pos(1)))
-    assert [c.name for c in at_create.table("shop", "items").columns] == ["id", "name"]
+    assert [c.name for c in at_create.tables()[("shop", "items")].columns] == ["id", "name"]
     at_logs = SchemaHistory.restore(loaded, upto=at_or_before(_pos(4)))
-    assert at_logs.table("shop", "logs").column("msg").charset == "utf8mb4"
+    assert at_logs.tables()[("shop", "logs")].columns[0].charset == "utf8mb4"
 
 
 def test_recover_drops_entries_beyond_the_committed_offset_and_a_torn_line(tmp_path):
@@ -78,8 +78,16 @@ def test_unparseable_ddl_fails_unless_skipped():
     with pytest.raises(DdlParseError, match="skip.unparseable.ddl"):
         SchemaHistory().apply("CREATE TABLE t (a NOSUCHTYPE)", "db", _pos(0))
     history = SchemaHistory(skip_unparseable_ddl=True)
-    assert history.apply("CREATE TABLE t (a NOSUCHTYPE)", "db", _pos(0)) == []
-    assert history.entries == [] and history.tables() == {}
+    history.apply("CREATE TABLE t (a INT)", "db", _pos(0))
+    skipped = history.apply("CREATE TABLE t2 (a INT); CREATE TABLE t3 (a NOSUCHTYPE)", "db", _pos(1))
+    # recorded and emitted without table changes, as Debezium does; nothing of the statement applied
+    assert [(e.database, e.ddl, e.table_changes) for e in skipped] == [
+        ("db", "CREATE TABLE t2 (a INT); CREATE TABLE t3 (a NOSUCHTYPE)", ())]
+    assert list(history.tables()) == [("db", "t")] and len(history.entries) == 2
+    restored = SchemaHistory.restore(history.entries, skip_unparseable_ddl=True)
+    assert restored.tables() == history.tables()
+    with pytest.raises(DdlParseError):
+        SchemaHistory.restore(history.entries)
 
 
 def test_store_only_captured_tables_ddl_records_only_captured_tables():
@@ -116,7 +124,8 @@ def test_statements_that_are_not_ddl_are_not_recorded():
 def test_truncate_records_nothing_and_names_the_table():
     history = SchemaHistory()
     history.apply("CREATE TABLE t (a INT)", "db", _pos(0))
-    assert history.apply("TRUNCATE TABLE t", "db", _pos(1)) == []
+    result = history.apply("TRUNCATE TABLE t", "db", _pos(1))
+    assert result == [] and result.truncated == [("db", "t")]
     assert len(history.entries) == 1
 
 
@@ -125,3 +134,30 @@ def test_inconsistent_schema_handling_mode():
         inconsistent_schema_action("fail", ("db", "t"), _pos(0))
     assert inconsistent_schema_action("warn", ("db", "t"), _pos(0)) is False
     assert inconsistent_schema_action("skip", ("db", "t"), _pos(0)) is False
+
+
+def test_replaying_the_ddl_corpus_gives_the_same_tables_at_every_position(tmp_path):
+    from tests.connectors.binlog.test_ddl_corpus import corpus_files, generated
+
+    history = SchemaHistory()
+    history.state.database_charsets.update({"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})
+    database = "hw_ddl"
+    seen = {}
+    for n, statement in enumerate(corpus_files() + generated()):
+        history.apply(statement.sql, database, {"file": "binlog.000003", "pos": n})
+        if statement.sql.upper().startswith("USE "):
+            database = statement.sql.split()[1]
+        if n % 50 == 0:
+            seen[n] = history.tables()
+    file = HistoryFile(tmp_path / "history.jsonl")
+    file.append(history.entries)
+    entries = file.load()
+    assert entries == history.entries and len(entries) > 700
+
+    def start() -> SchemaState:
+        return SchemaState(database_charsets={"hw_ddl": "utf8mb4", "hw_ddl_other": "latin1"})
+
+    assert SchemaHistory.restore(entries, state=start()).tables() == history.tables()
+    for n, tables in seen.items():
+        upto = at_or_before({"file": "binlog.000003", "pos": n})
+        assert SchemaHistory.restore(entries, upto=upto, state=start()).tables() == tables

@@ -2,7 +2,8 @@
 
 `apply_statement` is the entry point; `SchemaState` holds what it changes; `SchemaChange` is one
 schema change event. The modules: `lexer` (tokens), `datatypes` (column types), `columns` (column
-definitions), `tables` (edits to one table), `statements` (the statements), `state` (the model).
+definitions), `tables` (edits to one table), `base` (what statement parsers share), `alter` (ALTER
+TABLE), `statements` (the other statements and the entry point), `state` (the model).
 """
 
 from headwater.connectors.binlog.ddl.errors import DdlParseError

@@ -3,7 +3,8 @@
 `parse_column_definition` reads the part after the column name and returns a `ColumnDefinition`:
 the data type, nullability as written, the default as Debezium's `defaultValueExpression` (string
 literals without their quotes, numbers and booleans as written, bit literals' digits,
-CURRENT_TIMESTAMP/NOW as `1970-01-01 00:00:00`, any other expression as no value), AUTO_INCREMENT,
+CURRENT_TIMESTAMP/NOW as `1970-01-01 00:00:00`, any other expression as no value), AUTO_INCREMENT
+(which Debezium also sets for an ON UPDATE clause that is not part of a CURRENT_TIMESTAMP default),
 COMMENT, inline PRIMARY KEY / UNIQUE and a COLLATE or CHARACTER SET given after the type.
 `to_column` makes the model's `Column` of it.
 """
@@ -16,8 +17,8 @@ from headwater.connectors.binlog.ddl.datatypes import DataType, charset_of_colla
 from headwater.connectors.binlog.ddl.lexer import Cursor
 from headwater.connectors.binlog.schema import Column
 
-_CURRENT_TIMESTAMP = {"CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP", "CURRENT_DATE",
-                      "CURRENT_TIME", "CURDATE", "CURTIME", "SYSDATE", "UTC_TIMESTAMP"}
+# MariaDB's grammar of `currentTimestamp` in a default (Debezium's)
+_CURRENT_TIMESTAMP = {"CURRENT_TIMESTAMP", "NOW", "LOCALTIME", "LOCALTIMESTAMP", "CURDATE", "CURTIME"}
 # column attributes that are one word, or one word and a value, and change nothing Debezium models
 _IGNORED_FLAGS = {"INVISIBLE", "VISIBLE", "COMPRESSED", "PERSISTENT", "STORED", "VIRTUAL"}
 
@@ -90,6 +91,9 @@ def parse_default(cur: Cursor) -> tuple[bool, str | None]:
     if t.kind == "number":
         cur.next()
         return True, sign + t.raw
+    if t.kind == "." and cur.is_kind("number", 1) and cur.tokens[cur.i + 1].start == t.end:  # .5
+        cur.i += 2
+        return True, sign + "." + cur.tokens[cur.i - 1].raw
     if t.kind == "bits":
         cur.next()
         if t.raw[:1] in "bB":
@@ -99,11 +103,17 @@ def parse_default(cur: Cursor) -> tuple[bool, str | None]:
         cur.next()
         return True, t.raw
     if t.kind == "word" and t.text.upper() in _CURRENT_TIMESTAMP:
+        start = cur.i
         cur.next()
         if cur.is_kind("("):
             cur.skip_parens()
-        upper = t.text.upper()
-        return True, "1970-01-01 00:00:00" if upper in ("CURRENT_TIMESTAMP", "NOW") else t.raw
+        if cur.is_word("ON") and cur.is_word("UPDATE", offset=1) and cur.is_word(*_CURRENT_TIMESTAMP, offset=2):
+            cur.i += 3  # DEFAULT x ON UPDATE y: one clause in Debezium's grammar (AUTO_INCREMENT is not set)
+            if cur.is_kind("("):
+                cur.skip_parens()
+        if t.text.upper() in ("CURRENT_TIMESTAMP", "NOW"):
+            return True, "1970-01-01 00:00:00"
+        return True, "".join(tok.raw for tok in cur.tokens[start:cur.i])  # as Debezium's getText(): no spaces
     if t.kind == "(":
         cur.skip_parens()
         return True, None
@@ -162,6 +172,8 @@ def parse_column_definition(cur: Cursor) -> ColumnDefinition:
         elif cur.accept("CHARACTER", "SET") or cur.accept("CHARSET"):
             definition.charset = cur.name().lower()
         elif cur.accept("ON", "UPDATE"):
+            # Debezium's grammar makes ON UPDATE an auto-increment constraint
+            definition.auto_increment = True
             cur.next()
             if cur.is_kind("("):
                 cur.skip_parens()
@@ -174,6 +186,12 @@ def parse_column_definition(cur: Cursor) -> ColumnDefinition:
         elif cur.is_word("CHECK"):
             cur.next()
             cur.skip_parens()
+            cur.accept("NOT", "ENFORCED") or cur.accept("ENFORCED")  # MySQL 8
+        elif cur.accept("SRID"):  # MySQL 8 spatial columns
+            cur.expect_kind("number")
+        elif cur.accept("ENGINE_ATTRIBUTE") or cur.accept("SECONDARY_ENGINE_ATTRIBUTE"):
+            cur.accept_kind("=")
+            cur.expect_kind("string")
         elif cur.accept("CONSTRAINT"):
             if not cur.is_word("CHECK"):
                 cur.name()

@@ -11,6 +11,21 @@ from dataclasses import replace
 
 from headwater.connectors.binlog.schema import Column, Table
 
+# bytes per character, for the charsets whose conversion can outgrow a TEXT type
+_MAX_BYTES = {"utf8mb4": 4, "utf8mb3": 3, "utf8": 3, "ucs2": 2, "utf16": 4, "utf16le": 4, "utf32": 4,
+              "big5": 2, "gbk": 2, "gb2312": 2, "sjis": 2, "cp932": 2, "ujis": 3, "eucjpms": 3, "euckr": 2}
+_TEXT_BYTES = [("TINYTEXT", 255), ("TEXT", 65535), ("MEDIUMTEXT", 16777215), ("LONGTEXT", 4294967295)]
+
+
+def _widened(type_name: str, old_charset: str, new_charset: str) -> str:
+    """The TEXT type the server picks when a column's charset changes (others unchanged)."""
+    sizes = dict(_TEXT_BYTES)
+    if type_name not in sizes:
+        return type_name
+    characters = sizes[type_name] // _MAX_BYTES.get(old_charset, 1)
+    needed = characters * _MAX_BYTES.get(new_charset, 1)
+    return next((name for name, size in _TEXT_BYTES if size >= needed), "LONGTEXT")
+
 
 class TableEditor:
     """A mutable copy of a table."""
@@ -101,6 +116,18 @@ class TableEditor:
         columns = [self.column(n) for n in names]
         if columns and all(c is not None and not c.optional for c in columns):
             self.primary_key = [c.name for c in columns if c is not None]
+
+    def convert_to(self, charset: str) -> None:
+        """CONVERT TO CHARACTER SET: the table and its text columns take `charset`; a TEXT type too small
+        for its characters in the new charset grows (TEXT in latin1 becomes MEDIUMTEXT in utf8mb4)."""
+        self.default_charset = charset
+        columns = []
+        for c in self.columns:
+            if c.charset is not None:
+                type_name = _widened(c.type_name, c.charset, charset)
+                c = replace(c, charset=charset, type_name=type_name, type_expression=type_name)
+            columns.append(c)
+        self.columns = columns
 
     def table(self) -> Table:
         columns = tuple(replace(c, position=i + 1) for i, c in enumerate(self.columns))

@@ -1,0 +1,53 @@
+-- RENAME TABLE (several pairs, across databases, chains), DROP TABLE (several, IF EXISTS), TRUNCATE.
+
+CREATE TABLE r1 (id INT PRIMARY KEY)
+
+CREATE TABLE r2 (id BIGINT PRIMARY KEY, v VARCHAR(3))
+
+RENAME TABLE r1 TO r1_new
+
+RENAME TABLE r1_new TO r1, r2 TO r2_new
+
+RENAME TABLE r1 TO tmp, r2_new TO r1, tmp TO r2
+
+RENAME TABLE r2 TO hw_ddl_other.r2
+
+RENAME TABLE hw_ddl_other.r2 TO hw_ddl_other.r3, r1 TO hw_ddl_other.r4
+
+RENAME TABLES hw_ddl_other.r3 TO r5
+
+RENAME TABLE IF EXISTS no_such TO nothing, r5 TO r6
+
+TRUNCATE TABLE r6
+
+TRUNCATE r6
+
+TRUNCATE TABLE hw_ddl_other.r4
+
+CREATE TABLE d1 (a INT)
+
+CREATE TABLE d2 (a INT)
+
+CREATE TABLE d3 (a INT)
+
+DROP TABLE d1
+
+DROP TABLE IF EXISTS d2, no_such_table
+
+DROP TABLE IF EXISTS d3 RESTRICT
+
+DROP TABLE IF EXISTS `nothing here`
+
+DROP TABLES r6, hw_ddl_other.r4
+
+CREATE TABLE d4 (a INT)
+
+CREATE TABLE hw_ddl_other.d5 (a INT)
+
+DROP TABLE hw_ddl.d4, hw_ddl_other.d5 CASCADE
+
+CREATE TEMPORARY TABLE t1 (a INT)
+
+DROP TEMPORARY TABLE t1
+
+DROP TEMPORARY TABLE IF EXISTS t2

@@ -1,0 +1,66 @@
+-- Statements the binlog carries that change no table: views, routines, triggers, events, users, grants,
+-- sequences, maintenance, SET. The tracked tables must stay as they are.
+
+CREATE TABLE o1 (id INT PRIMARY KEY, v VARCHAR(10))
+
+CREATE VIEW o1_view AS SELECT id, v FROM o1
+
+CREATE OR REPLACE VIEW o1_view AS SELECT id FROM o1 WHERE id > 1
+
+CREATE ALGORITHM = MERGE SQL SECURITY INVOKER VIEW o1_view2 (x) AS SELECT id FROM o1 WITH CHECK OPTION
+
+ALTER VIEW o1_view2 AS SELECT id + 1 AS x FROM o1
+
+DROP VIEW o1_view2
+
+DROP VIEW IF EXISTS o1_view, no_view
+
+CREATE PROCEDURE o1_proc(IN x INT) BEGIN SELECT x; SELECT 2; END
+
+DROP PROCEDURE o1_proc
+
+CREATE FUNCTION o1_fn(x INT) RETURNS INT DETERMINISTIC RETURN x + 1
+
+DROP FUNCTION IF EXISTS o1_fn
+
+CREATE TRIGGER o1_trg BEFORE INSERT ON o1 FOR EACH ROW SET NEW.v = UPPER(NEW.v)
+
+DROP TRIGGER o1_trg
+
+CREATE EVENT o1_ev ON SCHEDULE EVERY 1 DAY DO DELETE FROM o1 WHERE id < 0
+
+ALTER EVENT o1_ev DISABLE
+
+DROP EVENT o1_ev
+
+CREATE SEQUENCE o1_seq START WITH 10 INCREMENT BY 5
+
+DROP SEQUENCE o1_seq
+
+CREATE USER IF NOT EXISTS 'hw_corpus'@'%' IDENTIFIED BY 'pw'
+
+GRANT SELECT, INSERT ON hw_ddl.* TO 'hw_corpus'@'%'
+
+REVOKE INSERT ON hw_ddl.* FROM 'hw_corpus'@'%'
+
+ALTER USER 'hw_corpus'@'%' ACCOUNT LOCK
+
+DROP USER 'hw_corpus'@'%'
+
+ANALYZE TABLE o1
+
+OPTIMIZE TABLE o1
+
+REPAIR TABLE o1
+
+CHECK TABLE o1
+
+FLUSH TABLES
+
+SET @x = 1
+
+SET SESSION sql_mode = 'STRICT_TRANS_TABLES'
+
+SET NAMES utf8mb4
+
+SET character_set_client = utf8mb4
