@@ -7,6 +7,8 @@ connector's `PropertySet`: MySQL and MariaDB differ only in the spelling of `dat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from headwater.config.properties import Property, prop, refuse
 from headwater.config.validation import PropertySet
 
@@ -34,8 +36,6 @@ DEFINITIONS: list[Property] = [
          doc="how long the snapshot waits for its global read lock (lock_wait_timeout)"),
     prop("include.query", "boolean", False),
     prop("include.schema.changes", "boolean", True),
-    prop("gtid.source.includes", "regexes"),
-    prop("gtid.source.excludes", "regexes"),
     prop("bigint.unsigned.handling.mode", "enum", "long", ("long", "precise")),
     prop("time.precision.mode", "enum", "adaptive_time_microseconds", ("adaptive_time_microseconds", "connect"),
          why="Debezium's binlog connectors take adaptive_time_microseconds or connect"),
@@ -61,10 +61,14 @@ DEFINITIONS: list[Property] = [
 ]
 
 
-def property_set(ssl_modes: tuple[str, ...]) -> PropertySet:
-    """One binlog connector's properties; `ssl_modes[0]`, no TLS, is the only `database.ssl.mode` implemented."""
+def property_set(ssl_modes: tuple[str, ...], own: Sequence[Property] = ()) -> PropertySet:
+    """One binlog connector's properties and its `own`; `ssl_modes[0]`, no TLS, is the only `database.ssl.mode`
+    implemented."""
     ssl = prop("database.ssl.mode", "enum", ssl_modes[0], ssl_modes[:1],
                why=f"TLS to the database is not built yet ({', '.join(ssl_modes[1:])} are Debezium's other values)")
-    return PropertySet([*DEFINITIONS, ssl],
+    return PropertySet([*DEFINITIONS, ssl, *own],
                        exclusive=[("database.include.list", "database.exclude.list"),
                                   ("gtid.source.includes", "gtid.source.excludes")])
+
+
+GTID_SOURCES = [prop("gtid.source.includes", "regexes"), prop("gtid.source.excludes", "regexes")]
