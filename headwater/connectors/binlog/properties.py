@@ -1,5 +1,8 @@
 """The properties the MySQL and MariaDB connectors share (beyond the common ones in `headwater.config.common`).
 
+The schema history's own (`include.schema.changes`, `schema.history.internal.*`,
+`inconsistent.schema.handling.mode`) are in `history_properties` and included here.
+
 Debezium's names, types and defaults for its binlog connectors. Every property here is implemented,
 or refused by name with the reason (as for PostgreSQL). `property_set(ssl_modes)` is one
 connector's `PropertySet`: MySQL and MariaDB differ only in the spelling of `database.ssl.mode`.
@@ -11,6 +14,7 @@ from collections.abc import Sequence
 
 from headwater.config.properties import Property, prop, refuse
 from headwater.config.validation import PropertySet
+from headwater.connectors.binlog import history_properties
 
 SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "never", "no_data", "recovery", "always")
 LOCKING_MODES = ("minimal", "extended", "none")
@@ -35,11 +39,13 @@ DEFINITIONS: list[Property] = [
     prop("snapshot.lock.timeout.ms", "int", 10000, minimum=1,
          doc="how long the snapshot waits for its global read lock (lock_wait_timeout)"),
     prop("include.query", "boolean", False),
-    prop("include.schema.changes", "boolean", True),
     prop("bigint.unsigned.handling.mode", "enum", "long", ("long", "precise")),
     prop("time.precision.mode", "enum", "adaptive_time_microseconds", ("adaptive_time_microseconds", "connect"),
          why="Debezium's binlog connectors take adaptive_time_microseconds or connect"),
     prop("enable.time.adjuster", "boolean", True),
+    prop("headwater.schema.history.file",
+         doc="the file the schema history is kept in, beside the offsets (without it, a restart reads the "
+             "tables as the server has them then)"),
     prop("event.deserialization.failure.handling.mode", "enum", "fail", ("fail",),
          why="headwater stops at a binlog event it cannot read; warn and ignore are not implemented"),
     refuse("connector.adapter", "the connector is chosen by connector.class", "connector.class: mysql or mariadb"),
@@ -66,7 +72,7 @@ def property_set(ssl_modes: tuple[str, ...], own: Sequence[Property] = ()) -> Pr
     implemented."""
     ssl = prop("database.ssl.mode", "enum", ssl_modes[0], ssl_modes[:1],
                why=f"TLS to the database is not built yet ({', '.join(ssl_modes[1:])} are Debezium's other values)")
-    return PropertySet([*DEFINITIONS, ssl, *own],
+    return PropertySet([*DEFINITIONS, *history_properties.DEFINITIONS, ssl, *own],
                        exclusive=[("database.include.list", "database.exclude.list"),
                                   ("gtid.source.includes", "gtid.source.excludes")])
 

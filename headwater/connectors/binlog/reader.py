@@ -254,8 +254,6 @@ class BinlogReader:
                 else:
                     if txn is None:
                         txn, txn_gtid, standalone = Txn(start, start, start, h.timestamp * 1_000_000), None, True
-                    if thread is None:
-                        thread = q.thread
                     pending.append((start, bytes((kind,)) + raw))
                     ends = standalone
             elif kind == fr.XID:
