@@ -33,16 +33,32 @@ class Column:
     native_type: int | None = None
 
     def to_debezium(self) -> dict[str, Any]:
+        """The column in a schema change event's `tableChanges` (the fields Debezium writes there)."""
         return {
             "name": self.name, "jdbcType": self.jdbc_type, "nativeType": self.native_type,
             "typeName": self.type_name, "typeExpression": self.type_expression,
             "charsetName": self.charset, "length": self.length, "scale": self.scale,
             "position": self.position, "optional": self.optional,
             "autoIncremented": self.auto_incremented, "generated": self.generated,
-            "comment": self.comment, "hasDefaultValue": self.has_default,
-            "defaultValueExpression": self.default_expression,
+            "comment": self.comment, "defaultValueExpression": self.default_expression,
             "enumValues": list(self.enum_values) if self.enum_values is not None else None,
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything the model holds, for the schema history (`from_json` reads it back)."""
+        return {**self.to_debezium(), "hasDefaultValue": self.has_default}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Column:
+        enum_values = data.get("enumValues")
+        return cls(
+            name=data["name"], type_name=data["typeName"], type_expression=data["typeExpression"],
+            jdbc_type=data["jdbcType"], length=data["length"], scale=data["scale"], position=data["position"],
+            optional=data["optional"], auto_incremented=data["autoIncremented"], generated=data["generated"],
+            charset=data["charsetName"], comment=data["comment"], has_default=data.get("hasDefaultValue", False),
+            default_expression=data["defaultValueExpression"],
+            enum_values=tuple(enum_values) if enum_values is not None else None, native_type=data["nativeType"],
+        )
 
 
 @dataclass(frozen=True)
@@ -80,3 +96,13 @@ class Table:
             "columns": [c.to_debezium() for c in self.columns],
             "comment": self.comment,
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything the model holds, for the schema history (`from_json` reads it back)."""
+        return {"database": self.database, "name": self.name, **self.to_debezium(),
+                "columns": [c.to_json() for c in self.columns]}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Table:
+        return cls(data["database"], data["name"], tuple(Column.from_json(c) for c in data["columns"]),
+                   tuple(data["primaryKeyColumnNames"]), data["defaultCharsetName"], data["comment"])
