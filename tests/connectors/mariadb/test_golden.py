@@ -105,3 +105,26 @@ def run_engine_snapshot(server: MariaDBServer, name: str, offsets: Path) -> list
         return [{"topic": e.topic, "key": e.key_json(), "value": e.value_json()} for e in engine.events(once=True)]
     finally:
         engine.close()
+
+
+def test_positions_equal_debeziums_on_a_server_like_the_recording(tmp_path):
+    """On a fresh server set up as the recording's (RESET MASTER, latin1, no row metadata), `file`, `pos`,
+    `row`, `gtid` and the transaction ids are Debezium's exactly, not only alike."""
+    name = "03_transaction_metadata"
+    settings = {"character-set-server": "latin1", "collation-server": "latin1_swedish_ci",
+                "binlog-row-metadata": "NO_LOG"}
+    with MariaDBServer(settings=settings) as fresh_server:
+        fresh_server.execute("RESET MASTER")
+        fresh_server.execute((REFERENCE / name / "setup.sql").read_text())
+        actual = run_engine(fresh_server, name, tmp_path / "offsets.json")
+    expected = read_jsonl(REFERENCE / name / "events.jsonl")
+
+    def positions(events: list[dict[str, Any]]) -> list[Any]:
+        out = []
+        for e in events:
+            value = e["value"] or {}
+            source = value.get("source") or {}
+            out.append(([source.get(k) for k in ("file", "pos", "row", "gtid", "server_id")],
+                        (value.get("transaction") or {}).get("id"), value.get("id")))
+        return out
+    assert positions(actual) == positions(expected)
