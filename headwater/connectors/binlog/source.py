@@ -103,7 +103,15 @@ class BinlogSource(SnapshotThenStream):
 
     # ------------------------------------------------------------------ connections
     def _connection(self) -> pymysql.Connection:
-        if self.conn is None or not self.conn.open:
+        """The connection for catalog queries, opened again when the server dropped it (a restart)."""
+        if self.conn is not None:
+            try:
+                self.conn.ping(reconnect=False)
+            except pymysql.err.MySQLError:
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+                self.conn = None
+        if self.conn is None:
             self.conn = connect(self.params)
         return self.conn
 
