@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 import pymysql
+import pymysql.converters
 import pymysql.cursors
 
 from headwater.config.properties import ConnectorConfig
@@ -68,6 +69,9 @@ class MySqlDialect(KeyDialect):
 
 DIALECT = MySqlDialect()
 
+# PyMySQL's encoders (parameters) without its decoders: values as the text protocol gives them (types.py)
+TEXT_VALUES = {k: f for k, f in pymysql.converters.conversions.items() if not isinstance(k, int)}
+
 _HELD: dict[str, HeldSnapshot] = {}  # the snapshots held in this process, by token
 
 
@@ -78,7 +82,7 @@ class HeldSnapshot:
         self.epoch = epoch
         self.locking = locking
         self.token = uuid.uuid4().hex
-        self.conn = connect(params, conv={})
+        self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
             with self.conn.cursor() as cur:

@@ -30,6 +30,7 @@ from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker
 from headwater.connectors.binlog.schema import Table
+from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import pack, unpack
 from headwater.connectors.common.records import TxnCounters, table_records
@@ -253,18 +254,25 @@ class _Decoder:
         for i, r in enumerate(ev.rows):
             self.row = i
             src = orjson.Fragment(self._source(te, h, pos, i, query))
+            nones = r.get("none_sources") or {}
             if op == "c":
-                new = tuple(r["values"][c] for c in names)
+                new = image(r["values"], nones, names)
                 self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                 seg.commit_pos, ts)
             elif op == "d":
-                old = tuple(r["values"][c] for c in names)
+                old = image(r["values"], nones, names)
                 self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
             else:
-                old = tuple(r["before_values"][c] for c in names)
-                new = tuple(r["after_values"][c] for c in names)
+                old = image(r["before_values"], r.get("before_none_sources") or {}, names)
+                new = image(r["after_values"], r.get("after_none_sources") or {}, names)
                 collection = te.collection
                 self.maker.update(te, old, new, src, lambda c=collection: self._block(c), seg.commit_pos, ts)
+
+
+def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:
+    """A row image as the type converters take it (`values.replication_values`), in column order."""
+    fixed = replication_values(values, none_sources)
+    return tuple(fixed[c] for c in names)
 
 
 class HeartbeatUnit(WorkUnit):
