@@ -98,12 +98,24 @@ def decode_event(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> Any:
     return wrapper.event
 
 
+_TABLE_MAPS: dict[bytes, Any] = {}  # decoded TABLE_MAP events by their body (the same for every transaction)
+
+
 def map_table(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> None:
-    """Decode a TABLE_MAP event into `table_map`, its columns named by position ("0", "1", ...)."""
+    """Decode a TABLE_MAP event into `table_map`, its columns named by position ("0", "1", ...); a TABLE_MAP
+    seen before in this process (its body, which names the table id, after the header) is not decoded again."""
+    body = payload[1 + fr.HEADER_SIZE:]
+    known = _TABLE_MAPS.get(body)
+    if known is not None:
+        table_map[known.table_id] = known
+        return
     tm = decode_event(payload, table_map, ctl)
     if tm is not None:
         for i, c in enumerate(tm.table_obj.columns):
             c.name = str(i)
+        if len(_TABLE_MAPS) > 4096:
+            _TABLE_MAPS.clear()
+        _TABLE_MAPS[body] = tm.table_obj
 
 
 _TRUNCATE = re.compile(r"^\s*TRUNCATE\s+(?:TABLE\s+)?(.+?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
@@ -251,9 +263,10 @@ class _Decoder:
         assert seg is not None
         ts = h.timestamp * 1_000_000
         query = self.query if self.ctx.include_query else None
+        first, _, rest = self._source(te, h, pos, 0, query).partition(b',"row":0,')
         for i, r in enumerate(ev.rows):
             self.row = i
-            src = orjson.Fragment(self._source(te, h, pos, i, query))
+            src = orjson.Fragment(b"%s,\"row\":%d,%s" % (first, i, rest))
             nones = r.get("none_sources") or {}
             if op == "c":
                 new = image(r["values"], nones, names)
