@@ -39,9 +39,8 @@ from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog.connection import ConnectionParams, clean, connect
 from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import current_position
-from headwater.connectors.binlog.records import BinlogContext, BinlogMaker
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
-from headwater.connectors.common.records import table_records
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
@@ -203,11 +202,11 @@ class SnapshotChunk(WorkUnit):
     def read(self) -> Iterator[Events]:
         t, ctx = self.table, self.ctx
         first_table, last_table, first_chunk, last_chunk = self.ends
-        te = table_records(ctx, t, t.columns, streaming=False)
+        te = records_of(ctx, t, streaming=False)
         maker = BinlogMaker(ctx, EventBatch())
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
         position = {"file": self.file, "pos": self.pos}
-        sources = {}
+        sources: dict[str, orjson.Fragment] = {}
         rows = self._fetch()
         values = next(rows, None)
         first = True

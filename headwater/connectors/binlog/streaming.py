@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Protocol
 
 import orjson
@@ -28,12 +29,12 @@ from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
-from headwater.connectors.binlog.records import BinlogContext, BinlogMaker
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import pack, unpack
-from headwater.connectors.common.records import TxnCounters, table_records
+from headwater.connectors.common.records import TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
 from headwater.events.batch import EventBatch, Events
@@ -225,9 +226,9 @@ class _Decoder:
                 table = self.tables.get(key)
                 if table is None or not self.ctx.filters.includes(*key):
                     continue
-                te = table_records(self.ctx, table, table.columns, streaming=True)
-                src = orjson.Fragment(self._source(te, h, pos, self.row, None))
-                self.maker.truncate(te, src, self._block(te.collection), seg.commit_pos, h.timestamp * 1_000_000)
+                te = records_of(self.ctx, table, streaming=True)
+                block = orjson.Fragment(self._source(te, h, pos, self.row, None))
+                self.maker.truncate(te, block, self._block(te.collection), seg.commit_pos, h.timestamp * 1_000_000)
         for key, table in step.tables.items():
             if table is None:
                 self.tables.pop(key, None)
@@ -257,7 +258,7 @@ class _Decoder:
             raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(ev.columns)} columns "
                               f"for {key[0]}.{key[1]}, the schema history {n}")
         names = [str(i) for i in range(n)]
-        te = table_records(self.ctx, table, table.columns, streaming=True)
+        te = records_of(self.ctx, table, streaming=True)
         h = fr.header(payload[1:])
         seg = self.seg
         assert seg is not None
@@ -278,8 +279,7 @@ class _Decoder:
             else:
                 old = image(r["before_values"], r.get("before_none_sources") or {}, names)
                 new = image(r["after_values"], r.get("after_none_sources") or {}, names)
-                collection = te.collection
-                self.maker.update(te, old, new, src, lambda c=collection: self._block(c), seg.commit_pos, ts)
+                self.maker.update(te, old, new, src, partial(self._block, te.collection), seg.commit_pos, ts)
 
 
 def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:

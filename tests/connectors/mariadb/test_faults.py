@@ -83,6 +83,7 @@ def test_a_purged_binlog_fails_naming_the_position_and_the_fix(mariadb_server, t
     assert ids(changes(engine), "r") == [1, 2]
     engine.close()
     stored = offsets.load()
+    assert stored is not None
     insert(mariadb_server, table, 3)
     purge(mariadb_server, stored["file"])
     engine = Engine(validate_connector(properties(mariadb_server, table)), offsets)
