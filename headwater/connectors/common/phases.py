@@ -72,6 +72,9 @@ SNAPSHOT_MODES = {m.name: m for m in (
                  streams=False),
     SnapshotMode("no_data", snapshot_first=False, snapshot_on_restart=False, snapshot_when_lost=False, streams=True),
     SnapshotMode("never", snapshot_first=False, snapshot_on_restart=False, snapshot_when_lost=False, streams=True),
+    # a connector that keeps a schema history rebuilds it from the tables as they are (MySQL's binlog)
+    SnapshotMode("recovery", snapshot_first=False, snapshot_on_restart=False, snapshot_when_lost=False,
+                 streams=True),
 )}
 
 

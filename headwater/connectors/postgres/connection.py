@@ -28,6 +28,7 @@ import psycopg2.extensions
 import psycopg2.extras
 
 from headwater.config.properties import ConnectorConfig
+from headwater.connectors.common.statements import split_statements
 from headwater.connectors.errors import ConnectError, PositionLost, SourceError
 from headwater.connectors.postgres.pgoutput import PG_EPOCH_OFFSET_US
 
@@ -97,24 +98,6 @@ class ConnectionParams:
 
     def __repr__(self) -> str:  # never show the password
         return f"ConnectionParams({self.where()})"
-
-
-def split_statements(text: str) -> tuple[str, ...]:
-    """Debezium's `database.initial.statements`: `;`-separated, `;;` for a literal semicolon."""
-    parts, cur, i = [], [], 0
-    while i < len(text):
-        if text[i] == ";":
-            if text[i + 1:i + 2] == ";":
-                cur.append(";")
-                i += 2
-                continue
-            parts.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(text[i])
-        i += 1
-    parts.append("".join(cur).strip())
-    return tuple(p for p in parts if p)
 
 
 _LIBPQ_PREFIX = re.compile(r'^connection to server (at|on) "[^"]*"(, port \d+|[^:]*) failed: (FATAL: )?')

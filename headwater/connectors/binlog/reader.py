@@ -1,0 +1,332 @@
+"""The binlog client: a thread on the driver reading the server's binlog into the shared `StreamBuffer`.
+
+`BinlogReader` connects as a replica (`database.server.id`), asks for the binlog from a file and
+position, or on MariaDB from the GTID state of the position (COM_BINLOG_DUMP, with MariaDB's
+annotate events and GTIDs, and a heartbeat period so an idle stream still says where it is), and frames what comes: each event is kept raw, behind its
+type byte (`framing.py`), grouped into transactions (GTID or BEGIN to XID or COMMIT; a DDL
+statement is a transaction of its own). Rows events are the data messages, TABLE_MAP events the
+layouts. The GTID state after each transaction is kept for the offsets (`gtid_after`).
+
+A lost connection is retried from the end of the last whole transaction received
+(`errors.max.retries`, `retriable.restart.connector.wait.ms` apart); a position the server no
+longer has (its binlog file purged) stops the reader with `PositionLost`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+
+import pymysql
+
+from headwater.connectors.binlog import framing as fr
+from headwater.connectors.binlog.connection import ConnectionParams, clean, connect
+from headwater.connectors.binlog.gtid import GtidFormat
+from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
+from headwater.connectors.common.txbuffer import StreamBuffer, Txn
+from headwater.connectors.errors import ConnectError, PositionLost, SourceError
+
+log = logging.getLogger("headwater.binlog")
+
+COM_BINLOG_DUMP = 0x12
+BINLOG_SEND_ANNOTATE_ROWS_EVENT = 2
+HEARTBEAT_S = 1.0
+FLUSH_EVERY = 512  # messages received before they are handed to the buffer (fewer lock round trips)
+PURGED = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG: the position asked for is gone
+
+
+class BinlogKinds:
+    """Rows events are data, TABLE_MAP events layouts (by the event type byte the reader puts first)."""
+
+    data_kinds = fr.ROWS_EVENTS
+    layout_kind = fr.TABLE_MAP
+
+    def layout_id(self, payload: bytes) -> int:
+        return fr.table_id(payload[1:])
+
+
+@dataclass
+class Retry:
+    """How a lost connection is retried: `errors.max.retries` (-1: forever), the wait between tries."""
+
+    retries: int = -1
+    wait_s: float = 10.0
+
+
+class _Restart(Exception):
+    """The planner asked for another position (or the reader is closing)."""
+
+
+class BinlogReader:
+    """Reads the binlog from a position into `buffer`, on a thread."""
+
+    def __init__(self, params: ConnectionParams, server_id: int, gtids: GtidFormat, mariadb: bool,
+                 buffer_bytes: int, retry: Retry):
+        self.params = params
+        self.server_id = server_id
+        self.gtids = gtids
+        self.mariadb = mariadb
+        self.retry = retry
+        self.buffer = StreamBuffer(buffer_bytes, BinlogKinds())
+        self.gtid_after: dict[int, str] = {}  # a transaction (its begin stream position) -> GTID state after it
+        self.txn_info: dict[int, tuple[str | None, int | None]] = {}  # a transaction -> its GTID and thread
+        self.error: BaseException | None = None
+        self.want: BinlogPosition | None = None  # where the next connection starts
+        self.generation = 0
+        self.stopping = threading.Event()
+        self.conn: pymysql.Connection | None = None
+        self.thread: threading.Thread | None = None
+
+    # ---- the planner's side (StreamReader)
+    def start(self, at: BinlogPosition) -> None:
+        self.restart(at)
+        self.thread = threading.Thread(target=self._run, name="binlog-reader", daemon=True)
+        self.thread.start()
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+    def request_position(self) -> None:
+        """Nothing to ask: the server's heartbeats move `buffer.received` while the stream is idle."""
+
+    def restart(self, at: BinlogPosition) -> None:
+        buf = self.buffer
+        with buf.cond:
+            self.generation += 1
+            buf.txns, buf.nbytes, buf.received, buf.head_layouts = [], 0, at.stream, {}
+            self.gtid_after, self.txn_info = {}, {}
+            self.want = BinlogPosition(at.file, at.pos, at.gtids)
+            self._interrupt()
+            buf.cond.notify_all()
+
+    def close(self) -> None:
+        self.stopping.set()
+        with self.buffer.cond:
+            self._interrupt()
+            self.buffer.cond.notify_all()
+        if self.thread is not None:
+            self.thread.join(timeout=10)
+
+    def _interrupt(self) -> None:
+        conn = self.conn
+        if conn is not None and conn._sock is not None:
+            with contextlib.suppress(OSError):
+                conn._sock.shutdown(socket.SHUT_RDWR)
+
+    # ---- the thread
+    def _run(self) -> None:
+        failures = 0
+        try:
+            while not self.stopping.is_set():
+                with self.buffer.cond:
+                    gen, at = self.generation, self.want
+                assert at is not None
+                try:
+                    self._stream(gen, at)
+                except _Restart:
+                    failures = 0
+                except (pymysql.err.MySQLError, OSError, ConnectError) as exc:
+                    if self.stopping.is_set():
+                        return
+                    with self.buffer.cond:
+                        if gen != self.generation:
+                            continue  # interrupted by a restart
+                    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+                    if code == PURGED:
+                        raise PositionLost(f"the server no longer has binlog position {at.file}:{at.pos} "
+                                           f"({clean(exc, self.params)})") from None
+                    failures += 1
+                    if 0 <= self.retry.retries < failures:
+                        raise SourceError(f"lost the binlog connection ({self.params.where()}): "
+                                          f"{clean(exc, self.params)}") from None
+                    log.warning("binlog connection lost (%s); reconnecting in %.1f s",
+                                clean(exc, self.params), self.retry.wait_s)
+                    self._resume_after_loss(gen)
+                    self.stopping.wait(self.retry.wait_s)
+        except BaseException as exc:  # noqa: BLE001 - handed to the planner through check()
+            self.error = exc
+        finally:
+            self._close_conn()
+            with self.buffer.cond:
+                self.buffer.cond.notify_all()
+
+    def _resume_after_loss(self, gen: int) -> None:
+        """Continue after the last whole transaction received (incomplete ones come again)."""
+        buf = self.buffer
+        with buf.cond:
+            if gen != self.generation or self.want is None:
+                return
+            buf.reset_incomplete()
+            last = buf.txns[-1] if buf.txns else None
+            if last is not None and last.end_pos is not None:
+                file, pos = split_pos(self.want.file, last.end_pos)
+                self.want = BinlogPosition(file, pos, self.gtid_after.get(last.xid or 0, self.want.gtids))
+            elif buf.received > self.want.stream:
+                file, pos = split_pos(self.want.file, buf.received)
+                self.want = BinlogPosition(file, pos, self.want.gtids)
+
+    def _close_conn(self) -> None:
+        conn, self.conn = self.conn, None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _dump(self, at: BinlogPosition) -> pymysql.Connection:
+        """A connection streaming the binlog from `at` (MariaDB: from its GTID state when it has one, as
+        Debezium's MariaDB connector does; else from its file and position); notes whether events carry a
+        checksum."""
+        conn = connect(self.params, initial_statements=False, read_timeout=10 * HEARTBEAT_S)
+        with conn.cursor() as cur:
+            cur.execute("SELECT @@global.binlog_checksum")
+            row = cur.fetchone()
+            self.checksum = bool(row and row[0] and str(row[0]).upper() != "NONE")
+            cur.execute("SET @master_binlog_checksum = @@global.binlog_checksum")
+            cur.execute("SET @master_heartbeat_period = %s", (int(HEARTBEAT_S * 1e9),))
+            if self.mariadb:
+                cur.execute("SET @mariadb_slave_capability = 4")
+            by_gtid = False
+            by_gtid = self.mariadb and bool(at.gtids)
+            if by_gtid:  # MariaDB finds the position of the GTID state itself (also on another server)
+                cur.execute("SET @slave_connect_state = %s", (at.gtids,))
+                cur.execute("SET @slave_gtid_strict_mode = 1")
+        file, pos = (b"", 4) if by_gtid else (at.file.encode(), at.pos)
+        payload = struct.pack("<IHI", pos, BINLOG_SEND_ANNOTATE_ROWS_EVENT if self.mariadb else 0, self.server_id) + file
+        conn._execute_command(COM_BINLOG_DUMP, payload)
+        return conn
+
+    def _stream(self, gen: int, at: BinlogPosition) -> None:
+        self._close_conn()
+        conn = self._dump(at)
+        with self.buffer.cond:
+            if gen != self.generation:
+                conn.close()
+                raise _Restart
+            self.conn = conn
+        file, gtids = at.file, at.gtids
+        txn: Txn | None = None
+        txn_gtid: str | None = None
+        thread: int | None = None
+        standalone = False  # the open transaction is one statement (no BEGIN)
+        pending: list[tuple[int, bytes]] = []
+        pending_data = 0
+        cut = -4 if self.checksum else None
+        buf = self.buffer
+        while True:
+            if self.stopping.is_set():
+                raise _Restart
+            pkt = conn._read_packet()
+            data = pkt.get_all_data()
+            if data[0] == 0xFE and len(data) < 9:
+                raise SourceError("the server ended the binlog stream")
+            h = fr.header(data[1:])
+            kind = h.type
+            raw = data[1:cut]
+            if cut is not None:  # the event without its checksum, its size field saying so
+                raw = raw[:9] + struct.pack("<I", len(raw)) + raw[13:]
+            if kind == fr.ROTATE:
+                file = fr.rotate_file(raw)[0]
+                continue
+            start = stream_pos(file, h.next_pos - h.size) if h.next_pos else stream_pos(file, 4)
+            if kind == fr.HEARTBEAT:
+                if txn is None and h.next_pos:
+                    with buf.cond:
+                        if gen != self.generation:
+                            raise _Restart
+                        buf.received = max(buf.received, stream_pos(file, h.next_pos))
+                        buf.cond.notify_all()
+                continue
+            ends = False
+            if kind in (fr.MARIADB_GTID, fr.GTID, fr.ANONYMOUS_GTID):
+                if kind == fr.MARIADB_GTID:
+                    txn_gtid, standalone = fr.mariadb_gtid(raw)
+                else:
+                    txn_gtid, standalone = (fr.mysql_gtid(raw) if kind == fr.GTID else None), True
+                txn, thread = Txn(start, start, start, h.timestamp * 1_000_000), None
+                continue
+            if kind == fr.QUERY:
+                q = fr.query(raw)
+                word = q.sql.strip().upper()
+                if word == "BEGIN":
+                    if txn is None:
+                        txn, txn_gtid = Txn(start, start, start, h.timestamp * 1_000_000), None
+                    standalone, thread = False, q.thread
+                    continue
+                if word in ("COMMIT", "ROLLBACK"):
+                    ends = True
+                else:
+                    if txn is None:
+                        txn, txn_gtid, standalone = Txn(start, start, start, h.timestamp * 1_000_000), None, True
+                    pending.append((start, bytes((kind,)) + raw))
+                    ends = standalone
+            elif kind == fr.XID:
+                ends = True
+            elif kind in fr.ROWS_EVENTS or kind in (fr.TABLE_MAP, fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
+                if txn is None:
+                    continue  # (not inside an event group: nothing a connector captures)
+                pending.append((start, bytes((kind,)) + raw))
+                if kind in fr.ROWS_EVENTS:
+                    pending_data += 1
+            else:
+                continue
+            if txn is None:
+                continue
+            if ends:
+                txn.commit_pos = start
+                txn.end_pos = stream_pos(file, h.next_pos)
+                txn.commit_ts = h.timestamp * 1_000_000
+                if txn_gtid is not None:
+                    gtids = self.gtids.add(gtids, txn_gtid)
+            if ends or len(pending) >= FLUSH_EVERY:
+                self._flush(gen, txn, pending, pending_data, (gtids, txn_gtid, thread) if ends else None)
+                pending, pending_data = [], 0
+            if ends:
+                txn, txn_gtid, standalone, thread = None, None, False, None
+
+    def _flush(self, gen: int, txn: Txn, msgs: list[tuple[int, bytes]], ndata: int,
+               ended: tuple[str, str | None, int | None] | None) -> None:
+        """Hand `msgs` of `txn` to the buffer; `ended`: the transaction is complete, with the GTID state
+        after it, its GTID and its thread."""
+        buf = self.buffer
+        size = sum(len(p) for _, p in msgs)
+        with buf.cond:
+            while buf.full() and not self.stopping.is_set() and gen == self.generation:
+                buf.cond.wait(0.5)
+            if gen != self.generation or self.stopping.is_set():
+                raise _Restart
+            if not buf.txns or buf.txns[-1] is not txn:
+                buf.txns.append(txn)
+            txn.msgs.extend(msgs)
+            txn.n_data += ndata
+            txn.nbytes += size
+            buf.add_bytes(size)
+            if ended is not None:
+                assert txn.end_pos is not None and txn.xid is not None
+                self.gtid_after[txn.xid] = ended[0]
+                self.txn_info[txn.xid] = ended[1:]
+                buf.received = txn.end_pos
+            buf.cond.notify_all()
+
+
+def current_position(conn: pymysql.Connection, gtid_query: str) -> BinlogPosition:
+    """The server's binlog end (SHOW MASTER STATUS) and GTID state (`gtid_query`)."""
+    with conn.cursor() as cur:
+        cur.execute("SHOW MASTER STATUS")
+        row = cur.fetchone()
+        if row is None:
+            raise SourceError("SHOW MASTER STATUS returned nothing: the server does not write a binlog "
+                              "(start it with log-bin)")
+        cur.execute(gtid_query)
+        g = cur.fetchone()
+    return BinlogPosition(str(row[0]), int(row[1]), str(g[0] or "") if g else "")
+
+
+def binlog_files(conn: pymysql.Connection) -> list[str]:
+    with conn.cursor() as cur:
+        cur.execute("SHOW BINARY LOGS")
+        return [str(r[0]) for r in cur.fetchall()]
+

@@ -1,0 +1,161 @@
+"""Records of the binlog connectors: their `RecordContext`, the `source` block's tail and schema change events.
+
+`BinlogContext` is the shared `RecordContext` with the binlog connectors' settings; a column's
+converter comes from the type system (`types.converter`). MySQL and MariaDB subclass it only for
+the `source.connector` name and the source schema's name (`mysql/`, `mariadb/`). `BinlogMaker` is
+the shared `RecordMaker` with the binlog `source` tail (`table`, `server_id`, `gtid`, `file`, `pos`,
+`row`, `thread`, `query`), `db` per table as Debezium writes it, and the schema change records
+(topic `<topic.prefix>`, key `{databaseName}`, value `source`, `ts_ms`, `databaseName`,
+`schemaName`, `ddl`, `tableChanges`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+import orjson
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.binlog import types
+from headwater.connectors.binlog.schema import Column, Table
+from headwater.connectors.common.filters import SystemTables, TableFilters, patterns
+from headwater.connectors.common.records import (
+    ColumnConverter,
+    RecordContext,
+    RecordMaker,
+    TableRecords,
+    table_records,
+)
+from headwater.connectors.common.source_info import Piece, source_schema, time_values
+from headwater.events.connect import INT32, INT64, STRING, Schema, array, primitive, struct
+from headwater.events.envelope import Serializer
+
+SYSTEM = SystemTables(schemas=("mysql", "information_schema", "performance_schema", "sys"))
+
+
+def source_tail_schema() -> list[tuple[str, Schema]]:
+    return [
+        ("table", primitive(STRING, optional=True)),
+        ("server_id", primitive(INT64)),
+        ("gtid", primitive(STRING, optional=True)),
+        ("file", primitive(STRING)),
+        ("pos", primitive(INT64)),
+        ("row", primitive(INT32)),
+        ("thread", primitive(INT64, optional=True)),
+        ("query", primitive(STRING, optional=True)),
+    ]
+
+
+def binlog_source_schema(connector: str) -> Schema:
+    """`io.debezium.connector.<connector>.Source`."""
+    return source_schema(f"io.debezium.connector.{connector}.Source", source_tail_schema())
+
+
+def table_filters(cfg: ConnectorConfig) -> TableFilters:
+    """Debezium's database and table lists (`database.*.list` are the schema lists of the shared filters);
+    the server's own databases are left out unless `table.ignore.builtin` is false."""
+    system = SYSTEM if cfg["table.ignore.builtin"] else SystemTables()
+    return TableFilters(patterns(cfg.get("database.include.list")), patterns(cfg.get("database.exclude.list")),
+                        patterns(cfg.get("table.include.list")), patterns(cfg.get("table.exclude.list")), system)
+
+
+@dataclass(frozen=True, kw_only=True)
+class BinlogContext(RecordContext):
+    """The configuration every binlog record needs (picklable)."""
+
+    type_settings: Any  # types.TypeSettings
+    include_query: bool
+    include_schema_changes: bool
+
+    @classmethod
+    def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,
+                    replace_null_with_default: bool = True) -> BinlogContext:
+        return cls(**cls.common_settings(cfg, table_filters(cfg), schemas_enable, replace_null_with_default),
+                   type_settings=types.TypeSettings.from_config(cfg), include_query=cfg["include.query"],
+                   include_schema_changes=cfg["include.schema.changes"])
+
+    def converter(self, column: Column, collection: str) -> ColumnConverter | None:
+        converted: ColumnConverter | None = types.converter(column, self.type_settings)
+        return converted
+
+
+def records_of(ctx: BinlogContext, table: Table, streaming: bool) -> TableRecords:
+    """The shared `TableRecords` of a tracked table with its columns as they are (a column's `length` may be
+    None here, where the shared protocol reads an int: only masks and truncation read it, for character
+    columns, which have one)."""
+    return table_records(ctx, table, cast(Sequence[Any], table.columns), streaming)
+
+
+SCHEMA_CHANGE_KEY_NAME = "SchemaChangeKey"
+SCHEMA_CHANGE_VALUE_NAME = "SchemaChangeValue"
+
+
+def schema_change_schemas(connector: str, source: Schema) -> tuple[Schema, Schema]:
+    """The key and value schemas of schema change records (tableChanges' tables as opaque structs)."""
+    ns = f"io.debezium.connector.{connector}"
+    key = struct(f"{ns}.{SCHEMA_CHANGE_KEY_NAME}", [("databaseName", primitive(STRING))], version=1)
+    change = struct("io.debezium.connector.schema.Change", [
+        ("type", primitive(STRING)),
+        ("id", primitive(STRING)),
+        ("table", struct("io.debezium.connector.schema.Table", [], optional=True)),
+    ])
+    value = struct(f"{ns}.{SCHEMA_CHANGE_VALUE_NAME}", [
+        ("source", source),
+        ("ts_ms", primitive(INT64)),
+        ("databaseName", primitive(STRING, optional=True)),
+        ("schemaName", primitive(STRING, optional=True)),
+        ("ddl", primitive(STRING, optional=True)),
+        ("tableChanges", array(change, optional=False)),
+    ], version=1)
+    return key, value
+
+
+class BinlogMaker(RecordMaker):
+    """The shared `RecordMaker` with the binlog `source` tail and schema change records."""
+
+    ctx: BinlogContext
+
+    def __init__(self, ctx: BinlogContext, out: Any):
+        super().__init__(ctx, out)
+        key, value = schema_change_schemas(ctx.connector, ctx.source_schema)
+        self.change_key = Serializer(key, ctx.schemas_enable)
+        self.change_value = Serializer(value, ctx.schemas_enable)
+
+    def source_tail(self, t: TableRecords | None, schema: str | None, table: str | None) -> list[Piece]:
+        name = t.table_name if t is not None else table
+        return [b',"table":' + orjson.dumps(name) + b',"server_id":', "server_id", b',"gtid":', "gtid",
+                b',"file":', "file", b',"pos":', "pos", b',"row":', "row", b',"thread":', "thread",
+                b',"query":', "query", b"}"]
+
+    def source_db(self, t: TableRecords | None) -> str | None:
+        return t.schema_name if t is not None else None
+
+    def source_bytes(self, t: TableRecords | None, snapshot: str, ts_us: int, *, server_id: int, gtid: str | None,
+                     file: str, pos: int, row: int, thread: int | None, query: str | None,
+                     database: str | None = None, table: str | None = None) -> bytes:
+        """A `source` block (for a schema change record without a table, `database`/`table` name it)."""
+        values = {"sequence": b"null", "server_id": b"%d" % server_id, "gtid": orjson.dumps(gtid),
+                  "file": orjson.dumps(file), "pos": b"%d" % pos, "row": b"%d" % row,
+                  "thread": orjson.dumps(thread), "query": orjson.dumps(query), **time_values(ts_us)}
+        pieces = self.source_info.pieces(snapshot, self.source_tail(t, database, table),
+                                         t.schema_name if t is not None else (database or ""))
+        out = []
+        for p in pieces:
+            out.append(p if isinstance(p, bytes) else values[p])
+        return b"".join(out)
+
+    def snapshot_source(self, t: TableRecords, ts_us: int, marker: str, position: Mapping[str, Any]) -> bytes:
+        """`position`: the snapshot's binlog `file` and `pos` (read under the snapshot's lock)."""
+        return self.source_bytes(t, marker, ts_us, server_id=0, gtid=None, file=position["file"],
+                                 pos=position["pos"], row=0, thread=None, query=None)
+
+    def schema_change(self, database: str, ddl: str, changes: list[dict[str, Any]], source: bytes,
+                      version: int, ts_us: int) -> None:
+        """A schema change record on the `<topic.prefix>` topic."""
+        ms, _, _ = self.clock()
+        value = {"source": orjson.Fragment(source), "ts_ms": ms, "databaseName": database, "schemaName": None,
+                 "ddl": ddl, "tableChanges": changes}
+        self.out.append(self.ctx.topics.prefix, self.change_key.dumps({"databaseName": database}),
+                        self.change_value.dumps(value), None, version, ts_us)

@@ -1,0 +1,225 @@
+"""The binlog connectors' snapshot, Debezium's way: a lock, one consistent transaction, the binlog position.
+
+`HeldSnapshot` (on the driver) follows Debezium's steps for `snapshot.locking.mode`:
+
+- `minimal`: `FLUSH TABLES WITH READ LOCK`; a REPEATABLE READ transaction
+  `START TRANSACTION WITH CONSISTENT SNAPSHOT`; the binlog position and GTID state read under the
+  lock (so the snapshot and the stream meet exactly); the tables' schema read; `UNLOCK TABLES`;
+  then the rows are read in the transaction;
+- `extended`: the same, with the lock held until the snapshot batch is over (writes wait meanwhile);
+- `none`: no lock (safe only when no schema changes happen during the snapshot).
+
+MySQL and MariaDB cannot share one transaction's view between connections, so every chunk is
+read through the held transaction: `SnapshotChunk.read()` uses it when it runs in the process that
+holds it (the embedded engine), and a chunk pickled for a Spark executor reads its rows on the
+driver as it is pickled and carries them. (Reading chunks on executors without a lock is the
+lock-free parallel snapshot's job: `plan_chunks` is where it plugs in.)
+
+Tables are cut into primary-key ranges by the shared `key_ranges` (MySQL's spelling in
+`DIALECT`); rows come in key order; `source.snapshot` markers are the shared `marker`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pymysql
+import pymysql.converters
+import pymysql.cursors
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import WorkUnit
+from headwater.connectors.binlog.connection import ConnectionParams, clean, connect
+from headwater.connectors.binlog.positions import BinlogPosition
+from headwater.connectors.binlog.reader import current_position
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
+from headwater.connectors.binlog.schema import Table
+from headwater.connectors.common.snapshot import (
+    ChunkKey,
+    KeyDialect,
+    KeyRange,
+    key_ranges,
+    marker,
+    select_overrides,
+    snapshot_tables,
+)
+from headwater.connectors.errors import SourceError
+from headwater.events.batch import EventBatch, Events
+
+log = logging.getLogger("headwater.binlog")
+
+
+class MySqlDialect(KeyDialect):
+    """MySQL's spelling of the key-range queries: backquotes; NULL already sorts first."""
+
+    def quote(self, name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    def nulls_first(self, column: str) -> str:
+        return column
+
+
+DIALECT = MySqlDialect()
+
+# PyMySQL's encoders (parameters) without its decoders: values as the text protocol gives them (types.py)
+TEXT_VALUES = {k: f for k, f in pymysql.converters.conversions.items() if not isinstance(k, int)}
+
+_HELD: dict[str, HeldSnapshot] = {}  # the snapshots held in this process, by token
+
+
+class HeldSnapshot:
+    """Snapshot number `epoch`: its connection, lock and transaction, its binlog position and time."""
+
+    def __init__(self, params: ConnectionParams, epoch: int, locking: str, lock_timeout_ms: int, gtid_query: str):
+        self.epoch = epoch
+        self.locking = locking
+        self.token = uuid.uuid4().hex
+        self.conn = connect(params, conv=TEXT_VALUES)
+        self.locked = False
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"SET SESSION lock_wait_timeout = {max(1, lock_timeout_ms // 1000)}")
+                if locking != "none":
+                    try:
+                        cur.execute("FLUSH TABLES WITH READ LOCK")
+                    except pymysql.err.MySQLError as exc:
+                        raise SourceError(f"the snapshot could not take its global read lock "
+                                          f"(snapshot.locking.mode={locking}): {clean(exc, params)}; grant "
+                                          "RELOAD, raise snapshot.lock.timeout.ms, or set "
+                                          "snapshot.locking.mode=none if no schema changes happen meanwhile") from None
+                    self.locked = True
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+            self.position: BinlogPosition = current_position(self.conn, gtid_query)
+            self.ts_us = time.time_ns() // 1000
+        except BaseException:
+            self.close()
+            raise
+        _HELD[self.token] = self
+
+    def release_lock(self) -> None:
+        """`minimal`: the schema and position are read; writes may go on."""
+        if self.locked and self.locking == "minimal":
+            with self.conn.cursor() as cur:
+                cur.execute("UNLOCK TABLES")
+            self.locked = False
+
+    def cursor(self) -> Any:
+        return self.conn.cursor(pymysql.cursors.SSCursor)
+
+    def close(self) -> None:
+        _HELD.pop(self.token, None)
+        with contextlib.suppress(Exception), self.conn.cursor() as cur:
+            cur.execute("COMMIT")
+            if self.locked:
+                cur.execute("UNLOCK TABLES")
+        with contextlib.suppress(Exception):
+            self.conn.close()
+
+
+def table_ref(t: Table) -> str:
+    return DIALECT.table(t.database, t.name)
+
+
+def plan_chunks(snap: HeldSnapshot, tables: Sequence[Table], ctx: BinlogContext, cfg: ConnectorConfig) -> list[WorkUnit]:
+    """The chunks of every captured table, in Debezium's table order, read in `snap` (an empty table counts
+    as the first or last table for the markers, as in Debezium, though it has no rows to mark)."""
+    overrides = select_overrides(cfg)
+    planned: list[tuple[Table, ChunkKey | None, list[KeyRange], str | None]] = []
+    with snap.conn.cursor() as cur:
+        for t in snapshot_tables(tables, lambda t: f"{t.database}.{t.name}", cfg):
+            override = overrides.get(f"{t.database}.{t.name}")
+            if not t.primary_key or override is not None:
+                planned.append((t, None, [KeyRange(None, None)], override))
+                continue
+            key = ChunkKey(t.primary_key, tuple(bool(c.optional) for c in (t.column(n) for n in t.primary_key)
+                                                if c is not None))
+            planned.append((t, key, key_ranges(cur, DIALECT, table_ref(t), key, cfg["headwater.snapshot.chunk.rows"]),
+                            None))
+    return [SnapshotChunk(snap.token, snap.position.file, snap.position.pos, snap.position.stream, snap.ts_us, ctx,
+                          t, key, r, override, (i == 0, i == len(planned) - 1, j == 0, j == len(ranges) - 1))
+            for i, (t, key, ranges, override) in enumerate(planned) for j, r in enumerate(ranges)]
+
+
+@dataclass
+class SnapshotChunk(WorkUnit):
+    """One key range of one table, read in the held snapshot `token`."""
+
+    token: str
+    file: str  # the snapshot's binlog position (source.file, source.pos)
+    pos: int
+    version: int  # _commit_version: the position as a stream integer
+    ts_us: int
+    ctx: BinlogContext
+    table: Table
+    key: ChunkKey | None
+    range: KeyRange
+    override: str | None  # snapshot.select.statement.overrides for this table
+    ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
+    rows: list[tuple] | None = field(default=None, repr=False)  # read on the driver when pickled
+
+    def describe(self) -> str:
+        return f"snapshot of {self.table.database}.{self.table.name} keys [{self.range.lo}, {self.range.hi})"
+
+    def query(self) -> tuple[str, list[Any]]:
+        t = self.table
+        if self.override is not None:
+            return self.override, []
+        names = [c.name for c in t.columns]
+        if self.key is None:
+            return f"SELECT {', '.join(DIALECT.quote(c) for c in names)} FROM {table_ref(t)}", []
+        return self.range.select(table_ref(t), names, self.key, DIALECT)
+
+    def _held(self) -> HeldSnapshot:
+        held = _HELD.get(self.token)
+        if held is None:
+            raise SourceError(f"{self.describe()}: its snapshot transaction is no longer open (the snapshot "
+                              "batch is read again after a restart: a new snapshot is taken)")
+        return held
+
+    def _fetch(self) -> Iterator[tuple]:
+        if self.rows is not None:
+            yield from self.rows
+            return
+        sql, args = self.query()
+        with self._held().cursor() as cur:
+            cur.execute(sql, args)
+            yield from cur
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        if state["rows"] is None:
+            state["rows"] = list(self._fetch())
+        return state
+
+    def read(self) -> Iterator[Events]:
+        t, ctx = self.table, self.ctx
+        first_table, last_table, first_chunk, last_chunk = self.ends
+        te = records_of(ctx, t, streaming=False)
+        maker = BinlogMaker(ctx, EventBatch())
+        ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
+        position = {"file": self.file, "pos": self.pos}
+        sources: dict[str, orjson.Fragment] = {}
+        rows = self._fetch()
+        values = next(rows, None)
+        first = True
+        while values is not None:
+            following = next(rows, None)
+            mark = marker(first_table, last_table, first_chunk and first, last_chunk and following is None)
+            src = sources.get(mark)
+            if src is None:
+                src = sources[mark] = orjson.Fragment(maker.snapshot_source(te, ts_us, mark, position))
+            maker.emit(te, "r", te.key(values), None, te.row(values), src, None, self.version, ts_us)
+            if len(maker.out) >= ctx.batch_rows:
+                yield maker.out
+                maker.out = EventBatch()
+            values, first = following, False
+        if len(maker.out):
+            yield maker.out

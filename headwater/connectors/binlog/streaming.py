@@ -1,0 +1,384 @@
+"""Streaming the binlog: the shared planner's codec, the slices that decode rows events, heartbeats.
+
+The reader (`reader.py`) keeps events raw; `BinlogCodec` gives the shared `Planner` what it needs:
+positions (`BinlogPosition`), the position after a transaction (with the GTID state after it),
+slices. A slice carries its raw events, the TABLE_MAPs in force at its start, the tables as the
+schema history knows them where the slice starts, and what each DDL statement inside it changes
+(`SchemaStep`, worked out on the driver, in stream order, by the `SchemaTracker`), so it decodes
+anywhere: rows events through pymysqlreplication's decoders, each row into a Debezium record of
+the table as it stood at that position. A rows event's columns are matched by position to the
+tracked table's; the source block is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`,
+`thread`, and with `include.query` the statement of the preceding annotate / rows-query event).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any, Protocol
+
+import orjson
+from pymysql.protocol import MysqlPacket
+from pymysqlreplication import event as rep_event
+from pymysqlreplication import row_event
+from pymysqlreplication.packet import BinLogPacketWrapper
+
+from headwater.connectors.base import WorkUnit
+from headwater.connectors.binlog import framing as fr
+from headwater.connectors.binlog.positions import BinlogPosition, split_pos
+from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
+from headwater.connectors.binlog.schema import Table
+from headwater.connectors.binlog.values import replication_values
+from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
+from headwater.connectors.common.planner import pack, unpack
+from headwater.connectors.common.records import TxnCounters
+from headwater.connectors.common.txbuffer import Txn
+from headwater.connectors.errors import SourceError
+from headwater.events.batch import EventBatch, Events
+
+TableKey = tuple[str, str]  # (database, table)
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """One schema change record: the database it is about, its DDL text and `tableChanges`, its `source.table`."""
+
+    database: str
+    ddl: str
+    table_changes: tuple[dict[str, Any], ...]
+    table: str | None = None
+
+
+@dataclass(frozen=True)
+class SchemaStep:
+    """What one QUERY event did: its schema change records, the tables it created, changed (a Table)
+    or dropped (None), and the tables a TRUNCATE emptied."""
+
+    changes: tuple[SchemaChange, ...] = ()
+    tables: Mapping[TableKey, Table | None] = field(default_factory=dict)
+    truncated: tuple[TableKey, ...] = ()
+
+
+class SchemaTracker(Protocol):
+    """The schema history as streaming needs it (positions are stream integers)."""
+
+    def tables_at(self, pos: int) -> dict[TableKey, Table]:
+        """The tables in force before the event at `pos`."""
+        ...
+
+    def apply(self, pos: int, database: str, sql: str) -> SchemaStep:
+        """The QUERY event at `pos` (statement `sql`, current database `database`): what it did (applied
+        once, in stream order; asked again for a position already applied, the same step)."""
+        ...
+
+
+class _Ctl:
+    """What pymysqlreplication's decoders ask of their control connection (no queries are made:
+    column names come from the schema history)."""
+
+    charset = "utf8mb4"
+
+    def __init__(self, dbms: str):
+        self.dbms = dbms
+
+    def _get_dbms(self) -> str:
+        return self.dbms
+
+
+_ALL_EVENTS = frozenset((row_event.TableMapEvent, row_event.WriteRowsEvent, row_event.UpdateRowsEvent,
+                         row_event.DeleteRowsEvent, rep_event.NotImplementedEvent))
+
+
+def decode_event(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> Any:
+    """A framed event (type byte + raw event without checksum) decoded by pymysqlreplication."""
+    wrapper = BinLogPacketWrapper(MysqlPacket(b"\x00" + payload[1:], "utf8"), table_map, ctl, (8, 0, 0), False,
+                                  _ALL_EVENTS, None, None, None, None, False, False, False, True, False)
+    return wrapper.event
+
+
+_TABLE_MAPS: dict[bytes, Any] = {}  # decoded TABLE_MAP events by their body (the same for every transaction)
+
+
+def map_table(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> None:
+    """Decode a TABLE_MAP event into `table_map`, its columns named by position ("0", "1", ...); a TABLE_MAP
+    seen before in this process (its body, which names the table id, after the header) is not decoded again."""
+    body = payload[1 + fr.HEADER_SIZE:]
+    known = _TABLE_MAPS.get(body)
+    if known is not None:
+        table_map[known.table_id] = known
+        return
+    tm = decode_event(payload, table_map, ctl)
+    if tm is not None:
+        for i, c in enumerate(tm.table_obj.columns):
+            c.name = str(i)
+        if len(_TABLE_MAPS) > 4096:
+            _TABLE_MAPS.clear()
+        _TABLE_MAPS[body] = tm.table_obj
+
+
+_TRUNCATE = re.compile(r"^\s*TRUNCATE\s+(?:TABLE\s+)?(.+?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+
+
+class BinlogSlice(WorkUnit):
+    """Raw binlog events of some transactions, decoded into Debezium records anywhere."""
+
+    def __init__(self, ctx: BinlogContext, dbms: str, file_like: str, layouts: Layouts,
+                 tables: dict[TableKey, Table], steps: dict[int, SchemaStep],
+                 txn_info: dict[int, tuple[str | None, int | None]], segments: list[Segment], blob: bytes,
+                 transaction_id: Callable[[str | None, str, int], str]):
+        self.ctx, self.dbms, self.file_like = ctx, dbms, file_like
+        self.layouts, self.tables, self.steps, self.txn_info = dict(layouts), tables, steps, txn_info
+        self.segments, self.blob = segments, blob
+        self.transaction_id = transaction_id
+
+    def describe(self) -> str:
+        return f"binlog slice of {len(self.segments)} transaction segments"
+
+    def read(self) -> Iterator[Events]:
+        maker = BinlogMaker(self.ctx, EventBatch())
+        decoder = _Decoder(self, maker)
+        messages = unpack(self.blob)
+        for seg in self.segments:
+            decoder.segment(seg)
+            for _ in range(seg.count):
+                decoder.message(*next(messages))
+                if len(maker.out) >= self.ctx.batch_rows:
+                    yield maker.out
+                    maker.out = EventBatch()
+            decoder.end_segment()
+        if len(maker.out):
+            yield maker.out
+
+
+class _Decoder:
+    """Decodes one slice's messages in order, appending records to `maker`."""
+
+    def __init__(self, unit: BinlogSlice, maker: BinlogMaker, counters: TxnCounters | None = None):
+        self.unit, self.maker, self.ctx = unit, maker, unit.ctx
+        self.ctl = _Ctl(unit.dbms)
+        self.table_map: dict[int, Any] = {}
+        for payload in unit.layouts.values():
+            map_table(payload, self.table_map, self.ctl)
+        self.tables = dict(unit.tables)
+        self.query: str | None = None
+        self.fixed_counters = counters
+        self.counters: TxnCounters | None = counters
+        self.seg: Segment | None = None
+        self.gtid: str | None = None
+        self.thread: int | None = None
+        self.tid = ""
+        self.row = 0  # Debezium's source.row: left over from the last rows event
+
+    def segment(self, seg: Segment) -> None:
+        self.seg = seg
+        self.gtid, self.thread = self.unit.txn_info.get(seg.xid or 0, (None, None))
+        file, pos = split_pos(self.unit.file_like, seg.begin_pos)
+        self.tid = self.unit.transaction_id(self.gtid, file, pos)
+        if self.fixed_counters is None:
+            self.counters = TxnCounters.from_json(seg.counters) if self.ctx.transaction_metadata and \
+                seg.transactional else None
+        if seg.begin and self.counters is not None and self.fixed_counters is None:
+            self.maker.begin_record(self.tid, seg.commit_ts, seg.commit_pos)
+
+    def end_segment(self) -> None:
+        seg = self.seg
+        assert seg is not None
+        if seg.commit and self.counters is not None and self.fixed_counters is None:
+            self.maker.end_record(self.tid, seg.commit_ts, self.counters, seg.commit_pos)
+        self.query = None
+
+    def _source(self, te: Any, h: fr.Header, pos: int, row: int, query: str | None,
+                database: str | None = None, table: str | None = None) -> bytes:
+        file, at = split_pos(self.unit.file_like, pos)
+        return self.maker.source_bytes(te, "false", h.timestamp * 1_000_000, server_id=h.server_id, gtid=self.gtid,
+                                       file=file, pos=at, row=row, thread=self.thread, query=query,
+                                       database=database, table=table)
+
+    def message(self, pos: int, payload: bytes) -> None:
+        kind = payload[0]
+        if kind == fr.TABLE_MAP:
+            map_table(payload, self.table_map, self.ctl)
+        elif kind in (fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
+            self.query = fr.annotate(payload[1:])
+        elif kind == fr.QUERY:
+            self._query(pos, payload)
+        elif kind in fr.ROWS_EVENTS:
+            self._rows(pos, payload)
+
+    def _query(self, pos: int, payload: bytes) -> None:
+        step = self.unit.steps.get(pos)
+        if step is None:
+            return
+        raw = payload[1:]
+        h = fr.header(raw)
+        seg = self.seg
+        assert seg is not None
+        if self.ctx.include_schema_changes and self.fixed_counters is None:
+            for change in step.changes:
+                src = self._source(None, h, pos, self.row, None, change.database, change.table)
+                self.maker.schema_change(change.database, change.ddl, list(change.table_changes), src,
+                                         seg.commit_pos, h.timestamp * 1_000_000)
+        if "t" not in self.ctx.skipped:
+            for key in step.truncated:
+                table = self.tables.get(key)
+                if table is None or not self.ctx.filters.includes(*key):
+                    continue
+                te = records_of(self.ctx, table, streaming=True)
+                block = orjson.Fragment(self._source(te, h, pos, self.row, None))
+                self.maker.truncate(te, block, self._block(te.collection), seg.commit_pos, h.timestamp * 1_000_000)
+        for key, table in step.tables.items():
+            if table is None:
+                self.tables.pop(key, None)
+            else:
+                self.tables[key] = table
+
+    def _block(self, collection: str) -> dict | None:
+        return None if self.counters is None else self.counters.block(collection, self.tid)
+
+    def _rows(self, pos: int, payload: bytes) -> None:
+        ev = decode_event(payload, self.table_map, self.ctl)
+        if ev is None:
+            return
+        key = (ev.schema, ev.table)
+        if not self.ctx.filters.includes(*key):
+            return
+        kind = payload[0]
+        op = "c" if kind in fr.WRITES else "u" if kind in fr.UPDATES else "d"
+        if op in self.ctx.skipped:
+            return
+        table = self.tables.get(key)
+        if table is None:
+            raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} is for {key[0]}.{key[1]}, "
+                              "a table the schema history does not know")
+        n = len(table.columns)
+        if len(ev.columns) != n:
+            raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(ev.columns)} columns "
+                              f"for {key[0]}.{key[1]}, the schema history {n}")
+        names = [str(i) for i in range(n)]
+        te = records_of(self.ctx, table, streaming=True)
+        h = fr.header(payload[1:])
+        seg = self.seg
+        assert seg is not None
+        ts = h.timestamp * 1_000_000
+        query = self.query if self.ctx.include_query else None
+        first, _, rest = self._source(te, h, pos, 0, query).partition(b',"row":0,')
+        for i, r in enumerate(ev.rows):
+            self.row = i
+            src = orjson.Fragment(b"%s,\"row\":%d,%s" % (first, i, rest))
+            nones = r.get("none_sources") or {}
+            if op == "c":
+                new = image(r["values"], nones, names)
+                self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
+                                seg.commit_pos, ts)
+            elif op == "d":
+                old = image(r["values"], nones, names)
+                self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
+            else:
+                old = image(r["before_values"], r.get("before_none_sources") or {}, names)
+                new = image(r["after_values"], r.get("after_none_sources") or {}, names)
+                self.maker.update(te, old, new, src, partial(self._block, te.collection), seg.commit_pos, ts)
+
+
+def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:
+    """A row image as the type converters take it (`values.replication_values`), in column order."""
+    fixed = replication_values(values, none_sources)
+    return tuple(fixed[c] for c in names)
+
+
+class HeartbeatUnit(WorkUnit):
+    def __init__(self, ctx: BinlogContext, ts_ms: int, version: int):
+        self.ctx, self.ts_ms, self.version = ctx, ts_ms, version
+
+    def read(self) -> Iterator[Events]:
+        maker = BinlogMaker(self.ctx, EventBatch())
+        maker.heartbeat(self.ts_ms, self.version)
+        yield maker.out
+
+
+class BinlogCodec(BinlogKinds):
+    """The shared planner's codec over `BinlogPosition`s."""
+
+    def __init__(self, ctx: BinlogContext, dbms: str, reader: BinlogReader, tracker: SchemaTracker,
+                 file_like: Callable[[], str], transaction_id: Callable[[str | None, str, int], str]):
+        self.ctx, self.dbms, self.reader, self.tracker = ctx, dbms, reader, tracker
+        self.file_like = file_like
+        self.transaction_id = transaction_id
+
+    def commit(self, pos: BinlogPosition) -> int:
+        return pos.stream
+
+    def in_txn(self, pos: BinlogPosition) -> InTxn | None:
+        return InTxn(pos.txn, pos.event, pos.commit) if pos.event and pos.txn is not None else None
+
+    def last_commit(self, pos: BinlogPosition) -> int | None:
+        return pos.stream
+
+    def heartbeat_ms(self, pos: BinlogPosition) -> int | None:
+        return pos.heartbeat_ms
+
+    def after(self, txn: Txn) -> BinlogPosition:
+        assert txn.end_pos is not None and txn.xid is not None
+        file, pos = split_pos(self.file_like(), txn.end_pos)
+        return BinlogPosition(file, pos, self.reader.gtid_after.get(txn.xid, ""))
+
+    def inside(self, before: BinlogPosition, txn: Txn, n: int) -> BinlogPosition:
+        return BinlogPosition(before.file, before.pos, before.gtids, n, txn.xid, txn.commit_pos)
+
+    def idle(self, start: BinlogPosition, commit: int) -> BinlogPosition:
+        file, pos = split_pos(start.file, commit)
+        return BinlogPosition(file, pos, start.gtids)
+
+    def with_heartbeat(self, pos: BinlogPosition, heartbeat_ms: int) -> BinlogPosition:
+        return replace(pos, heartbeat_ms=heartbeat_ms)
+
+    def check_layouts(self, head: Layouts, changed: list[bytes]) -> None:
+        """Nothing to check: a TABLE_MAP names its table, whose columns the schema history holds."""
+
+    def _steps(self, msgs: list[Message]) -> dict[int, SchemaStep]:
+        steps = {}
+        for pos, payload in msgs:
+            if payload[0] == fr.QUERY:
+                q = fr.query(payload[1:])
+                steps[pos] = self.tracker.apply(pos, q.database, q.sql)
+        return steps
+
+    def slice(self, layouts: Layouts, segments: list[Segment], msgs: list[Message],
+              last_commit: int | None) -> BinlogSlice:
+        tables = self.tracker.tables_at(msgs[0][0]) if msgs else {}
+        steps = self._steps(msgs)
+        info = {s.xid: self.reader.txn_info.get(s.xid, (None, None)) for s in segments if s.xid is not None}
+        return BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, steps, info, segments,
+                           pack(msgs), self.transaction_id)
+
+    def count(self, counters: dict, txn: Txn, msgs: list[Message], layouts: Layouts) -> dict:
+        """The counters after the events of `msgs`, decoded here as a slice decodes them."""
+        out = TxnCounters.from_json(counters)
+        tables = self.tracker.tables_at(msgs[0][0]) if msgs else {}
+        unit = BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, self._steps(msgs),
+                           {txn.xid or 0: self.reader.txn_info.get(txn.xid or 0, (None, None))}, [], b"",
+                           self.transaction_id)
+        decoder = _Decoder(unit, BinlogMaker(self.ctx, EventBatch()), out)
+        decoder.segment(Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False,
+                                len(msgs)))
+        for pos, payload in msgs:
+            decoder.message(pos, payload)
+        return out.to_json()
+
+    def heartbeat(self, pos: BinlogPosition) -> HeartbeatUnit:
+        assert pos.heartbeat_ms is not None
+        return HeartbeatUnit(self.ctx, pos.heartbeat_ms, pos.stream)
+
+
+def truncated_tables(sql: str, database: str) -> tuple[TableKey, ...]:
+    """The tables a TRUNCATE statement names (`db.table` or `table` in the current database)."""
+    m = _TRUNCATE.match(sql)
+    if m is None:
+        return ()
+    out = []
+    for part in m.group(1).split(","):
+        names = [n.strip().strip("`") for n in part.strip().split(".")]
+        out.append((names[0], names[1]) if len(names) == 2 else (database, names[0]))
+    return tuple(out)

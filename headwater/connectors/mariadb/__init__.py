@@ -1,0 +1,1 @@
+"""The MariaDB connector: the binlog connector with MariaDB's GTIDs (`domain-server-sequence`) and names."""

@@ -1,0 +1,93 @@
+"""The MySQL and MariaDB connectors' properties: Debezium's names accepted, what is not built refused by name,
+and a bad configuration refused by `headwater run` with exit status 2 before anything connects."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from headwater.config import ConfigErrors
+from headwater.connectors.registry import validate_connector
+
+BASE = {"database.hostname": "127.0.0.1", "database.user": "u", "database.password": "pw-secret",
+        "database.server.id": "5401", "topic.prefix": "ref"}
+
+
+def props(connector: str, **extra: str) -> dict[str, str]:
+    return {"connector.class": connector, **BASE, **{k.replace("__", "."): v for k, v in extra.items()}}
+
+
+def errors(connector: str, **extra: str) -> dict[str, str]:
+    with pytest.raises(ConfigErrors) as info:
+        validate_connector(props(connector, **extra))
+    return {e.property: f"{e.message} | {e.hint}" for e in info.value.errors}
+
+
+@pytest.mark.parametrize("name", ["mariadb", "mysql", "io.debezium.connector.mariadb.MariaDbConnector",
+                                  "io.debezium.connector.mysql.MySqlConnector", "MariaDB"])
+def test_names_and_defaults(name):
+    cfg = validate_connector(props(name))
+    assert cfg.connector in ("mariadb", "mysql")
+    assert cfg["database.port"] == 3306
+    assert cfg["snapshot.mode"] == "initial"
+    assert cfg["snapshot.locking.mode"] == "minimal"
+    assert cfg["time.precision.mode"] == "adaptive_time_microseconds"
+    assert cfg["bigint.unsigned.handling.mode"] == "long"
+    assert cfg["include.schema.changes"] is True and cfg["include.query"] is False
+
+
+@pytest.mark.parametrize("mode", ["initial", "initial_only", "when_needed", "never", "no_data", "recovery", "always"])
+def test_snapshot_modes_of_debezium_3(mode):
+    assert validate_connector(props("mariadb", snapshot__mode=mode))["snapshot.mode"] == mode
+
+
+def test_old_snapshot_mode_names_are_read_as_their_new_ones():
+    assert validate_connector(props("mariadb", snapshot__mode="schema_only"))["snapshot.mode"] == "no_data"
+    assert validate_connector(props("mysql", snapshot__mode="schema_only_recovery"))["snapshot.mode"] == "recovery"
+
+
+def test_server_id_is_required_and_numeric():
+    p = props("mariadb")
+    del p["database.server.id"]
+    with pytest.raises(ConfigErrors) as info:
+        validate_connector(p)
+    assert [e.property for e in info.value.errors] == ["database.server.id"]
+    assert "database.server.id" in errors("mariadb", database__server__id="abc")
+
+
+def test_what_is_not_built_is_refused_by_name():
+    found = errors("mariadb", snapshot__locking__mode="minimal_percona", database__jdbc__driver="x",
+                   connect__keep__alive="true", snapshot__mode="configuration_based",
+                   gtid__source__includes="a.*", database__ssl__mode="verify-ca")
+    assert set(found) == {"snapshot.locking.mode", "database.jdbc.driver", "connect.keep.alive", "snapshot.mode",
+                          "gtid.source.includes", "database.ssl.mode"}
+    assert "Percona" in found["snapshot.locking.mode"]
+    assert "PyMySQL" in found["database.jdbc.driver"]
+
+
+def test_mysql_takes_gtid_source_filters_but_not_both():
+    cfg = validate_connector(props("mysql", gtid__source__includes="3e11.*"))
+    assert cfg["gtid.source.includes"]
+    assert "gtid.source.includes / gtid.source.excludes" in errors(
+        "mysql", gtid__source__includes="a", gtid__source__excludes="b")
+
+
+def test_include_and_exclude_lists_together_are_refused():
+    assert "database.include.list / database.exclude.list" in errors(
+        "mariadb", database__include__list="a", database__exclude__list="b")
+
+
+def test_headwater_run_exits_2_on_a_bad_configuration(tmp_path):
+    cfg = {"name": "x", "source": props("mariadb", snapshot__locking__mode="sometimes", database__port="99999"),
+           "sink": {"type": "jsonl", "path": str(tmp_path / "out")},
+           "spark": {"checkpoint": str(tmp_path / "ckpt")}}
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = subprocess.run([sys.executable, "-m", "headwater.cli.main", "run", str(path), "--once"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "snapshot.locking.mode" in proc.stderr and "database.port" in proc.stderr
+    assert "pw-secret" not in proc.stderr + proc.stdout
