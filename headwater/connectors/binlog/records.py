@@ -29,8 +29,7 @@ from headwater.connectors.common.records import (
     table_records,
 )
 from headwater.connectors.common.source_info import Piece, source_schema, time_values
-from headwater.events.connect import INT32, INT64, STRING, Schema, array, primitive, struct
-from headwater.events.envelope import Serializer
+from headwater.events.connect import BOOLEAN, INT32, INT64, STRING, Schema, array, primitive, struct
 
 SYSTEM = SystemTables(schemas=("mysql", "information_schema", "performance_schema", "sys"))
 
@@ -71,8 +70,9 @@ class BinlogContext(RecordContext):
 
     @classmethod
     def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,
-                    replace_null_with_default: bool = True) -> BinlogContext:
-        return cls(**cls.common_settings(cfg, table_filters(cfg), schemas_enable, replace_null_with_default),
+                    replace_null_with_default: bool = True, output: str = "json") -> BinlogContext:
+        return cls(**cls.common_settings(cfg, table_filters(cfg), schemas_enable, replace_null_with_default,
+                                         output),
                    type_settings=types.TypeSettings.from_config(cfg), include_query=cfg["include.query"],
                    include_schema_changes=cfg["include.schema.changes"])
 
@@ -92,14 +92,33 @@ SCHEMA_CHANGE_KEY_NAME = "SchemaChangeKey"
 SCHEMA_CHANGE_VALUE_NAME = "SchemaChangeValue"
 
 
+def _opt(type_: str) -> Schema:
+    return primitive(type_, optional=True)
+
+
+#: a `tableChanges` column and table, as Debezium's ConnectTableChangeSerializer declares them
+CHANGE_COLUMN = struct("io.debezium.connector.schema.Column", [
+    ("name", primitive(STRING)), ("jdbcType", primitive(INT32)), ("nativeType", _opt(INT32)),
+    ("typeName", primitive(STRING)), ("typeExpression", _opt(STRING)), ("charsetName", _opt(STRING)),
+    ("length", _opt(INT32)), ("scale", _opt(INT32)), ("position", primitive(INT32)),
+    ("optional", _opt(BOOLEAN)), ("autoIncremented", _opt(BOOLEAN)), ("generated", _opt(BOOLEAN)),
+    ("comment", _opt(STRING)), ("defaultValueExpression", _opt(STRING)),
+    ("enumValues", array(primitive(STRING), optional=True)),
+])
+CHANGE_TABLE = struct("io.debezium.connector.schema.Table", [
+    ("defaultCharsetName", _opt(STRING)), ("primaryKeyColumnNames", array(primitive(STRING), optional=True)),
+    ("columns", array(CHANGE_COLUMN, optional=False)), ("comment", _opt(STRING)),
+], optional=True)
+
+
 def schema_change_schemas(connector: str, source: Schema) -> tuple[Schema, Schema]:
-    """The key and value schemas of schema change records (tableChanges' tables as opaque structs)."""
+    """The key and value schemas of schema change records."""
     ns = f"io.debezium.connector.{connector}"
     key = struct(f"{ns}.{SCHEMA_CHANGE_KEY_NAME}", [("databaseName", primitive(STRING))], version=1)
     change = struct("io.debezium.connector.schema.Change", [
         ("type", primitive(STRING)),
         ("id", primitive(STRING)),
-        ("table", struct("io.debezium.connector.schema.Table", [], optional=True)),
+        ("table", CHANGE_TABLE),
     ])
     value = struct(f"{ns}.{SCHEMA_CHANGE_VALUE_NAME}", [
         ("source", source),
@@ -117,11 +136,9 @@ class BinlogMaker(RecordMaker):
 
     ctx: BinlogContext
 
-    def __init__(self, ctx: BinlogContext, out: Any):
-        super().__init__(ctx, out)
-        key, value = schema_change_schemas(ctx.connector, ctx.source_schema)
-        self.change_key = Serializer(key, ctx.schemas_enable)
-        self.change_value = Serializer(value, ctx.schemas_enable)
+    def __init__(self, ctx: BinlogContext):
+        super().__init__(ctx)
+        self.change_key, self.change_value = schema_change_schemas(ctx.connector, ctx.source_schema)
 
     def source_tail(self, t: TableRecords | None, schema: str | None, table: str | None) -> list[Piece]:
         name = t.table_name if t is not None else table
@@ -157,5 +174,5 @@ class BinlogMaker(RecordMaker):
         ms, _, _ = self.clock()
         value = {"source": orjson.Fragment(source), "ts_ms": ms, "databaseName": database, "schemaName": None,
                  "ddl": ddl, "tableChanges": changes}
-        self.out.append(self.ctx.topics.prefix, self.change_key.dumps({"databaseName": database}),
-                        self.change_value.dumps(value), None, version, ts_us)
+        self.out.record(self.ctx.topics.prefix, self.change_key, {"databaseName": database},
+                        self.change_value, value, None, version, ts_us)

@@ -51,7 +51,7 @@ from headwater.connectors.common.snapshot import (
     snapshot_tables,
 )
 from headwater.connectors.errors import SourceError
-from headwater.events.batch import EventBatch, Events
+from headwater.events.batch import Events
 
 log = logging.getLogger("headwater.binlog")
 
@@ -203,7 +203,7 @@ class SnapshotChunk(WorkUnit):
         t, ctx = self.table, self.ctx
         first_table, last_table, first_chunk, last_chunk = self.ends
         te = records_of(ctx, t, streaming=False)
-        maker = BinlogMaker(ctx, EventBatch())
+        maker = BinlogMaker(ctx)
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
         position = {"file": self.file, "pos": self.pos}
         sources: dict[str, orjson.Fragment] = {}
@@ -218,8 +218,7 @@ class SnapshotChunk(WorkUnit):
                 src = sources[mark] = orjson.Fragment(maker.snapshot_source(te, ts_us, mark, position))
             maker.emit(te, "r", te.key(values), None, te.row(values), src, None, self.version, ts_us)
             if len(maker.out) >= ctx.batch_rows:
-                yield maker.out
-                maker.out = EventBatch()
+                yield maker.take()
             values, first = following, False
         if len(maker.out):
-            yield maker.out
+            yield maker.take()

@@ -39,7 +39,7 @@ from headwater.connectors.binlog.tracking import SchemaHistoryTracker
 from headwater.connectors.common.phases import SNAPSHOT_PENDING, SnapshotThenStream
 from headwater.connectors.common.planner import Planner
 from headwater.connectors.errors import SourceError
-from headwater.events.batch import EventBatch, Events
+from headwater.events.batch import Events
 
 log = logging.getLogger("headwater.binlog")
 
@@ -58,14 +58,14 @@ class SchemaSnapshotUnit(WorkUnit):
         return f"the snapshot's {len(self.changes)} schema change records"
 
     def read(self) -> Iterator[Events]:
-        maker = BinlogMaker(self.ctx, EventBatch())
+        maker = BinlogMaker(self.ctx)
         for i, change in enumerate(self.changes):
             mark = "last" if self.last and i == len(self.changes) - 1 else "true"
             src = maker.source_bytes(None, mark, self.ts_us, server_id=0, gtid=None, file=self.file, pos=self.pos,
                                      row=0, thread=None, query=None, database=change.database, table=change.table)
             maker.schema_change(change.database, change.ddl, list(change.table_changes), src, self.version,
                                 self.ts_us)
-        yield maker.out
+        yield maker.take()
 
 
 class BinlogSource(SnapshotThenStream):
@@ -80,10 +80,10 @@ class BinlogSource(SnapshotThenStream):
     TABLE_FILTERS = ("database.include.list", "database.exclude.list", "table.include.list", "table.exclude.list")
 
     def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
-                 replace_null_with_default: bool = True):
+                 replace_null_with_default: bool = True, output: str = "json"):
         super().__init__(config)
         self.params = ConnectionParams.from_config(config)
-        self.context = self.context_class.from_config(config, schemas_enable, replace_null_with_default)
+        self.context = self.context_class.from_config(config, schemas_enable, replace_null_with_default, output)
         self.parallelism = max(1, parallelism)
         self.conn: pymysql.Connection | None = None
         self.held: HeldSnapshot | None = None
@@ -99,7 +99,8 @@ class BinlogSource(SnapshotThenStream):
     def gtid_format(self) -> GtidFormat:
         """The server's GTIDs."""
 
-    def transaction_id(self, gtid: str | None, file: str, pos: int) -> str:
+    @staticmethod
+    def transaction_id(gtid: str | None, file: str, pos: int) -> str:
         """Debezium's transaction id: the GTID, or the file and position of the transaction's start."""
         return gtid if gtid else f"file={file},pos={pos}"
 

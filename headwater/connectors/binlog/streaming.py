@@ -37,7 +37,7 @@ from headwater.connectors.common.planner import pack, unpack
 from headwater.connectors.common.records import TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
-from headwater.events.batch import EventBatch, Events
+from headwater.events.batch import Events
 
 TableKey = tuple[str, str]  # (database, table)
 
@@ -138,7 +138,7 @@ class BinlogSlice(WorkUnit):
         return f"binlog slice of {len(self.segments)} transaction segments"
 
     def read(self) -> Iterator[Events]:
-        maker = BinlogMaker(self.ctx, EventBatch())
+        maker = BinlogMaker(self.ctx)
         decoder = _Decoder(self, maker)
         messages = unpack(self.blob)
         for seg in self.segments:
@@ -146,11 +146,10 @@ class BinlogSlice(WorkUnit):
             for _ in range(seg.count):
                 decoder.message(*next(messages))
                 if len(maker.out) >= self.ctx.batch_rows:
-                    yield maker.out
-                    maker.out = EventBatch()
+                    yield maker.take()
             decoder.end_segment()
         if len(maker.out):
-            yield maker.out
+            yield maker.take()
 
 
 class _Decoder:
@@ -293,9 +292,9 @@ class HeartbeatUnit(WorkUnit):
         self.ctx, self.ts_ms, self.version = ctx, ts_ms, version
 
     def read(self) -> Iterator[Events]:
-        maker = BinlogMaker(self.ctx, EventBatch())
+        maker = BinlogMaker(self.ctx)
         maker.heartbeat(self.ts_ms, self.version)
-        yield maker.out
+        yield maker.take()
 
 
 class BinlogCodec(BinlogKinds):
@@ -360,7 +359,7 @@ class BinlogCodec(BinlogKinds):
         unit = BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, self._steps(msgs),
                            {txn.xid or 0: self.reader.txn_info.get(txn.xid or 0, (None, None))}, [], b"",
                            self.transaction_id)
-        decoder = _Decoder(unit, BinlogMaker(self.ctx, EventBatch()), out)
+        decoder = _Decoder(unit, BinlogMaker(self.ctx), out)
         decoder.segment(Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False,
                                 len(msgs)))
         for pos, payload in msgs:

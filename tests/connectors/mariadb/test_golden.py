@@ -55,8 +55,8 @@ def scenario_properties(server: MariaDBServer, name: str) -> dict[str, Any]:
             "database.server.id": SERVER_ID, **own}
 
 
-def run_engine(server: MariaDBServer, name: str, offsets: Path) -> list[dict[str, Any]]:
-    engine = Engine(validate_connector(scenario_properties(server, name)), OffsetFile(offsets))
+def run_engine(server: MariaDBServer, name: str, offsets: Path, output: str = "json") -> list[dict[str, Any]]:
+    engine = Engine(validate_connector(scenario_properties(server, name)), OffsetFile(offsets), output=output)
     out: list[dict[str, Any]] = []
     try:
         out += [{"topic": e.topic, "key": e.key_json(), "value": e.value_json()} for e in engine.events(once=True)]
@@ -67,11 +67,14 @@ def run_engine(server: MariaDBServer, name: str, offsets: Path) -> list[dict[str
     return out
 
 
+@pytest.mark.parametrize("output", ["json", "typed"])
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_scenario_through_the_engine(server, name, tmp_path):
+def test_scenario_through_the_engine(server, name, output, tmp_path):
+    """The events equal Debezium's, written directly as JSON, or built as typed blocks and then
+    serialized to JSON."""
     fresh(server)
     server.execute((REFERENCE / name / "setup.sql").read_text())
-    actual = run_engine(server, name, tmp_path / "offsets.json")
+    actual = run_engine(server, name, tmp_path / "offsets.json", output)
     expected = read_jsonl(REFERENCE / name / "events.jsonl")
     message = events_diff(normalize_binlog(expected), normalize_binlog(actual))
     assert message is None, message
