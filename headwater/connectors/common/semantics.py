@@ -9,7 +9,8 @@
 - decimals: `decimal_schema` (org.apache.kafka.connect.data.Decimal), `VARIABLE_SCALE_DECIMAL`
   and `decimal_mode_schema(mode, scale, precision, variable)` for precise, double and string;
 - binary: `binary_schema(mode)` and `binary_encoder(mode)`: bytes -> the JSON text JsonConverter
-  writes (base64 for bytes and base64, base64 URL-safe, or hex).
+  writes (base64 for bytes and base64, base64 URL-safe, or hex);
+- spatial: the `POINT`, `GEOMETRY` and `GEOGRAPHY` structs (WKB and SRID).
 
 The database-specific parsing of values lives with each connector.
 """
@@ -157,3 +158,14 @@ def binary_encoder(mode: str) -> Callable[[bytes], str]:
     if mode == "base64-url-safe":
         return b64_url
     return b64
+
+
+# ------------------------------------------------------------------------------------- spatial
+
+POINT = struct_schema("io.debezium.data.geometry.Point",
+                      [("x", Schema(FLOAT64)), ("y", Schema(FLOAT64)), ("wkb", Schema(BYTES, optional=True)),
+                       ("srid", Schema(INT32, optional=True))], "Geometry (POINT)")
+GEOMETRY = struct_schema("io.debezium.data.geometry.Geometry",
+                         [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))], "Geometry")
+GEOGRAPHY = struct_schema("io.debezium.data.geometry.Geography",
+                          [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))], "Geography")

@@ -43,6 +43,9 @@ from typing import Any, NamedTuple
 
 from headwater.connectors.common import java
 from headwater.connectors.common.semantics import (
+    GEOGRAPHY,
+    GEOMETRY,
+    POINT,
     ZONED_TIME,
     ZONED_TIMESTAMP,
     b64,
@@ -52,7 +55,6 @@ from headwater.connectors.common.semantics import (
     decimal_mode_schema,
     named,
     nanos_from_micros,
-    struct_schema,
     time_schema,
     time_unit,
     timestamp_schema,
@@ -159,17 +161,6 @@ def _as_tuple(value: Any) -> tuple[str, ...]:
 
 
 # ------------------------------------------------------------------------------------- schemas
-
-
-POINT = struct_schema("io.debezium.data.geometry.Point",
-                [("x", Schema(FLOAT64)), ("y", Schema(FLOAT64)), ("wkb", Schema(BYTES, optional=True)),
-                 ("srid", Schema(INT32, optional=True))], "Geometry (POINT)")
-GEOMETRY = struct_schema("io.debezium.data.geometry.Geometry",
-                   [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))],
-                   "Geometry")
-GEOGRAPHY = struct_schema("io.debezium.data.geometry.Geography",
-                    [("wkb", Schema(BYTES)), ("srid", Schema(INT32, optional=True))],
-                    "Geography")
 
 
 # ------------------------------------------------------------------------------------ encoders
