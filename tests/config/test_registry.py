@@ -22,11 +22,13 @@ def test_postgres_found_by_every_name(value):
     assert registry.validate_connector({**BASE, "connector.class": value}).connector == "postgres"
 
 
-@pytest.mark.parametrize("value, name", [("io.debezium.connector.mysql.MySqlConnector", "mysql"),
-                                         ("mariadb", "mariadb"), ("mssql", "sqlserver"), ("mongo", "mongodb")])
-def test_other_connectors_are_known_by_name_and_class(value, name):
+@pytest.mark.parametrize("value, name, implemented", [
+    ("io.debezium.connector.mysql.MySqlConnector", "mysql", True), ("mariadb", "mariadb", True),
+    ("io.debezium.connector.mariadb.MariaDbConnector", "mariadb", True),
+    ("mssql", "sqlserver", False), ("mongo", "mongodb", False)])
+def test_other_connectors_are_known_by_name_and_class(value, name, implemented):
     found = registry.find(value)
-    assert found is not None and found.name == name and not found.implemented
+    assert found is not None and found.name == name and found.implemented == implemented
 
 
 def test_unknown_connector_is_refused_with_the_known_names():
@@ -49,8 +51,8 @@ def test_missing_and_unimplemented_connector():
         registry.validate_connector({k: v for k, v in BASE.items() if k != "connector.class"})
     assert exc.value.errors[0].property == "connector.class" and "is required" in exc.value.errors[0].message
     with pytest.raises(ConfigErrors) as exc:
-        registry.validate_connector({**BASE, "connector.class": "io.debezium.connector.mysql.MySqlConnector"})
-    assert "the mysql connector is not implemented" in exc.value.errors[0].message
+        registry.validate_connector({**BASE, "connector.class": "io.debezium.connector.oracle.OracleConnector"})
+    assert "the oracle connector is not implemented" in exc.value.errors[0].message
 
 
 def test_properties_and_source_are_loaded_through_the_registry():

@@ -100,7 +100,7 @@ def test_bad_source_properties_are_refused(tmp_path, case, change, prop, words):
 def test_unknown_connector_and_unimplemented_connector(tmp_path):
     res = validate(tmp_path, with_source(**{"connector.class": "cassandra"}))
     assert res.returncode == 2 and "connector.class" in res.stderr and "postgres" in res.stderr
-    res = validate(tmp_path, with_source(**{"connector.class": "mysql"}))
+    res = validate(tmp_path, with_source(**{"connector.class": "oracle"}))
     assert res.returncode == 2 and "not implemented" in res.stderr
 
 

@@ -55,7 +55,7 @@ class ConnectionParams:
 
 def clean(exc: BaseException, params: ConnectionParams) -> str:
     """The driver's message on one line, never with the password."""
-    args = getattr(exc, "args", ())
+    args: tuple[Any, ...] = getattr(exc, "args", ())
     text = " ".join(str(args[1] if len(args) > 1 else exc).split())
     if params.password:
         text = text.replace(params.password, "********")

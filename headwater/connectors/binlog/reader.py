@@ -1,8 +1,8 @@
 """The binlog client: a thread on the driver reading the server's binlog into the shared `StreamBuffer`.
 
 `BinlogReader` connects as a replica (`database.server.id`), asks for the binlog from a file and
-position (COM_BINLOG_DUMP, with MariaDB's annotate events and GTIDs, and a heartbeat period so an
-idle stream still says where it is), and frames what comes: each event is kept raw, behind its
+position, or on MariaDB from the GTID state of the position (COM_BINLOG_DUMP, with MariaDB's
+annotate events and GTIDs, and a heartbeat period so an idle stream still says where it is), and frames what comes: each event is kept raw, behind its
 type byte (`framing.py`), grouped into transactions (GTID or BEGIN to XID or COMMIT; a DDL
 statement is a transaction of its own). Rows events are the data messages, TABLE_MAP events the
 layouts. The GTID state after each transaction is kept for the offsets (`gtid_after`).
@@ -177,7 +177,9 @@ class BinlogReader:
                 conn.close()
 
     def _dump(self, at: BinlogPosition) -> pymysql.Connection:
-        """A connection streaming the binlog from `at`; whether events carry a checksum."""
+        """A connection streaming the binlog from `at` (MariaDB: from its GTID state when it has one, as
+        Debezium's MariaDB connector does; else from its file and position); notes whether events carry a
+        checksum."""
         conn = connect(self.params, initial_statements=False, read_timeout=10 * HEARTBEAT_S)
         with conn.cursor() as cur:
             cur.execute("SELECT @@global.binlog_checksum")
@@ -187,8 +189,13 @@ class BinlogReader:
             cur.execute("SET @master_heartbeat_period = %s", (int(HEARTBEAT_S * 1e9),))
             if self.mariadb:
                 cur.execute("SET @mariadb_slave_capability = 4")
-        payload = (struct.pack("<IHI", at.pos, BINLOG_SEND_ANNOTATE_ROWS_EVENT if self.mariadb else 0,
-                               self.server_id) + at.file.encode())
+            by_gtid = False
+            by_gtid = self.mariadb and bool(at.gtids)
+            if by_gtid:  # MariaDB finds the position of the GTID state itself (also on another server)
+                cur.execute("SET @slave_connect_state = %s", (at.gtids,))
+                cur.execute("SET @slave_gtid_strict_mode = 1")
+        file, pos = (b"", 4) if by_gtid else (at.file.encode(), at.pos)
+        payload = struct.pack("<IHI", pos, BINLOG_SEND_ANNOTATE_ROWS_EVENT if self.mariadb else 0, self.server_id) + file
         conn._execute_command(COM_BINLOG_DUMP, payload)
         return conn
 
@@ -218,13 +225,13 @@ class BinlogReader:
                 raise SourceError("the server ended the binlog stream")
             h = fr.header(data[1:])
             kind = h.type
-            start = stream_pos(file, h.next_pos - h.size) if h.next_pos else stream_pos(file, 4)
             raw = data[1:cut]
             if cut is not None:  # the event without its checksum, its size field saying so
                 raw = raw[:9] + struct.pack("<I", len(raw)) + raw[13:]
             if kind == fr.ROTATE:
                 file = fr.rotate_file(raw)[0]
                 continue
+            start = stream_pos(file, h.next_pos - h.size) if h.next_pos else stream_pos(file, 4)
             if kind == fr.HEARTBEAT:
                 if txn is None and h.next_pos:
                     with buf.cond:

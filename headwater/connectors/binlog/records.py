@@ -11,17 +11,23 @@ the shared `RecordMaker` with the binlog `source` tail (`table`, `server_id`, `g
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.binlog import types
-from headwater.connectors.binlog.schema import Column
+from headwater.connectors.binlog.schema import Column, Table
 from headwater.connectors.common.filters import SystemTables, TableFilters, patterns
-from headwater.connectors.common.records import ColumnConverter, RecordContext, RecordMaker, TableRecords
+from headwater.connectors.common.records import (
+    ColumnConverter,
+    RecordContext,
+    RecordMaker,
+    TableRecords,
+    table_records,
+)
 from headwater.connectors.common.source_info import Piece, source_schema, time_values
 from headwater.events.connect import INT32, INT64, STRING, Schema, array, primitive, struct
 from headwater.events.envelope import Serializer
@@ -73,6 +79,13 @@ class BinlogContext(RecordContext):
     def converter(self, column: Column, collection: str) -> ColumnConverter | None:
         converted: ColumnConverter | None = types.converter(column, self.type_settings)
         return converted
+
+
+def records_of(ctx: BinlogContext, table: Table, streaming: bool) -> TableRecords:
+    """The shared `TableRecords` of a tracked table with its columns as they are (a column's `length` may be
+    None here, where the shared protocol reads an int: only masks and truncation read it, for character
+    columns, which have one)."""
+    return table_records(ctx, table, cast(Sequence[Any], table.columns), streaming)
 
 
 SCHEMA_CHANGE_KEY_NAME = "SchemaChangeKey"

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 import pymysql
+import pymysql.converters
 import pymysql.cursors
 
 from headwater.config.properties import ConnectorConfig
@@ -38,9 +39,8 @@ from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog.connection import ConnectionParams, clean, connect
 from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import current_position
-from headwater.connectors.binlog.records import BinlogContext, BinlogMaker
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
-from headwater.connectors.common.records import table_records
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
@@ -68,6 +68,9 @@ class MySqlDialect(KeyDialect):
 
 DIALECT = MySqlDialect()
 
+# PyMySQL's encoders (parameters) without its decoders: values as the text protocol gives them (types.py)
+TEXT_VALUES = {k: f for k, f in pymysql.converters.conversions.items() if not isinstance(k, int)}
+
 _HELD: dict[str, HeldSnapshot] = {}  # the snapshots held in this process, by token
 
 
@@ -78,7 +81,7 @@ class HeldSnapshot:
         self.epoch = epoch
         self.locking = locking
         self.token = uuid.uuid4().hex
-        self.conn = connect(params, conv={})
+        self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
             with self.conn.cursor() as cur:
@@ -199,11 +202,11 @@ class SnapshotChunk(WorkUnit):
     def read(self) -> Iterator[Events]:
         t, ctx = self.table, self.ctx
         first_table, last_table, first_chunk, last_chunk = self.ends
-        te = table_records(ctx, t, t.columns, streaming=False)
+        te = records_of(ctx, t, streaming=False)
         maker = BinlogMaker(ctx, EventBatch())
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
         position = {"file": self.file, "pos": self.pos}
-        sources = {}
+        sources: dict[str, orjson.Fragment] = {}
         rows = self._fetch()
         values = next(rows, None)
         first = True

@@ -30,13 +30,12 @@ from headwater.connectors.binlog.connection import ConnectionParams, check_serve
 from headwater.connectors.binlog.gtid import GtidFormat
 from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import BinlogReader, Retry, binlog_files, current_position
-from headwater.connectors.binlog.records import BinlogContext, BinlogMaker
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.snapshot import HeldSnapshot, plan_chunks
 from headwater.connectors.binlog.streaming import BinlogCodec, SchemaChange
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
 from headwater.connectors.common.phases import SNAPSHOT_PENDING, SnapshotThenStream
 from headwater.connectors.common.planner import Planner
-from headwater.connectors.common.records import table_records
 from headwater.connectors.errors import SourceError
 from headwater.events.batch import EventBatch, Events
 
@@ -103,7 +102,15 @@ class BinlogSource(SnapshotThenStream):
 
     # ------------------------------------------------------------------ connections
     def _connection(self) -> pymysql.Connection:
-        if self.conn is None or not self.conn.open:
+        """The connection for catalog queries, opened again when the server dropped it (a restart)."""
+        if self.conn is not None:
+            try:
+                self.conn.ping(reconnect=False)
+            except pymysql.err.MySQLError:
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+                self.conn = None
+        if self.conn is None:
             self.conn = connect(self.params)
         return self.conn
 
@@ -241,7 +248,7 @@ class BinlogSource(SnapshotThenStream):
         found = self.tracker.current().get((database, name))
         if found is None:
             raise SourceError(f"{table} is not a captured table (write it as database.table)")
-        records = table_records(self.context, found, found.columns, streaming=True)
+        records = records_of(self.context, found, streaming=True)
         return records.topic, records.value_schema.to_json()
 
     def close(self) -> None:

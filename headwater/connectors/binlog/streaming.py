@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Protocol
 
 import orjson
@@ -28,11 +29,12 @@ from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
-from headwater.connectors.binlog.records import BinlogContext, BinlogMaker
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
+from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import pack, unpack
-from headwater.connectors.common.records import TxnCounters, table_records
+from headwater.connectors.common.records import TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
 from headwater.events.batch import EventBatch, Events
@@ -97,12 +99,24 @@ def decode_event(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> Any:
     return wrapper.event
 
 
+_TABLE_MAPS: dict[bytes, Any] = {}  # decoded TABLE_MAP events by their body (the same for every transaction)
+
+
 def map_table(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> None:
-    """Decode a TABLE_MAP event into `table_map`, its columns named by position ("0", "1", ...)."""
+    """Decode a TABLE_MAP event into `table_map`, its columns named by position ("0", "1", ...); a TABLE_MAP
+    seen before in this process (its body, which names the table id, after the header) is not decoded again."""
+    body = payload[1 + fr.HEADER_SIZE:]
+    known = _TABLE_MAPS.get(body)
+    if known is not None:
+        table_map[known.table_id] = known
+        return
     tm = decode_event(payload, table_map, ctl)
     if tm is not None:
         for i, c in enumerate(tm.table_obj.columns):
             c.name = str(i)
+        if len(_TABLE_MAPS) > 4096:
+            _TABLE_MAPS.clear()
+        _TABLE_MAPS[body] = tm.table_obj
 
 
 _TRUNCATE = re.compile(r"^\s*TRUNCATE\s+(?:TABLE\s+)?(.+?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
@@ -212,9 +226,9 @@ class _Decoder:
                 table = self.tables.get(key)
                 if table is None or not self.ctx.filters.includes(*key):
                     continue
-                te = table_records(self.ctx, table, table.columns, streaming=True)
-                src = orjson.Fragment(self._source(te, h, pos, self.row, None))
-                self.maker.truncate(te, src, self._block(te.collection), seg.commit_pos, h.timestamp * 1_000_000)
+                te = records_of(self.ctx, table, streaming=True)
+                block = orjson.Fragment(self._source(te, h, pos, self.row, None))
+                self.maker.truncate(te, block, self._block(te.collection), seg.commit_pos, h.timestamp * 1_000_000)
         for key, table in step.tables.items():
             if table is None:
                 self.tables.pop(key, None)
@@ -244,27 +258,34 @@ class _Decoder:
             raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(ev.columns)} columns "
                               f"for {key[0]}.{key[1]}, the schema history {n}")
         names = [str(i) for i in range(n)]
-        te = table_records(self.ctx, table, table.columns, streaming=True)
+        te = records_of(self.ctx, table, streaming=True)
         h = fr.header(payload[1:])
         seg = self.seg
         assert seg is not None
         ts = h.timestamp * 1_000_000
         query = self.query if self.ctx.include_query else None
+        first, _, rest = self._source(te, h, pos, 0, query).partition(b',"row":0,')
         for i, r in enumerate(ev.rows):
             self.row = i
-            src = orjson.Fragment(self._source(te, h, pos, i, query))
+            src = orjson.Fragment(b"%s,\"row\":%d,%s" % (first, i, rest))
+            nones = r.get("none_sources") or {}
             if op == "c":
-                new = tuple(r["values"][c] for c in names)
+                new = image(r["values"], nones, names)
                 self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                 seg.commit_pos, ts)
             elif op == "d":
-                old = tuple(r["values"][c] for c in names)
+                old = image(r["values"], nones, names)
                 self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
             else:
-                old = tuple(r["before_values"][c] for c in names)
-                new = tuple(r["after_values"][c] for c in names)
-                collection = te.collection
-                self.maker.update(te, old, new, src, lambda c=collection: self._block(c), seg.commit_pos, ts)
+                old = image(r["before_values"], r.get("before_none_sources") or {}, names)
+                new = image(r["after_values"], r.get("after_none_sources") or {}, names)
+                self.maker.update(te, old, new, src, partial(self._block, te.collection), seg.commit_pos, ts)
+
+
+def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:
+    """A row image as the type converters take it (`values.replication_values`), in column order."""
+    fixed = replication_values(values, none_sources)
+    return tuple(fixed[c] for c in names)
 
 
 class HeartbeatUnit(WorkUnit):

@@ -84,7 +84,8 @@ class SchemaHistoryTracker:
         table_filter = self.filters.includes if self.settings["store_only_captured_tables_ddl"] else None
         changes: list[SchemaChange] = []
         for i, stmt in enumerate(catalog.snapshot_statements(conn, self.settings["database_filter"], table_filter)):
-            where = {"file": position.file, "pos": position.pos, "event": i, "snapshot": True}
+            # (every statement at the snapshot's position: a restart there replays them all)
+            where = {"file": position.file, "pos": position.pos, "snapshot": True, "statement": i}
             changes += changes_of(history.apply(stmt.ddl, stmt.database, where))
         if self.file is not None:
             self.file.recover(lambda _: False)  # a new snapshot starts a new history

@@ -50,7 +50,7 @@ def test_a_binlog_setting_debezium_cannot_read_is_refused(mariadb_server, name, 
 
 @pytest.fixture
 def user(mariadb_server):
-    created = []
+    created: list[str] = []
 
     def make(*grants: str) -> tuple[str, str]:
         name = f"cdc{len(created)}"
