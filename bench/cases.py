@@ -96,20 +96,24 @@ class LatencyCase:
 
     def latency_measurement(self, contender: str, latencies_ms: list[float], peak_rss_bytes: int | None,
                             **details: object) -> Measurement:
-        """The Measurement for LOAD-row latencies (arrival − commit time, in milliseconds)."""
-        stats = percentiles(latencies_ms)
-        load = self.load
-        # p99 of each tenth of the load rows in arrival order: flat when the consumer keeps up,
-        # rising when it falls behind, spiky when it stalls now and then.
-        tenth = max(1, len(latencies_ms) // 10)
-        windows = [round(percentiles(latencies_ms[i:i + tenth]).get("p99", 0.0), 1)
-                   for i in range(0, len(latencies_ms), tenth)][:10]
-        note = ""
-        if load is not None and stats["count"] != load.rows:
-            note = f"received {stats['count']} of {load.rows} load rows"
-        return Measurement(
-            contender, rows=int(stats["count"]), latency_ms=stats, peak_rss_bytes=peak_rss_bytes, note=note,
-            details={"rate_asked": self.rate, "rate_achieved": load.rate_achieved if load else None,
-                     "load_rows": load.rows if load else None, "load_seconds": load.seconds if load else None,
-                     "p99_ms_by_tenth": windows, **details},
-        )
+        return latency_measurement(contender, latencies_ms, peak_rss_bytes, self.rate, self.load, **details)
+
+
+def latency_measurement(contender: str, latencies_ms: list[float], peak_rss_bytes: int | None, rate: float,
+                        load: data.SteadyLoad | None, **details: object) -> Measurement:
+    """The Measurement for LOAD-row latencies (arrival − commit time, in milliseconds) under `load` at `rate`."""
+    stats = percentiles(latencies_ms)
+    # p99 of each tenth of the load rows in arrival order: flat when the consumer keeps up,
+    # rising when it falls behind, spiky when it stalls now and then.
+    tenth = max(1, len(latencies_ms) // 10)
+    windows = [round(percentiles(latencies_ms[i:i + tenth]).get("p99", 0.0), 1)
+               for i in range(0, len(latencies_ms), tenth)][:10]
+    note = ""
+    if load is not None and stats["count"] != load.rows:
+        note = f"received {stats['count']} of {load.rows} load rows"
+    return Measurement(
+        contender, rows=int(stats["count"]), latency_ms=stats, peak_rss_bytes=peak_rss_bytes, note=note,
+        details={"rate_asked": rate, "rate_achieved": load.rate_achieved if load else None,
+                 "load_rows": load.rows if load else None, "load_seconds": load.seconds if load else None,
+                 "p99_ms_by_tenth": windows, **details},
+    )

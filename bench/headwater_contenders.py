@@ -42,6 +42,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bench import mariadb_data as md
 from bench.cases import LatencyCase, SnapshotCase, StreamCase
 from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_event_times
 
@@ -129,7 +130,10 @@ def postgres_stream_engine(case: StreamCase) -> Measurement:
 
 def postgres_latency(case: LatencyCase) -> Measurement:
     """headwater under the steady load: the batch holding a row committed in the sink - the row's commit time."""
-    props = properties(case, case.slot, "no_data")
+    return _latency(case, properties(case, case.slot, "no_data"))
+
+
+def _latency(case: LatencyCase | md.LatencyCase, props: dict[str, str]) -> Measurement:
     ready = case.workdir / "headwater-ready"
     props_file = case.workdir / "headwater-latency.json"
     props_file.write_text(json.dumps(props))
@@ -155,7 +159,46 @@ def postgres_latency(case: LatencyCase) -> Measurement:
     return m
 
 
-@placeholder
-def mariadb_stream(case: Any) -> Measurement:
-    """headwater streaming MariaDB's binlog: the MariaDB connector is not implemented yet."""
-    return Measurement.not_measured(NAME)
+# The replication client id headwater's MariaDB connector registers with (unique on the bench's server).
+MARIADB_SERVER_ID = "5401"
+
+
+def mariadb_properties(case: md.SnapshotCase | md.StreamCase | md.LatencyCase, snapshot_mode: str) -> dict[str, str]:
+    """The MariaDB connector on `case.table`; schema change records off, so every event counted is a row's."""
+    return {
+        "connector.class": "mariadb",
+        **case.server.connector_properties(case.dbname),
+        "database.server.id": MARIADB_SERVER_ID,
+        "topic.prefix": "bench",
+        "table.include.list": f"{case.dbname}.{case.table}",
+        "include.schema.changes": "false",
+        "snapshot.mode": snapshot_mode,
+    }
+
+
+def mariadb_snapshot(case: md.SnapshotCase) -> Measurement:
+    """headwater's MariaDB initial snapshot (Debezium's locking one, key-range chunks read in the driver's
+    consistent transaction) on local Spark into the jsonl sink: launch -> snapshot rows committed."""
+    res, got = _run(mariadb_properties(case, "initial"), case.workdir, "spark", "--expect", str(case.rows),
+                    timeout=max(600.0, case.rows / 2000))
+    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def mariadb_stream(case: md.StreamCase) -> Measurement:
+    """headwater streaming MariaDB's binlog on local Spark into the jsonl sink: `snapshot.mode: never` reads
+    from the oldest binlog file, which holds the schema's set-up and then the load."""
+    res, got = _run(mariadb_properties(case, "never"), case.workdir, "spark", "--expect", str(case.rows),
+                    timeout=max(600.0, case.rows / 2000))
+    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def mariadb_stream_engine(case: md.StreamCase) -> Measurement:
+    """headwater's MariaDB capture alone: the connector in-process (no Spark, no sink), from the oldest binlog."""
+    res, got = _run(mariadb_properties(case, "never"), case.workdir, "engine", "--expect", str(case.rows),
+                    timeout=max(600.0, case.rows / 2000))
+    return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
+
+
+def mariadb_latency(case: md.LatencyCase) -> Measurement:
+    """headwater on MariaDB under the steady load: the batch holding a row committed in the sink - `ts`."""
+    return _latency(case, mariadb_properties(case, "never"))

