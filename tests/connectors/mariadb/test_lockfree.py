@@ -134,7 +134,7 @@ def test_a_crash_mid_snapshot_resumes_chunk_by_chunk(mariadb_server, tables, fol
     with Writers(mariadb_server, tables):
         first = Engine(validate_connector(properties(mariadb_server, tables)), offsets)
         batches = first.batches(once=True)
-        for _ in range(4):  # the crash: events of some batches delivered, the last one's offset not stored
+        for _ in range(8):  # the crash: events of some batches delivered, the last one's offset not stored
             for event in next(batches).rows():
                 replay.apply(event)
         before_crash = set(replay.snapshot_keys)
