@@ -16,9 +16,7 @@ HEADER = struct.Struct("<IBIIIH")  # timestamp, type, server id, event size, nex
 HEADER_SIZE = HEADER.size  # 19
 
 QUERY = 2
-STOP = 3
 ROTATE = 4
-FORMAT_DESCRIPTION = 15
 XID = 16
 TABLE_MAP = 19
 WRITE_ROWS_V1, UPDATE_ROWS_V1, DELETE_ROWS_V1 = 23, 24, 25
@@ -27,7 +25,6 @@ ROWS_QUERY = 29  # MySQL's binlog_rows_query_log_events
 WRITE_ROWS, UPDATE_ROWS, DELETE_ROWS = 30, 31, 32
 GTID = 33  # MySQL
 ANONYMOUS_GTID = 34
-PREVIOUS_GTIDS = 35
 MARIADB_ANNOTATE_ROWS = 160
 MARIADB_GTID = 162
 MARIADB_FL_STANDALONE = 1  # a GTID event group without BEGIN/COMMIT (DDL, non-transactional statements)

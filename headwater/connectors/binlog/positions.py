@@ -10,7 +10,7 @@ its rows events were delivered, Debezium's "events to skip") with the transactio
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from headwater.connectors.base import Offset
 
@@ -66,6 +66,3 @@ class BinlogPosition:
     def from_offset(cls, off: Offset) -> BinlogPosition:
         return cls(str(off["file"]), int(off["pos"]), off.get("gtids") or "", int(off.get("event", 0)),
                    off.get("txn"), off.get("commit"), off.get("heartbeat_ms"))
-
-    def without_heartbeat(self) -> BinlogPosition:
-        return replace(self, heartbeat_ms=None)

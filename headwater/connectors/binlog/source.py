@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from abc import abstractmethod
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any, ClassVar
 
 import pymysql
@@ -98,8 +100,9 @@ class BinlogSource(SnapshotThenStream):
         self.stream_filter: ChunkFilter | None = None
 
     # ------------------------------------------------------------------ what differs per server
+    @abstractmethod
     def gtid_format(self) -> GtidFormat:
-        raise NotImplementedError
+        """The server's GTIDs."""
 
     def transaction_id(self, gtid: str | None, file: str, pos: int) -> str:
         """Debezium's transaction id: the GTID, or the file and position of the transaction's start."""
@@ -231,6 +234,10 @@ class BinlogSource(SnapshotThenStream):
             if "file" not in start:
                 raise SourceError(f"the offset {start} holds no binlog position")
             at = BinlogPosition.from_offset(start)
+            try:  # (MySQL: the sources gtid.source.includes/excludes keep)
+                at = replace(at, gtids=self.gtid_format().normalise(at.gtids))
+            except ValueError as exc:
+                raise SourceError(f"the stored offset's GTIDs cannot be read: {exc}") from None
             self.file_like = at.file
             retry = Retry(self.config["errors.max.retries"], self.config["retriable.restart.connector.wait.ms"] / 1000)
             self.reader = BinlogReader(self.params, self.config["database.server.id"], self.gtid_format(),
