@@ -40,6 +40,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,6 +175,7 @@ class LockFreeChunk(WorkUnit):
     ts_us: int
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
     read_rows: tuple[list[Row], int, int, list[Change[Row]]] | None = field(default=None, repr=False)
+    reading: Future[Any] | None = field(default=None, repr=False)  # the read started on the driver's threads
 
     def describe(self) -> str:
         return f"lock-free snapshot of {name_of(self.table)} keys [{self.span.lo}, {self.span.hi})"
@@ -189,8 +191,13 @@ class LockFreeChunk(WorkUnit):
         return self.span.select(table_ref(t), names, key, DIALECT)
 
     def _read(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
-        """The chunk's rows, its low and high, and the binlog changes of its window; the window is
-        recorded for the driver."""
+        """The chunk's rows, its low and high, and the binlog changes of its window."""
+        if self.reading is not None:
+            self.reading.result()
+        return self._fetch()
+
+    def _fetch(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
+        """`_read`'s work (once), the window recorded for the driver."""
         if self.read_rows is None:
             sql, args = self._select()
             conn = connect(self.params, conv=TEXT_VALUES)
@@ -217,7 +224,7 @@ class LockFreeChunk(WorkUnit):
 
     def __getstate__(self) -> dict[str, Any]:
         self._read()  # pickled for a Spark executor: read here, where the driver finds the window
-        return dict(self.__dict__)
+        return {**self.__dict__, "reading": None}
 
     def _row_key(self) -> Callable[[Row], tuple[Any, ...]] | None:
         key = self.key
@@ -352,7 +359,7 @@ class LockFreeSnapshot:
         """The offset of the next batch of chunks from `offset` (its progress updated), at `low`."""
         remaining = progress.remaining()
         cap = min(max_events or self.config["headwater.max.batch.events"], self.config["headwater.max.batch.events"])
-        per_batch = max(1, cap // self.config["headwater.snapshot.chunk.rows"])
+        per_batch = max(2, self.source.parallelism, cap // self.config["headwater.snapshot.chunk.rows"])
         batch = [[table, i] for table, i, _ in remaining[:per_batch]]
         if not batch:
             lowest = progress.stream_start()
@@ -418,6 +425,12 @@ class LockFreeSnapshot:
                                        chunks[i].span, overrides.get(table), int(end["low"]), end["file"],
                                        int(end["ts_us"]), (table == order[0], table == order[-1], i == 0,
                                                            i == len(chunks) - 1)))
+        chunked = [u for u in units if isinstance(u, LockFreeChunk)]
+        if len(chunked) > 1:  # the chunks' SELECTs and windows read side by side, each on its connection
+            pool = ThreadPoolExecutor(min(len(chunked), max(2, src.parallelism)), thread_name_prefix="lock-free")
+            for unit in chunked:
+                unit.reading = pool.submit(unit._fetch)
+            pool.shutdown(wait=False)
         return units
 
     def set_filter(self, start: Offset) -> None:
