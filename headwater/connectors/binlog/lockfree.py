@@ -18,15 +18,22 @@ Phases of the offset (the `snapshot` key; `pending`, `completed`, `streaming` ar
 
 A chunk (`LockFreeChunk`, one work unit) SELECTs its key range (autocommit, no lock), reads its high
 (SHOW MASTER STATUS), reads the binlog of (low, high] for its table, merges (`merge_chunk`) and emits
-`r` records of the chunk as it stood at its high: `source.file`/`pos` are that high, `_commit_version`
-its stream integer. A table without a primary key of integer columns (no key, a text or temporal key,
-or a `snapshot.select.statement.overrides`) is one chunk read inside a consistent snapshot at an exact
-position (its low = its high: an empty window). Chunk windows reach the driver through this process's
-`_WINDOWS` (the engine runs chunks in its own process; a chunk pickled for a Spark executor is read on
-the driver as it is pickled, as the locking snapshot's are). A window the driver does not find (a
-crash after the batch ran) is recorded as (low, low): the stream then replays the changes after the
-batch's low onto those chunks; replaying is idempotent, so nothing is lost, and those changes of the
-last completed batch may be delivered twice.
+`r` records of the chunk as it stood at its high: `source.file`/`pos` are that high (on a quiet server,
+the position Debezium's locking snapshot reads), `_commit_version` its stream integer. A table whose
+primary key is not all integer columns (no key, a text or temporal key, or one with a
+`snapshot.select.statement.overrides`) is one chunk read inside a consistent snapshot at its exact
+position (low = high: an empty window). A batch holds at least two chunks (more when
+`headwater.max.batch.events` / `headwater.snapshot.chunk.rows` or the source's parallelism say so);
+they are read side by side on driver threads, each on its own connection, from when the batch is
+planned; their records are built where the units run (the engine, or Spark executors).
+
+The chunks' windows reach the driver through this process's `_WINDOWS` (a chunk pickled for a Spark
+executor has been read on the driver). A batch whose windows the driver does not know for sure (planned
+before a restart, or read twice) may have reached the sink as copies merged to unknown highs, all after
+its low: its chunks are recorded as (low, low), and the batch after it, which may have been delivered
+before a crash too, is read from that same low and recorded the same way. The stream then replays the
+changes after that low onto whichever copy the sink holds; a change sets or removes its key whatever
+the key held, so nothing is lost, and those changes may arrive twice.
 
 MySQL has no exact low position without a watermark write (`chunkmerge` point 1): only MariaDB
 takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the mode is not set.

@@ -11,6 +11,8 @@ streams from the start of the oldest binlog file the server has.
 Streaming is the shared `Planner` over a `BinlogReader` with the `BinlogCodec`; the schema at each
 position is the `SchemaTracker`'s. A stored position whose binlog file the server no longer has is
 a lost position (a new snapshot under `when_needed`, else an error naming the fix).
+When `snapshot.locking.mode` is not set, MariaDB's snapshot is the lock-free one instead
+(`lockfree.py`: `latest_offset` and `plan` hand its phases to it, the codec gets its stream filter).
 `MySqlSource` and `MariaDbSource` (`connectors/mysql`, `connectors/mariadb`) say what differs:
 GTIDs, the privilege names, the connector's name.
 """
