@@ -315,6 +315,13 @@ class LockFreeSnapshot:
         else:
             self.set_filter(start)
             end = base(start, max_events)
+            if phase(end) == SNAPSHOT_COMPLETED and epoch(end) != epoch(start):
+                # the stream's position was lost and the mode snapshots again: lock-free, too
+                src.end_snapshot()
+                end = self._begin(epoch(end), max_events)
+                self.planned[key] = end
+                self.produced.add(_key(end))
+                return end
             if phase(end) == STREAMING and CHUNKS in start and self.filter_of is not None:
                 horizon = self.filter_of[1].horizon
                 if horizon is not None and BinlogPosition.from_offset(end).stream <= horizon:
