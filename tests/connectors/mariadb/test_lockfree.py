@@ -244,3 +244,33 @@ def test_kill_9_mid_snapshot_resumes_and_ends_equal_to_the_table(mariadb_server,
                   and d["topic"].endswith(".t")]
     assert first_keys and again_keys and min(first_keys) not in again_keys  # not started over
     assert replay.rows == table_rows(mariadb_server, tables)
+
+
+def test_key_changes_across_chunks_are_split_by_the_stream_filter(mariadb_server, mariadb_db, monkeypatch, tmp_path):
+    """Two key changes made while the last chunk is read (after the first chunk is done): 100 -> 3 (from
+    the last chunk into the first) and 10 -> 101 (the other way). The last chunk's records hold both
+    sides in its range; the stream keeps only the sides in the first chunk: a create of 3 and a delete
+    of 10, each alone."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def changing(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == 4 and self.read_rows is None:
+            mariadb_server.execute("UPDATE t SET id = 3 WHERE id = 100; UPDATE t SET id = 101 WHERE id = 10",
+                                   mariadb_db)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", changing)
+    replay = Replay()
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    try:
+        for event in engine.events(once=True):
+            replay.apply(event)
+        for event in engine.events(once=True):  # up to the changes (made after the first run's end)
+            replay.apply(event)
+    finally:
+        engine.close()
+    assert 101 in replay.snapshot_keys and 3 not in replay.snapshot_keys
+    assert replay.ops == {"r": 60, "c": 1, "d": 1}
+    assert replay.rows == table_rows(mariadb_server, mariadb_db)
