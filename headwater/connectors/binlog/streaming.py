@@ -379,7 +379,7 @@ class BinlogCodec(BinlogKinds):
         tables = self.tracker.tables_at(msgs[0][0]) if msgs else {}
         unit = BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, self._steps(msgs),
                            {txn.xid or 0: self.reader.txn_info.get(txn.xid or 0, (None, None))}, [], b"",
-                           self.transaction_id)
+                           self.transaction_id, self.keep)
         decoder = _Decoder(unit, BinlogMaker(self.ctx, EventBatch()), out)
         decoder.segment(Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False,
                                 len(msgs)))
