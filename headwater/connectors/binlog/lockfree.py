@@ -126,14 +126,15 @@ def _text(v: Any) -> str:
 
 
 def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, high: int) -> list[Change[Row]]:
-    """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end."""
+    """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end. Every
+    event is read (not only rows and commits): after a rotation, `high` may be the end of the new file's
+    first events, with no transaction after them; the dump blocks for events up to `high`, which SHOW
+    MASTER STATUS may name a moment before a replica can read them."""
     if low >= high:
         return []
     file, pos = split_pos(file_like, low)
     stream = BinLogStreamReader(connection_settings=params.kwargs(), server_id=4_000_000_000 + next(_server_ids),
-                                log_file=file, log_pos=pos, resume_stream=True, blocking=True,
-                                only_events=[RotateEvent, XidEvent, QueryEvent, WriteRowsEvent, UpdateRowsEvent,
-                                             DeleteRowsEvent])
+                                log_file=file, log_pos=pos, resume_stream=True, blocking=True)
     changes: list[Change[Row]] = []
     pending: list[tuple[Row | None, Row | None]] = []
 
@@ -144,6 +145,8 @@ def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, hi
             if isinstance(event, RotateEvent):
                 file = event.next_binlog
                 continue
+            if not event.packet.log_pos:
+                continue  # an artificial event of the dump's start
             end = stream_pos(file, event.packet.log_pos)
             if isinstance(event, XidEvent) or (isinstance(event, QueryEvent) and _text(event.query) == "COMMIT"):
                 changes += [Change(end, b, a) for b, a in pending]

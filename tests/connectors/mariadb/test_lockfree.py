@@ -274,3 +274,29 @@ def test_key_changes_across_chunks_are_split_by_the_stream_filter(mariadb_server
     assert 101 in replay.snapshot_keys and 3 not in replay.snapshot_keys
     assert replay.ops == {"r": 60, "c": 1, "d": 1}
     assert replay.rows == table_rows(mariadb_server, mariadb_db)
+
+
+def test_a_window_across_a_binlog_rotation(mariadb_server, mariadb_db, monkeypatch, tmp_path):
+    """A change and a FLUSH BINARY LOGS while the last chunk is read: its window runs into the next
+    binlog file and ends at the new file's first events, with no transaction after them."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def rotating(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == 4 and self.read_rows is None:
+            mariadb_server.execute("UPDATE t SET v = 'changed' WHERE id = 100; DELETE FROM t WHERE id = 102; "
+                                   "FLUSH BINARY LOGS", mariadb_db)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", rotating)
+    replay = Replay()
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    try:
+        for _ in range(2):
+            for event in engine.events(once=True):
+                replay.apply(event)
+    finally:
+        engine.close()
+    assert replay.ops == {"r": 59}  # the window's changes are in the snapshot's records, not streamed again
+    assert replay.rows == table_rows(mariadb_server, mariadb_db) and replay.rows[100] == "changed"
