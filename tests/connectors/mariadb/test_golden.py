@@ -1,6 +1,6 @@
 """MariaDB against the real Debezium MariaDB connector's recorded events (`/work/shared/reference/mariadb`).
 
-Each scenario runs on the session's MariaDB server (its databases dropped first, its server character
+Each scenario runs on this module's MariaDB server (its databases dropped first, its server character
 set the recording's latin1): `setup.sql`, then the connector through the embedded engine until the
 snapshot is read and what the server held then, then `changes.sql`, then the engine again up to what
 the server holds then. The events are compared one by one with Debezium's after the positions a replay
@@ -32,12 +32,11 @@ SERVER_ID = "5401"
 
 
 @pytest.fixture(scope="module")
-def server(mariadb_server: MariaDBServer):
-    """The session's server with the recording's server character set."""
-    old = mariadb_server.query("SELECT @@global.character_set_server, @@global.collation_server")[0]
-    mariadb_server.execute("SET GLOBAL character_set_server = latin1; SET GLOBAL collation_server = latin1_swedish_ci")
-    yield mariadb_server
-    mariadb_server.execute(f"SET GLOBAL character_set_server = {old[0]}; SET GLOBAL collation_server = {old[1]}")
+def server():
+    """A server of this module's own, with the recording's server character set (the scenarios reuse database
+    names and fill the binlog: other tests reading the session server's binlog would meet them)."""
+    with MariaDBServer(settings={"character-set-server": "latin1", "collation-server": "latin1_swedish_ci"}) as own:
+        yield own
 
 
 def fresh(server: MariaDBServer) -> None:
