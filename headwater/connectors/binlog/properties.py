@@ -34,8 +34,10 @@ DEFINITIONS: list[Property] = [
     prop("connect.timeout.ms", "int", 30000, minimum=1),
     prop("snapshot.mode", "enum", "initial", SNAPSHOT_MODES,
          aliases={"schema_only": "no_data", "schema_only_recovery": "recovery"}),
-    prop("snapshot.locking.mode", "enum", "minimal", LOCKING_MODES,
-         why="minimal_percona needs Percona Server's backup locks, which headwater does not take"),
+    prop("snapshot.locking.mode", "enum", None, LOCKING_MODES,
+         why="minimal_percona needs Percona Server's backup locks, which headwater does not take",
+         doc="Debezium's locking snapshot when set; not set: MariaDB takes the lock-free parallel snapshot "
+             "(lockfree.py), MySQL Debezium's minimal"),
     prop("snapshot.lock.timeout.ms", "int", 10000, minimum=1,
          doc="how long the snapshot waits for its global read lock (lock_wait_timeout)"),
     prop("include.query", "boolean", False),

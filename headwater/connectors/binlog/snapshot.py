@@ -12,8 +12,8 @@
 MySQL and MariaDB cannot share one transaction's view between connections, so every chunk is
 read through the held transaction: `SnapshotChunk.read()` uses it when it runs in the process that
 holds it (the embedded engine), and a chunk pickled for a Spark executor reads its rows on the
-driver as it is pickled and carries them. (Reading chunks on executors without a lock is the
-lock-free parallel snapshot's job: `plan_chunks` is where it plugs in.)
+driver as it is pickled and carries them. This snapshot is taken when `snapshot.locking.mode` is
+set (and on MySQL); without it MariaDB takes the lock-free parallel snapshot, `lockfree.py`.
 
 Tables are cut into primary-key ranges by the shared `key_ranges` (MySQL's spelling in
 `DIALECT`); rows come in key order; `source.snapshot` markers are the shared `marker`'s.

@@ -11,6 +11,8 @@ streams from the start of the oldest binlog file the server has.
 Streaming is the shared `Planner` over a `BinlogReader` with the `BinlogCodec`; the schema at each
 position is the `SchemaTracker`'s. A stored position whose binlog file the server no longer has is
 a lost position (a new snapshot under `when_needed`, else an error naming the fix).
+When `snapshot.locking.mode` is not set, MariaDB's snapshot is the lock-free one instead
+(`lockfree.py`: `latest_offset` and `plan` hand its phases to it, the codec gets its stream filter).
 `MySqlSource` and `MariaDbSource` (`connectors/mysql`, `connectors/mariadb`) say what differs:
 GTIDs, the privilege names, the connector's name.
 """
@@ -30,6 +32,7 @@ from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.binlog.connection import ConnectionParams, check_server, connect
 from headwater.connectors.binlog.gtid import GtidFormat
+from headwater.connectors.binlog.lockfree import ChunkFilter, LockFreeSnapshot, lock_free
 from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import BinlogReader, Retry, binlog_files, current_position
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -93,6 +96,10 @@ class BinlogSource(SnapshotThenStream):
         self.planner: Planner[BinlogPosition] | None = None
         self.target: int | None = None
         self.file_like = ""
+        self.lockfree = LockFreeSnapshot(self) if lock_free(config, self.dbms) else None
+        # not set: no lock under the lock-free default (its no_data schema snapshot too); MySQL: Debezium's minimal
+        self.locking = config.get("snapshot.locking.mode") or ("none" if self.lockfree else "minimal")
+        self.stream_filter: ChunkFilter | None = None
 
     # ------------------------------------------------------------------ what differs per server
     @abstractmethod
@@ -131,7 +138,7 @@ class BinlogSource(SnapshotThenStream):
 
     def prepare_database(self) -> list[str]:
         conn = self._connection()
-        check_server(conn, self.product, self.monitor_privilege, self.config["snapshot.locking.mode"],
+        check_server(conn, self.product, self.monitor_privilege, self.locking,
                      self.config["snapshot.mode"] != "never")
         return [name for name in self.visible_tables() if self.context.filters.includes(*name.split(".", 1))]
 
@@ -164,7 +171,7 @@ class BinlogSource(SnapshotThenStream):
         if self.held is None or self.held.epoch != epoch:
             self.end_snapshot()
             self._stop_stream()
-            held = HeldSnapshot(self.params, epoch, self.config["snapshot.locking.mode"],
+            held = HeldSnapshot(self.params, epoch, self.locking,
                                 self.config["snapshot.lock.timeout.ms"], self.gtid_query)
             try:
                 self.snapshot_changes = self.tracker.start_snapshot(held.position, held.conn)
@@ -174,6 +181,15 @@ class BinlogSource(SnapshotThenStream):
                 raise
             self.held = held
         return self.held.position.to_offset()
+
+    def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
+        if self.lockfree is None or self.config["snapshot.mode"] in SCHEMA_ONLY:
+            return super().latest_offset(start, max_events)
+        return self.lockfree.latest_offset(start, max_events, super().latest_offset)
+
+    def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
+        units = None if self.lockfree is None else self.lockfree.plan(start, end)
+        return super().plan(start, end) if units is None else units
 
     def plan_snapshot(self, epoch: int) -> list[WorkUnit]:
         self.snapshot_position(epoch)
@@ -232,6 +248,7 @@ class BinlogSource(SnapshotThenStream):
             self.reader.start(at)
             codec = BinlogCodec(self.context, self.dbms, self.reader, self.tracker, lambda: self.file_like,
                                 self.transaction_id)
+            codec.keep = self.stream_filter
             self.planner = Planner(self.reader, codec, _once, transaction_metadata=self.context.transaction_metadata,
                                    heartbeat_interval_ms=self.context.heartbeat_interval_ms,
                                    heartbeat_action=self._heartbeat_action())

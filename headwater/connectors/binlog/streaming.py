@@ -75,6 +75,13 @@ class SchemaTracker(Protocol):
         ...
 
 
+class RowFilter(Protocol):
+    """Whether a row change is new to the snapshot's records (the lock-free snapshot's `ChunkFilter`)."""
+
+    def keep(self, table: TableKey, image: tuple[Any, ...], commit_pos: int) -> bool:
+        ...
+
+
 class _Ctl:
     """What pymysqlreplication's decoders ask of their control connection (no queries are made:
     column names come from the schema history)."""
@@ -128,11 +135,12 @@ class BinlogSlice(WorkUnit):
     def __init__(self, ctx: BinlogContext, dbms: str, file_like: str, layouts: Layouts,
                  tables: dict[TableKey, Table], steps: dict[int, SchemaStep],
                  txn_info: dict[int, tuple[str | None, int | None]], segments: list[Segment], blob: bytes,
-                 transaction_id: Callable[[str | None, str, int], str]):
+                 transaction_id: Callable[[str | None, str, int], str], keep: RowFilter | None = None):
         self.ctx, self.dbms, self.file_like = ctx, dbms, file_like
         self.layouts, self.tables, self.steps, self.txn_info = dict(layouts), tables, steps, txn_info
         self.segments, self.blob = segments, blob
         self.transaction_id = transaction_id
+        self.keep = keep  # the lock-free snapshot's stream filter (lockfree.py)
 
     def describe(self) -> str:
         return f"binlog slice of {len(self.segments)} transaction segments"
@@ -264,21 +272,32 @@ class _Decoder:
         ts = h.timestamp * 1_000_000
         query = self.query if self.ctx.include_query else None
         first, _, rest = self._source(te, h, pos, 0, query).partition(b',"row":0,')
+        keep = self.unit.keep
         for i, r in enumerate(ev.rows):
             self.row = i
             src = orjson.Fragment(b"%s,\"row\":%d,%s" % (first, i, rest))
             nones = r.get("none_sources") or {}
             if op == "c":
                 new = image(r["values"], nones, names)
-                self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
-                                seg.commit_pos, ts)
+                if keep is None or keep.keep(key, new, seg.commit_pos):
+                    self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
+                                    seg.commit_pos, ts)
             elif op == "d":
                 old = image(r["values"], nones, names)
-                self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
+                if keep is None or keep.keep(key, old, seg.commit_pos):
+                    self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
             else:
                 old = image(r["before_values"], r.get("before_none_sources") or {}, names)
                 new = image(r["after_values"], r.get("after_none_sources") or {}, names)
-                self.maker.update(te, old, new, src, partial(self._block, te.collection), seg.commit_pos, ts)
+                old_new = (True, True) if keep is None else (keep.keep(key, old, seg.commit_pos),
+                                                             keep.keep(key, new, seg.commit_pos))
+                if old_new == (True, True):
+                    self.maker.update(te, old, new, src, partial(self._block, te.collection), seg.commit_pos, ts)
+                elif old_new[0]:  # a key change whose new key's chunk holds its row already
+                    self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
+                elif old_new[1]:  # a key change whose old key's chunk lacks the row already
+                    self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
+                                    seg.commit_pos, ts)
 
 
 def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:
@@ -305,6 +324,7 @@ class BinlogCodec(BinlogKinds):
         self.ctx, self.dbms, self.reader, self.tracker = ctx, dbms, reader, tracker
         self.file_like = file_like
         self.transaction_id = transaction_id
+        self.keep: RowFilter | None = None  # the lock-free snapshot's stream filter, while it has one
 
     def commit(self, pos: BinlogPosition) -> int:
         return pos.stream
@@ -350,7 +370,7 @@ class BinlogCodec(BinlogKinds):
         steps = self._steps(msgs)
         info = {s.xid: self.reader.txn_info.get(s.xid, (None, None)) for s in segments if s.xid is not None}
         return BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, steps, info, segments,
-                           pack(msgs), self.transaction_id)
+                           pack(msgs), self.transaction_id, self.keep)
 
     def count(self, counters: dict, txn: Txn, msgs: list[Message], layouts: Layouts) -> dict:
         """The counters after the events of `msgs`, decoded here as a slice decodes them."""
@@ -358,7 +378,7 @@ class BinlogCodec(BinlogKinds):
         tables = self.tracker.tables_at(msgs[0][0]) if msgs else {}
         unit = BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, self._steps(msgs),
                            {txn.xid or 0: self.reader.txn_info.get(txn.xid or 0, (None, None))}, [], b"",
-                           self.transaction_id)
+                           self.transaction_id, self.keep)
         decoder = _Decoder(unit, BinlogMaker(self.ctx), out)
         decoder.segment(Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False,
                                 len(msgs)))

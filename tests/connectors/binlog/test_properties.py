@@ -33,7 +33,7 @@ def test_names_and_defaults(name):
     assert cfg.connector in ("mariadb", "mysql")
     assert cfg["database.port"] == 3306
     assert cfg["snapshot.mode"] == "initial"
-    assert cfg["snapshot.locking.mode"] == "minimal"
+    assert cfg["snapshot.locking.mode"] is None  # not set: the lock-free snapshot (lockfree.py)
     assert cfg["time.precision.mode"] == "adaptive_time_microseconds"
     assert cfg["bigint.unsigned.handling.mode"] == "long"
     assert cfg["include.schema.changes"] is True and cfg["include.query"] is False

@@ -1,0 +1,469 @@
+"""The binlog connectors' lock-free snapshot: key chunks read without a lock, each merged with its binlog window.
+
+The default when `snapshot.locking.mode` is not set (Debezium's `minimal`, `extended` and `none` take
+its locking snapshot, `snapshot.py`). The database-independent core is `common/chunkmerge.py` (the merge
+and why it is right) and `common/chunkprogress.py` (the progress and the stream filter).
+
+Phases of the offset (the `snapshot` key; `pending`, `completed`, `streaming` are the shared lifecycle's):
+
+- `pending` -> `chunks`: the snapshot's schema position P0 is read in a consistent snapshot
+  (MariaDB's `binlog_snapshot_file/position`), the schema history starts there, every captured table
+  is cut into primary-key chunks, and the first batch of chunks is planned with low = P0;
+- `chunks` -> `chunks`: each batch of chunks is one batch of the engine (one Spark micro-batch); the
+  offset holds the `Progress` (every chunk's range, low, high), the chunks of this batch and their
+  `low`, an exact position read when the batch was planned (before any of its SELECTs starts);
+- `chunks` -> `completed`: every chunk is done; streaming starts at the lowest low, and the stream
+  filter (carried in the streaming offsets until the stream passes the last high) drops every change
+  a chunk's records already hold.
+
+A chunk (`LockFreeChunk`, one work unit) SELECTs its key range (autocommit, no lock), reads its high
+(SHOW MASTER STATUS), reads the binlog of (low, high] for its table, merges (`merge_chunk`) and emits
+`r` records of the chunk as it stood at its high: `source.file`/`pos` are that high (on a quiet server,
+the position Debezium's locking snapshot reads), `_commit_version` its stream integer. A table whose
+primary key is not all integer columns (no key, a text or temporal key, or one with a
+`snapshot.select.statement.overrides`) is one chunk read inside a consistent snapshot at its exact
+position (low = high: an empty window). A batch holds at least two chunks (more when
+`headwater.max.batch.events` / `headwater.snapshot.chunk.rows` or the source's parallelism say so);
+they are read side by side on driver threads, each on its own connection, from when the batch is
+planned; their records are built where the units run (the engine, or Spark executors).
+
+The chunks' windows reach the driver through this process's `_WINDOWS` (a chunk pickled for a Spark
+executor has been read on the driver). A batch whose windows the driver does not know for sure (planned
+before a restart, or read twice) may have reached the sink as copies merged to unknown highs, all after
+its low: its chunks are recorded as (low, low), and the batch after it, which may have been delivered
+before a crash too, is read from that same low and recorded the same way. The stream then replays the
+changes after that low onto whichever copy the sink holds; a change sets or removes its key whatever
+the key held, so nothing is lost, and those changes may arrive twice.
+
+MySQL has no exact low position without a watermark write (`chunkmerge` point 1): only MariaDB
+takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the mode is not set.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.binlog.connection import ConnectionParams, connect
+from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
+from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
+from headwater.connectors.binlog.schema import Table
+from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, table_ref
+from headwater.connectors.binlog.values import replication_values
+from headwater.connectors.common.chunkmerge import Change, merge_chunk
+from headwater.connectors.common.chunkprogress import Progress, StreamFilter
+from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, SNAPSHOT_PENDING, STREAMING, epoch, phase
+from headwater.connectors.common.snapshot import (
+    ChunkKey,
+    KeyRange,
+    key_ranges,
+    marker,
+    select_overrides,
+    snapshot_tables,
+)
+from headwater.events.batch import Events
+
+CHUNKS = "chunks"  # the offset's phase while chunks remain
+INTEGER_TYPES = frozenset(("TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER", "BIGINT"))
+TableKey = tuple[str, str]
+Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)
+_WINDOWS: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # the chunks' windows read here, by run
+_server_ids = itertools.count(1)
+
+
+def lock_free(config: ConnectorConfig, dbms: str) -> bool:
+    """Whether the snapshot is the lock-free one: `snapshot.locking.mode` not set, on MariaDB."""
+    return config.get("snapshot.locking.mode") is None and dbms == "mariadb"
+
+
+def name_of(t: Table) -> str:
+    return f"{t.database}.{t.name}"
+
+
+def chunk_key(t: Table) -> tuple[int, ...] | None:
+    """The column indexes of the table's primary key when every key column is an integer (chunked and
+    merged), else None (one exact chunk)."""
+    if not t.primary_key:
+        return None
+    columns = [t.column(n) for n in t.primary_key]
+    if any(c is None or c.type_name.split()[0] not in INTEGER_TYPES for c in columns):
+        return None
+    names = [c.name for c in t.columns]
+    return tuple(names.index(n) for n in t.primary_key)
+
+
+def exact_position(cur: Any) -> BinlogPosition:
+    """In a fresh `START TRANSACTION WITH CONSISTENT SNAPSHOT`: the binlog position of its read view
+    (everything before it is committed and visible; nothing after it is)."""
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    cur.execute("SHOW STATUS LIKE 'binlog_snapshot_%'")
+    status = {str(k).lower(): v for k, v in cur.fetchall()}
+    return BinlogPosition(str(status["binlog_snapshot_file"]), int(status["binlog_snapshot_position"]))
+
+
+def master_position(cur: Any) -> int:
+    cur.execute("SHOW MASTER STATUS")
+    file, pos = cur.fetchone()[:2]
+    return stream_pos(str(file), int(pos))
+
+
+def _text(v: Any) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, high: int) -> list[Change[Row]]:
+    """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end. Every
+    event is read (not only rows and commits): after a rotation, `high` may be the end of the new file's
+    first events, with no transaction after them; the dump blocks for events up to `high`, which SHOW
+    MASTER STATUS may name a moment before a replica can read them."""
+    if low >= high:
+        return []
+    file, pos = split_pos(file_like, low)
+    stream = BinLogStreamReader(connection_settings=params.kwargs(), server_id=4_000_000_000 + next(_server_ids),
+                                log_file=file, log_pos=pos, resume_stream=True, blocking=True)
+    changes: list[Change[Row]] = []
+    pending: list[tuple[Row | None, Row | None]] = []
+
+    def image(values: dict[str, Any], nones: dict[str, str] | None) -> Row:
+        return ("b", tuple(replication_values(values, nones or {}).values()))
+    try:
+        for event in stream:
+            if isinstance(event, RotateEvent):
+                file = event.next_binlog
+                continue
+            if not event.packet.log_pos:
+                continue  # an artificial event of the dump's start
+            end = stream_pos(file, event.packet.log_pos)
+            if isinstance(event, XidEvent) or (isinstance(event, QueryEvent) and _text(event.query) == "COMMIT"):
+                changes += [Change(end, b, a) for b, a in pending]
+                pending = []
+            elif isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)) and \
+                    (event.schema, event.table) == (t.database, t.name):
+                for r in event.rows:
+                    if isinstance(event, WriteRowsEvent):
+                        pending.append((None, image(r["values"], r.get("none_sources"))))
+                    elif isinstance(event, DeleteRowsEvent):
+                        pending.append((image(r["values"], r.get("none_sources")), None))
+                    else:
+                        pending.append((image(r["before_values"], r.get("before_none_sources")),
+                                        image(r["after_values"], r.get("after_none_sources"))))
+            if end >= high:
+                break
+    finally:
+        stream.close()
+    return changes
+
+
+@dataclass
+class LockFreeChunk(WorkUnit):
+    """One key range of one table (or a whole table, read exactly), read without a lock and merged."""
+
+    run: str  # the `_WINDOWS` entry of this snapshot run
+    params: ConnectionParams
+    ctx: BinlogContext
+    table: Table
+    index: int
+    key: tuple[int, ...] | None  # the integer key's column indexes; None: one exact chunk
+    span: KeyRange
+    override: str | None
+    low: int  # the batch's low (stream integer)
+    file_like: str
+    ts_us: int
+    ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
+    read_rows: tuple[list[Row], int, int, list[Change[Row]]] | None = field(default=None, repr=False)
+    reading: Future[Any] | None = field(default=None, repr=False)  # the read started on the driver's threads
+
+    def describe(self) -> str:
+        return f"lock-free snapshot of {name_of(self.table)} keys [{self.span.lo}, {self.span.hi})"
+
+    def _select(self) -> tuple[str, list[Any]]:
+        t = self.table
+        if self.override is not None:
+            return self.override, []
+        names = [c.name for c in t.columns]
+        if self.key is None:
+            return f"SELECT {', '.join(DIALECT.quote(c) for c in names)} FROM {table_ref(t)}", []
+        key = ChunkKey(tuple(names[i] for i in self.key), tuple(False for _ in self.key))
+        return self.span.select(table_ref(t), names, key, DIALECT)
+
+    def _read(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
+        """The chunk's rows, its low and high, and the binlog changes of its window."""
+        if self.reading is not None:
+            self.reading.result()
+        return self._fetch()
+
+    def _fetch(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
+        """`_read`'s work (once), the window recorded for the driver."""
+        if self.read_rows is None:
+            sql, args = self._select()
+            conn = connect(self.params, conv=TEXT_VALUES)
+            try:
+                with conn.cursor() as cur:
+                    if self.key is None:
+                        at = exact_position(cur)
+                        cur.execute(sql, args)
+                        rows = [("s", tuple(r)) for r in cur.fetchall()]
+                        cur.execute("COMMIT")
+                        low = high = at.stream
+                        window: list[Change[Row]] = []
+                    else:
+                        cur.execute(sql, args)
+                        rows = [("s", tuple(r)) for r in cur.fetchall()]
+                        low, high = self.low, master_position(cur)
+                        window = read_window(self.params, self.table, self.file_like, low, high)
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            _WINDOWS.setdefault(self.run, {})[(name_of(self.table), self.index)] = (low, high)
+            self.read_rows = (rows, low, high, window)
+        return self.read_rows
+
+    def __getstate__(self) -> dict[str, Any]:
+        self._read()  # pickled for a Spark executor: read here, where the driver finds the window
+        return {**self.__dict__, "reading": None}
+
+    def _row_key(self) -> Callable[[Row], tuple[Any, ...]] | None:
+        key = self.key
+        if key is None:
+            return None
+
+        def row_key(row: Row) -> tuple[Any, ...]:
+            kind, values = row
+            return tuple(int(values[i]) for i in key) if kind == "s" else tuple(values[i] for i in key)
+        return row_key
+
+    def read(self) -> Iterator[Events]:
+        rows, low, high, window = self._read()
+        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=self._row_key())
+        t, ctx = self.table, self.ctx
+        kinds = {"s": records_of(ctx, t, streaming=False), "b": records_of(ctx, t, streaming=True)}
+        maker = BinlogMaker(ctx)
+        ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
+        file, pos = split_pos(self.file_like, high)
+        first_table, last_table, first_chunk, last_chunk = self.ends
+        sources: dict[str, orjson.Fragment] = {}
+        for i, (kind, values) in enumerate(merged):
+            mark = marker(first_table, last_table, first_chunk and i == 0, last_chunk and i == len(merged) - 1)
+            src = sources.get(mark)
+            if src is None:
+                src = sources[mark] = orjson.Fragment(maker.snapshot_source(kinds["s"], ts_us, mark,
+                                                                            {"file": file, "pos": pos}))
+            te = kinds[kind]
+            maker.emit(te, "r", te.key(values), None, te.row(values), src, None, high, ts_us)
+            if len(maker.out) >= ctx.batch_rows:
+                yield maker.take()
+        if len(maker.out):
+            yield maker.take()
+
+
+class ChunkFilter:
+    """The stream filter over binlog row images: a `StreamFilter` and each chunked table's key columns."""
+
+    def __init__(self, progress: Progress, keys: dict[str, tuple[int, ...] | None]):
+        self.filter = StreamFilter(progress)
+        self.horizon = self.filter.horizon
+        self.keys = keys
+
+    def keep(self, table: TableKey, image: Sequence[Any], commit_pos: int) -> bool:
+        """Whether the change of the row `image` of `table` in the transaction whose commit event starts
+        at `commit_pos` is new to the snapshot's records (its commit end is after the chunk's high)."""
+        name = f"{table[0]}.{table[1]}"
+        key = self.keys.get(name)
+        return self.filter.keep(name, () if key is None else tuple(image[i] for i in key), commit_pos + 1)
+
+
+class LockFreeSnapshot:
+    """The driver's side: plans the chunk batches, keeps the progress in the offsets, filters the stream."""
+
+    def __init__(self, source: Any):
+        self.source = source  # the BinlogSource
+        self.run = uuid.uuid4().hex
+        self.planned: dict[str, Any] = {}  # the offset planned from a start, by the start's JSON
+        self.produced: set[str] = set()  # the chunk batches planned here, by their offset's JSON
+        self.reads: Counter[str] = Counter()  # how often each chunk batch was planned (read) here
+        self.filter_of: tuple[str, ChunkFilter] | None = None
+
+    @property
+    def config(self) -> ConnectorConfig:
+        return self.source.config
+
+    # ------------------------------------------------------------------ offsets
+    def latest_offset(self, start: Offset, max_events: int | None, base: Callable[..., Offset]) -> Offset:
+        src = self.source
+        ph = phase(start)
+        key = _key(start)
+        if key in self.planned:
+            return self.planned[key]
+        if ph == SNAPSHOT_PENDING or src.resnapshot:
+            src.end_snapshot()
+            src._stop_stream()
+            end = self._begin(epoch(start) + 1, max_events)
+        elif ph == CHUNKS:
+            end = self._next(start, max_events)
+        else:
+            self.set_filter(start)
+            end = base(start, max_events)
+            if phase(end) == SNAPSHOT_COMPLETED and epoch(end) != epoch(start):
+                # the stream's position was lost and the mode snapshots again: lock-free, too
+                src.end_snapshot()
+                end = self._begin(epoch(end), max_events)
+                self.planned[key] = end
+                self.produced.add(_key(end))
+                return end
+            if phase(end) == STREAMING and CHUNKS in start and self.filter_of is not None:
+                horizon = self.filter_of[1].horizon
+                if horizon is not None and BinlogPosition.from_offset(end).stream <= horizon:
+                    end = {**end, CHUNKS: start[CHUNKS]}
+            return end
+        self.planned[key] = end
+        self.produced.add(_key(end))
+        return end
+
+    def _columns(self, tables: Sequence[Table]) -> dict[str, tuple[int, ...] | None]:
+        return {name_of(t): chunk_key(t) for t in tables}
+
+    def _begin(self, n: int, max_events: int | None) -> Offset:
+        """Snapshot number `n`: its schema position P0, the history there, the chunks, the first batch."""
+        src = self.source
+        conn = connect(src.params)
+        try:
+            with conn.cursor() as cur:
+                p0 = exact_position(cur)
+                cur.execute(src.gtid_query)
+                g = cur.fetchone()
+                p0 = BinlogPosition(p0.file, p0.pos, str(g[0] or "") if g else "")
+                changes = src.tracker.start_snapshot(p0, conn)
+                cur.execute("COMMIT")
+                captured = [t for t in src.tracker.tables_at(p0.stream).values()
+                            if src.context.filters.includes(t.database, t.name)]
+                overrides = select_overrides(self.config)
+                spans: dict[str, list[KeyRange]] = {}
+                for t in snapshot_tables(captured, name_of, self.config):
+                    key = chunk_key(t)
+                    if key is None or name_of(t) in overrides:
+                        spans[name_of(t)] = [KeyRange(None, None)]
+                    else:
+                        ck = ChunkKey(tuple(t.primary_key), tuple(False for _ in key))
+                        spans[name_of(t)] = key_ranges(cur, DIALECT, table_ref(t), ck,
+                                                       self.config["headwater.snapshot.chunk.rows"])
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+        src.snapshot_changes = changes
+        src.resnapshot = False
+        progress = Progress(spans)
+        offset = {"snapshot": CHUNKS, **p0.to_offset(), "epoch": n, "ts_us": time.time_ns() // 1000,
+                  "progress": progress.to_json(), "batch": [], "low": p0.stream}
+        return self._batch(offset, progress, p0.stream, max_events, first=True)
+
+    def _batch(self, offset: Offset, progress: Progress, low: int, max_events: int | None, first: bool = False,
+               cautious: bool = False) -> Offset:
+        """The offset of the next batch of chunks from `offset` (its progress updated), at `low`."""
+        remaining = progress.remaining()
+        cap = min(max_events or self.config["headwater.max.batch.events"], self.config["headwater.max.batch.events"])
+        per_batch = max(2, self.source.parallelism, cap // self.config["headwater.snapshot.chunk.rows"])
+        batch = [[table, i] for table, i, _ in remaining[:per_batch]]
+        if not batch:
+            lowest = progress.stream_start()
+            start = BinlogPosition(*split_pos(offset["file"], low if lowest is None else lowest))
+            return {"snapshot": SNAPSHOT_COMPLETED, **start.to_offset(), "epoch": offset["epoch"],
+                    CHUNKS: progress.to_json()}
+        return {**offset, "progress": progress.to_json(), "batch": batch, "low": low, "first": first,
+                "cautious": cautious}
+
+    def _next(self, start: Offset, max_events: int | None) -> Offset:
+        """After the batch that ended at `start`: its chunks' windows recorded, the next batch.
+
+        A batch planned and read once here has its chunks' windows in `_WINDOWS`. Any other (planned
+        before a restart, read again, or `cautious`) may have reached the sink as copies merged to highs
+        this process does not know, all after the batch's low: its chunks are recorded as (low, low), so
+        the stream replays every change after that low onto whichever copy the sink holds (idempotent:
+        nothing lost; those changes may arrive twice). The batch after such a batch may have been read
+        and delivered before a crash too, at a low read after `start` was planned: it is read from
+        `start`'s low, and is `cautious` as well."""
+        progress = Progress.from_json(start["progress"])
+        known = _key(start) in self.produced and self.reads[_key(start)] == 1 and not start.get("cautious")
+        windows = _WINDOWS.get(self.run, {}) if known else {}
+        for table, i in start["batch"]:
+            low, high = windows.get((table, i), (start["low"], start["low"]))
+            progress.finish(table, i, low, high)
+        if _key(start) not in self.produced:
+            return self._batch(start, progress, int(start["low"]), max_events, cautious=True)
+        conn = connect(self.source.params)
+        try:
+            with conn.cursor() as cur:
+                low = exact_position(cur).stream
+                cur.execute("COMMIT")
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+        return self._batch(start, progress, low, max_events)
+
+    # ------------------------------------------------------------------ planning
+    def plan(self, start: Offset, end: Offset) -> list[WorkUnit] | None:
+        """The units of a chunk batch; None for other batches (after setting the stream filter)."""
+        if phase(end) != CHUNKS:
+            if phase(start) == CHUNKS:
+                return []  # the last batch's windows were collected when this end was planned
+            self.set_filter(start)
+            return None
+        src = self.source
+        self.reads[_key(end)] += 1  # read again (a retried batch): which copy reached the sink is unknown
+        progress = Progress.from_json(end["progress"])
+        tables = {name_of(t): t for t in src.tracker.tables_at(stream_pos(end["file"], end["pos"])).values()}
+        order = list(progress.tables)
+        overrides = select_overrides(self.config)
+        units: list[WorkUnit] = []
+        if end.get("first") and src.context.include_schema_changes:
+            from headwater.connectors.binlog.source import SchemaSnapshotUnit
+            units.append(SchemaSnapshotUnit(src.context, src.snapshot_changes, end["file"], end["pos"],
+                                            stream_pos(end["file"], end["pos"]), end["ts_us"],
+                                            last=not order))
+        for table, i in end["batch"]:
+            t = tables[table]
+            chunks = progress.tables[table]
+            units.append(LockFreeChunk(self.run, src.params, src.context, t, i, None if len(chunks) == 1 and
+                                       chunks[0].span == KeyRange(None, None) else chunk_key(t),
+                                       chunks[i].span, overrides.get(table), int(end["low"]), end["file"],
+                                       int(end["ts_us"]), (table == order[0], table == order[-1], i == 0,
+                                                           i == len(chunks) - 1)))
+        chunked = [u for u in units if isinstance(u, LockFreeChunk)]
+        if len(chunked) > 1:  # the chunks' SELECTs and windows read side by side, each on its connection
+            pool = ThreadPoolExecutor(min(len(chunked), max(2, src.parallelism)), thread_name_prefix="lock-free")
+            for unit in chunked:
+                unit.reading = pool.submit(unit._fetch)
+            pool.shutdown(wait=False)
+        return units
+
+    def set_filter(self, start: Offset) -> None:
+        """The stream filter of a streaming batch from `start` (none once the stream passed every high)."""
+        data = start.get(CHUNKS)
+        codec = self.source.planner.codec if self.source.planner is not None else None
+        if data is None:
+            self.filter_of = None
+        else:
+            key = orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
+            if self.filter_of is None or self.filter_of[0] != key:
+                keys = {name_of(t): chunk_key(t) for t in self.source.tracker.current().values()}
+                self.filter_of = (key, ChunkFilter(Progress.from_json(data), keys))
+        self.source.stream_filter = None if self.filter_of is None else self.filter_of[1]
+        if codec is not None:
+            codec.keep = self.source.stream_filter
+
+
+def _key(offset: Offset) -> str:
+    return orjson.dumps(offset, option=orjson.OPT_SORT_KEYS).decode()

@@ -1,0 +1,303 @@
+"""The lock-free parallel snapshot (connectors/binlog/lockfree.py) through the engine on a real MariaDB.
+
+Writers run small transactions of inserts, updates, deletes and key changes on the same keys while the
+engine snapshots the table in key chunks (several batches of chunks) and then streams. Replaying the
+events in order onto an empty state must meet every row as its before-image says (nothing lost or
+doubled: a snapshot row for a key already held, a create of a held key, a delete or update of a row
+that differs, all fail) and end equal to the table. A crash mid-snapshot resumes from the stored
+chunk progress without reading the chunks done before again, and ends equal to the table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from headwater.connectors.binlog import lockfree
+from headwater.connectors.registry import validate_connector
+from headwater.devservers.mariadb import MariaDBServer
+from headwater.engine import Engine, OffsetFile
+from tests.connectors.common.test_chunkmerge_mariadb import KEYS, writer
+from tests.events_support import json_rows
+
+
+def properties(server: MariaDBServer, db: str, **extra: str) -> dict[str, Any]:
+    return {"connector.class": "mariadb", **server.connector_properties(db), "database.server.id": "5403",
+            "topic.prefix": "lf", "include.schema.changes": "false", "headwater.snapshot.chunk.rows": "12",
+            "headwater.max.batch.events": "36", **{k.replace("__", "."): v for k, v in extra.items()}}
+
+
+class Replay:
+    """The table as a consumer rebuilds it from the events; `strict` checks each event against it."""
+
+    def __init__(self, strict: bool = True):
+        self.strict = strict
+        self.rows: dict[int, str] = {}
+        self.snapshot_keys: list[int] = []
+        self.ops: dict[str, int] = {}
+
+    def apply(self, event: Any) -> None:
+        value = event.value_json()
+        if value is None or not event.topic.endswith(".t"):
+            return  # a tombstone, or another table
+        op, before, after = value["op"], value["before"], value["after"]
+        self.ops[op] = self.ops.get(op, 0) + 1
+        if op == "r":
+            self.snapshot_keys.append(after["id"])
+        if self.strict:
+            if op in ("r", "c"):
+                assert after["id"] not in self.rows, f"{op} of key {after['id']}, which the consumer holds"
+            elif op in ("u", "d"):
+                assert self.rows.get(before["id"]) == before["v"], f"{op} of {before} meets {self.rows.get(before['id'])}"
+        if before is not None:
+            self.rows.pop(before["id"], None)
+        if after is not None:
+            self.rows[after["id"]] = after["v"]
+
+
+def table_rows(server: MariaDBServer, db: str) -> dict[int, str]:
+    return {int(str(k)): str(v) for k, v in server.query("SELECT id, v FROM t", db)}
+
+
+@pytest.fixture
+def tables(mariadb_server, mariadb_db):
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, KEYS, 2)),
+                           mariadb_db)
+    mariadb_server.execute("CREATE TABLE k (v VARCHAR(10))", mariadb_db)  # no key: one exact chunk
+    mariadb_server.execute("INSERT INTO k VALUES ('a'), ('a'), ('b')", mariadb_db)
+    return mariadb_db
+
+
+@pytest.fixture
+def folded(monkeypatch):
+    """How many binlog changes the chunks' windows held (the merges had work to do when > 0)."""
+    count = [0]
+    read = lockfree.read_window
+
+    def counting(*args: Any) -> Any:
+        changes = read(*args)
+        count[0] += len(changes)
+        return changes
+    monkeypatch.setattr(lockfree, "read_window", counting)
+    return count
+
+
+class Writers:
+    """Two writers on `t` while the block runs."""
+
+    def __init__(self, server: MariaDBServer, db: str):
+        self.params = server.connection_params(db)
+        self.stop = threading.Event()
+        self.pool = ThreadPoolExecutor(2)
+
+    def __enter__(self) -> Writers:
+        self.runs = [self.pool.submit(writer, self.params, self.stop, seed) for seed in (3, 4)]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.transactions = sum(run.result() for run in self.runs)
+        self.pool.shutdown()
+
+
+def test_lock_free_snapshot_under_concurrent_writes_through_the_engine(mariadb_server, tables, folded, tmp_path):
+    replay = Replay()
+    keyless: list[str] = []
+    engine = Engine(validate_connector(properties(mariadb_server, tables)), OffsetFile(tmp_path / "o.json"))
+    try:
+        with Writers(mariadb_server, tables) as writers:
+            for event in engine.events(once=True):
+                replay.apply(event)
+                value = event.value_json()
+                if value is not None and event.topic.endswith(".k"):
+                    keyless.append(value["after"]["v"])
+        assert writers.transactions > 20
+        for event in engine.events(once=True):  # what the writers did after the first run's end
+            replay.apply(event)
+        stored = OffsetFile(tmp_path / "o.json").load()
+    finally:
+        engine.close()
+    assert folded[0] > 0  # the windows held changes
+    assert replay.ops["r"] == len(replay.snapshot_keys) > 0 and replay.ops.get("c", 0) > 0
+    assert len(set(replay.snapshot_keys)) == len(replay.snapshot_keys)
+    assert sorted(keyless) == ["a", "a", "b"]
+    assert replay.rows == table_rows(mariadb_server, tables)
+    assert stored is not None and stored["snapshot"] == "streaming"
+
+
+def test_a_crash_mid_snapshot_resumes_chunk_by_chunk(mariadb_server, tables, folded, tmp_path):
+    offsets = OffsetFile(tmp_path / "o.json")
+    replay = Replay(strict=False)  # the batch in flight at the crash is delivered again
+    with Writers(mariadb_server, tables):
+        first = Engine(validate_connector(properties(mariadb_server, tables)), offsets)
+        batches = first.batches(once=True)
+        for _ in range(8):  # the crash: events of some batches delivered, the last one's offset not stored
+            for event in json_rows(next(batches)):
+                replay.apply(event)
+        before_crash = set(replay.snapshot_keys)
+        del batches  # abandoned mid-batch: the engine never stores that batch's offset
+        first.close()
+        stored = offsets.load()
+        assert stored is not None and stored["snapshot"] == "chunks"
+        done = {tuple(c["lo"] or [None]) for chunks in stored["progress"]["tables"].values() for c in chunks
+                if c["high"] is not None}
+        assert done  # some chunks were done before the crash
+        replay.snapshot_keys = []
+        again = Engine(validate_connector(properties(mariadb_server, tables)), offsets)
+        try:
+            for event in again.events(once=True):
+                replay.apply(event)
+        finally:
+            again.close()
+    again = Engine(validate_connector(properties(mariadb_server, tables)), offsets)
+    try:
+        for event in again.events(once=True):
+            replay.apply(event)
+    finally:
+        again.close()
+    # the chunks done before the crash were not read again: the first keys came only before it
+    assert before_crash and min(before_crash) not in replay.snapshot_keys
+    assert replay.rows == table_rows(mariadb_server, tables)
+
+
+def test_debeziums_locking_mode_is_taken_when_set(mariadb_server, tables, tmp_path):
+    engine = Engine(validate_connector(properties(mariadb_server, tables, snapshot__locking__mode="minimal")),
+                    OffsetFile(tmp_path / "o.json"))
+    try:
+        replay = Replay()
+        for event in engine.events(once=True):
+            replay.apply(event)
+    finally:
+        engine.close()
+    assert engine.connector.lockfree is None  # type: ignore[attr-defined]
+    assert replay.rows == table_rows(mariadb_server, tables)
+
+
+CHILD = """
+import json, sys, time
+from headwater.connectors.registry import validate_connector
+from headwater.engine import Engine, OffsetFile
+props, offsets, out, pause = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+engine = Engine(validate_connector(props), OffsetFile(offsets))
+with open(out, "a") as f:
+    for batch in engine.batches(once=True):
+        for e in batch.rows():
+            f.write(json.dumps({"topic": e.topic, "value": e.value_json()}) + "\\n")
+        f.flush()
+        time.sleep(pause)
+engine.close()
+"""
+
+
+class Line:
+    """An event read back from the child's output, as `Replay` takes it."""
+
+    def __init__(self, data: dict[str, Any]):
+        self.topic, self.value = data["topic"], data["value"]
+
+    def value_json(self) -> Any:
+        return self.value
+
+
+def test_kill_9_mid_snapshot_resumes_and_ends_equal_to_the_table(mariadb_server, tables, tmp_path):
+    """The engine in a child process, killed with SIGKILL while its lock-free snapshot is half done
+    (writers running), then run again from its offset file to the end."""
+    props = properties(mariadb_server, tables)
+    offsets, out = tmp_path / "o.json", tmp_path / "events.jsonl"
+
+    def child(pause: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(props), str(offsets), str(out), str(pause)],
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+    with Writers(mariadb_server, tables):
+        proc = child(0.3)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            stored = OffsetFile(offsets).load()
+            if stored is not None and stored.get("snapshot") == "chunks" and any(
+                    c["high"] is not None for chunks in stored["progress"]["tables"].values() for c in chunks):
+                break
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        stored = OffsetFile(offsets).load()
+        assert stored is not None and stored["snapshot"] == "chunks"  # killed mid-snapshot
+        killed_at = len(out.read_text().splitlines())
+        assert child(0).wait(timeout=120) == 0
+    assert child(0).wait(timeout=120) == 0  # what the writers did after the second run's end
+    replay = Replay(strict=False)  # the batch in flight at the kill is delivered again
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    for data in lines:
+        replay.apply(Line(data))
+    first_keys = [d["value"]["after"]["id"] for d in lines[:killed_at] if d["value"] and d["value"]["op"] == "r"
+                  and d["topic"].endswith(".t")]
+    again_keys = [d["value"]["after"]["id"] for d in lines[killed_at:] if d["value"] and d["value"]["op"] == "r"
+                  and d["topic"].endswith(".t")]
+    assert first_keys and again_keys and min(first_keys) not in again_keys  # not started over
+    assert replay.rows == table_rows(mariadb_server, tables)
+
+
+def test_key_changes_across_chunks_are_split_by_the_stream_filter(mariadb_server, mariadb_db, monkeypatch, tmp_path):
+    """Two key changes made while the last chunk is read (after the first chunk is done): 100 -> 3 (from
+    the last chunk into the first) and 10 -> 101 (the other way). The last chunk's records hold both
+    sides in its range; the stream keeps only the sides in the first chunk: a create of 3 and a delete
+    of 10, each alone."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def changing(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == 4 and self.read_rows is None:
+            mariadb_server.execute("UPDATE t SET id = 3 WHERE id = 100; UPDATE t SET id = 101 WHERE id = 10",
+                                   mariadb_db)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", changing)
+    replay = Replay()
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    try:
+        for event in engine.events(once=True):
+            replay.apply(event)
+        for event in engine.events(once=True):  # up to the changes (made after the first run's end)
+            replay.apply(event)
+    finally:
+        engine.close()
+    assert 101 in replay.snapshot_keys and 3 not in replay.snapshot_keys
+    assert replay.ops == {"r": 60, "c": 1, "d": 1}
+    assert replay.rows == table_rows(mariadb_server, mariadb_db)
+
+
+def test_a_window_across_a_binlog_rotation(mariadb_server, mariadb_db, monkeypatch, tmp_path):
+    """A change and a FLUSH BINARY LOGS while the last chunk is read: its window runs into the next
+    binlog file and ends at the new file's first events, with no transaction after them."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def rotating(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == 4 and self.read_rows is None:
+            mariadb_server.execute("UPDATE t SET v = 'changed' WHERE id = 100; DELETE FROM t WHERE id = 102; "
+                                   "FLUSH BINARY LOGS", mariadb_db)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", rotating)
+    replay = Replay()
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    try:
+        for _ in range(2):
+            for event in engine.events(once=True):
+                replay.apply(event)
+    finally:
+        engine.close()
+    assert replay.ops == {"r": 59}  # the window's changes are in the snapshot's records, not streamed again
+    assert replay.rows == table_rows(mariadb_server, mariadb_db) and replay.rows[100] == "changed"
