@@ -2,7 +2,7 @@
 deletes, a key change, DDL between inserts) and DDL run while headwater was stopped, event for event equal
 to the engine's output for the same changes. The schema history lives in the checkpoint without being
 configured (`<checkpointLocation>/schema_history.jsonl`); streamed batches reach Spark's Python workers
-pickled (a slice holding the source would not pickle)."""
+pickled (a slice holding the source would not pickle). `headwater status` shows the binlog lag."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine, OffsetFile
 from headwater.spark.source import HeadwaterStreamReader
 from tests.golden_support import events_diff, normalize_binlog
+from tests.spark_support import cli
 
 
 def properties(server, db: str, server_id: str) -> dict[str, Any]:
@@ -83,6 +84,18 @@ def test_snapshot_streaming_and_ddl_while_stopped_equal_the_engines(mariadb_serv
         "ALTER TABLE t ADD COLUMN b INT", "ALTER TABLE t MODIFY b VARCHAR(8), RENAME COLUMN a TO c"]
     message = events_diff(normalize_binlog(expected), normalize_binlog(actual))
     assert message is None, message
+
+    # `headwater status`: the stored binlog position, nothing behind it; then a change the run has not read
+    assert status(config)["lag_bytes"] == "0"
+    server.execute("INSERT INTO t VALUES (7, 'r', 'seventy')", db)
+    after = status(config)
+    assert int(after["lag_bytes"]) > 0 and after["lag_files"] == "0" and after["phase"] == "streaming"
+    assert after["stored_file"] == after["server_file"] and int(after["stored_pos"]) < int(after["server_pos"])
+
+
+def status(config: Path) -> dict[str, str]:
+    lines = cli("status", str(config)).stdout.splitlines()
+    return dict(line.strip().split(": ", 1) for line in lines if line.startswith("  ") and ": " in line)
 
 
 def test_the_bare_spark_source_refuses_a_binlog_connector_without_a_history_file(mariadb_server):
