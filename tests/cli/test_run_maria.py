@@ -7,8 +7,10 @@ pickled (a slice holding the source would not pickle). `headwater status` shows 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine, OffsetFile
 from headwater.spark.source import HeadwaterStreamReader
 from tests.golden_support import events_diff, normalize_binlog
-from tests.spark_support import cli
+from tests.spark_support import cli, committed_batches, start_cli
 
 
 def properties(server, db: str, server_id: str) -> dict[str, Any]:
@@ -96,6 +98,48 @@ def test_snapshot_streaming_and_ddl_while_stopped_equal_the_engines(mariadb_serv
 def status(config: Path) -> dict[str, str]:
     lines = cli("status", str(config)).stdout.splitlines()
     return dict(line.strip().split(": ", 1) for line in lines if line.startswith("  ") and ": " in line)
+
+
+def test_changes_while_running_equal_the_engines(mariadb_server, mariadb_db, tmp_path):
+    """`headwater run` left running (1 s triggers) while the changes happen, in several batches."""
+    server, db = mariadb_server, mariadb_db
+    server.execute("CREATE TABLE t (id INT PRIMARY KEY, a VARCHAR(10)); INSERT INTO t VALUES (1, 'x'), (2, 'y')", db)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "mariarun", "source": properties(server, db, "5414"), "sink": {"type": "jsonl", "path": str(out)},
+        "spark": {"master": "local[2]", "checkpoint": str(ckpt), "trigger.interval": "1 second"}}))
+    engine = Engine(validate_connector(properties(server, db, "5415")), OffsetFile(tmp_path / "engine.json"))
+    try:
+        expected = run_engine(engine)  # the snapshot, before any change
+        proc = start_cli("run", str(config), log=tmp_path / "run.log")
+        try:
+            _wait(lambda: committed_batches(ckpt) >= 1, 300)
+            for sql in ["INSERT INTO t VALUES (3, 'z'); UPDATE t SET a = 'w' WHERE id = 1",
+                        "DELETE FROM t WHERE id = 2; UPDATE t SET id = 10 WHERE id = 3",
+                        "INSERT INTO t VALUES (4, 'v'); ALTER TABLE t ADD COLUMN b INT; INSERT INTO t VALUES (5, 'u', 50)"]:
+                server.execute(sql, db)
+                done = committed_batches(ckpt)
+                _wait(lambda done=done: committed_batches(ckpt) > done, 120)
+            expected += run_engine(engine)
+            _wait(lambda: len(spark_output(out)) >= len(expected), 120)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(180)
+    finally:
+        engine.close()
+    actual = spark_output(out)
+    assert len({f.name.split("-part")[0] for f in out.glob("*.jsonl")}) > 2  # the changes came in several batches
+    message = events_diff(normalize_binlog(expected), normalize_binlog(actual))
+    assert message is None, message
+
+
+def _wait(cond: Any, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(0.2)
 
 
 def test_the_bare_spark_source_refuses_a_binlog_connector_without_a_history_file(mariadb_server):
