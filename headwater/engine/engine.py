@@ -13,6 +13,8 @@ writes as JSON (`events.formats.json`, with the engine's JsonConverter settings)
 Work units run here, in order (snapshot chunks optionally on threads). The offset file is written
 atomically after the caller has processed a batch, then the connector commits that offset to the
 database, so a crash never loses a change; the batch in flight at the crash is delivered again.
+A connector that keeps a schema history (MySQL, MariaDB) keeps it beside the offset file
+(`<offset file>.schema_history.jsonl`) unless its `headwater.schema.history.file` names another.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector
+from headwater.connectors.binlog.tracking import with_history_file
 from headwater.connectors.registry import create_source
 from headwater.engine.startup import open_connector
 from headwater.events.batch import Event, Events
@@ -64,11 +67,13 @@ class Engine:
     def __init__(self, config: ConnectorConfig, offsets: OffsetFile | None = None, *,
                  schemas_enable: bool = False, replace_null_with_default: bool = True,
                  max_events: int | None = None, connector: SourceConnector | None = None, output: str = "json"):
-        self.config = config
         self.offsets = offsets
         self.max_events = max_events
         self.output = output
         self.json = JsonOptions(schemas_enable, replace_null_with_default)
+        if offsets is not None:  # a schema history (binlog connectors) beside the offsets, unless named
+            config = with_history_file(config, offsets.path.with_name(f"{offsets.path.name}.schema_history.jsonl"))
+        self.config = config
         self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
                                                     replace_null_with_default=replace_null_with_default,
                                                     output=output)

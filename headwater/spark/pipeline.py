@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from headwater.connectors.binlog.tracking import HISTORY_FILE_NAME, with_history_file
 from headwater.pipeline_config import PipelineConfig
 from headwater.spark import classcache, gateway
 from headwater.spark.workerpath import with_site_dir
@@ -95,8 +96,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     return spark
 
 
-def source_options(cfg: PipelineConfig, parallelism: int) -> dict[str, str]:
-    props = cfg.source.as_properties()
+def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> dict[str, str]:
+    """The headwater source's options for `cfg`; a schema history (binlog connectors) is kept in the
+    `checkpoint` directory unless the configuration names its file."""
+    props = with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME).as_properties()
     opts = {
         "headwater.properties": json.dumps(props),
         # the parquet sink takes the events apart: typed blocks; the others write JSON text
@@ -113,8 +116,8 @@ def source_options(cfg: PipelineConfig, parallelism: int) -> dict[str, str]:
 def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     """Start the streaming query for `cfg`; `once` processes what is available now, then stops."""
     parallelism = spark.sparkContext.defaultParallelism
-    df = spark.readStream.format(SOURCE_NAME).options(**source_options(cfg, parallelism)).load()
     checkpoint = str(Path(cfg.spark.checkpoint).expanduser())
+    df = spark.readStream.format(SOURCE_NAME).options(**source_options(cfg, parallelism, checkpoint)).load()
     sink = cfg.sink
     if sink.type == "jsonl":
         from headwater.spark.sinks import JSONL_COLUMNS

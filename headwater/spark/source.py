@@ -44,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import SourceConnector, WorkUnit
+from headwater.connectors.binlog.tracking import require_history_file
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
 from headwater.engine.startup import open_connector
 from headwater.events.arrays import binary_array, string_array
@@ -123,6 +124,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def connector(self) -> SourceConnector:
         if self._connector is None:
             cfg = connector_config(self.options)
+            require_history_file(cfg, "Spark's checkpoint")
             self._connector = create_source(
                 cfg, parallelism=int(self.options.get("parallelism", 2)),
                 schemas_enable=_flag(self.options, "schemas.enable", False),

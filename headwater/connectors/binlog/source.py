@@ -37,6 +37,7 @@ from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import BinlogReader, Retry, binlog_files, current_position
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.snapshot import HeldSnapshot, plan_chunks
+from headwater.connectors.binlog.status import binlog_status
 from headwater.connectors.binlog.streaming import BinlogCodec, SchemaChange
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
 from headwater.connectors.common.phases import SNAPSHOT_PENDING, SnapshotThenStream
@@ -124,6 +125,9 @@ class BinlogSource(SnapshotThenStream):
         if self.conn is None:
             self.conn = connect(self.params)
         return self.conn
+
+    def status(self, offset: Offset | None) -> dict[str, Any]:
+        return binlog_status(self._connection(), self.gtid_query, offset)
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._connection().cursor() as cur:
