@@ -5,7 +5,8 @@ positions (`BinlogPosition`), the position after a transaction (with the GTID st
 slices. A slice carries its raw events, the TABLE_MAPs in force at its start, the tables as the
 schema history knows them where the slice starts, and what each DDL statement inside it changes
 (`SchemaStep`, worked out on the driver, in stream order, by the `SchemaTracker`), so it decodes
-anywhere: rows events through pymysqlreplication's decoders, each row into a Debezium record of
+anywhere: rows events through `rows.py` (pymysqlreplication's decoders for the column types it
+leaves to them), each row into a Debezium record of
 the table as it stood at that position. A rows event's columns are matched by position to the
 tracked table's; the source block is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`,
 `thread`, and with `include.query` the statement of the preceding annotate / rows-query event).
@@ -30,6 +31,7 @@ from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
+from headwater.connectors.binlog.rows import rows_of
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
@@ -238,10 +240,10 @@ class _Decoder:
         return None if self.counters is None else self.counters.block(collection, self.tid)
 
     def _rows(self, pos: int, payload: bytes) -> None:
-        ev = decode_event(payload, self.table_map, self.ctl)
-        if ev is None:
+        tm = self.table_map.get(fr.table_id(payload[1:]))
+        if tm is None:
             return
-        key = (ev.schema, ev.table)
+        key = (tm.schema, tm.table)
         if not self.ctx.filters.includes(*key):
             return
         kind = payload[0]
@@ -253,10 +255,12 @@ class _Decoder:
             raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} is for {key[0]}.{key[1]}, "
                               "a table the schema history does not know")
         n = len(table.columns)
-        if len(ev.columns) != n:
-            raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(ev.columns)} columns "
+        if len(tm.columns) != n:
+            raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(tm.columns)} columns "
                               f"for {key[0]}.{key[1]}, the schema history {n}")
-        names = [str(i) for i in range(n)]
+        images = rows_of(payload, self.table_map)
+        if images is None:
+            images = self._library_rows(payload, op == "u", n)
         te = records_of(self.ctx, table, streaming=True)
         h = fr.header(payload[1:])
         seg = self.seg
@@ -264,21 +268,26 @@ class _Decoder:
         ts = h.timestamp * 1_000_000
         query = self.query if self.ctx.include_query else None
         first, _, rest = self._source(te, h, pos, 0, query).partition(b',"row":0,')
-        for i, r in enumerate(ev.rows):
+        for i, r in enumerate(images):
             self.row = i
             src = orjson.Fragment(b"%s,\"row\":%d,%s" % (first, i, rest))
-            nones = r.get("none_sources") or {}
             if op == "c":
-                new = image(r["values"], nones, names)
+                new = r[0]
                 self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                 seg.commit_pos, ts)
             elif op == "d":
-                old = image(r["values"], nones, names)
-                self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
+                self.maker.delete(te, r[0], src, self._block(te.collection), seg.commit_pos, ts)
             else:
-                old = image(r["before_values"], r.get("before_none_sources") or {}, names)
-                new = image(r["after_values"], r.get("after_none_sources") or {}, names)
-                self.maker.update(te, old, new, src, partial(self._block, te.collection), seg.commit_pos, ts)
+                self.maker.update(te, r[0], r[1], src, partial(self._block, te.collection), seg.commit_pos, ts)
+
+    def _library_rows(self, payload: bytes, update: bool, n: int) -> list[tuple[tuple[Any, ...], ...]]:
+        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it)."""
+        ev = decode_event(payload, self.table_map, self.ctl)
+        names = [str(i) for i in range(n)]
+        if update:
+            return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
+                     image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
+        return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]
 
 
 def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:
