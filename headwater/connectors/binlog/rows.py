@@ -106,34 +106,25 @@ _COMPRESSED = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)  # bytes of a NEWDECIMAL's leftover
 
 def _decimal(precision: int, decimals: int) -> Reader:
     """NEWDECIMAL as python-mysql-replication reads it: groups of 9 digits in 4 big-endian bytes, the
-    leftover digits in fewer, the sign in the first bit, a negative number's bytes inverted."""
+    leftover digits (first of the integral part, last of the fraction) in fewer, the sign in the first
+    bit, a negative number's bytes inverted. The digits make one coefficient, `decimals` the exponent:
+    the same Decimal as the library's text `[-]digits.digits`."""
     integral = precision - decimals
-    head = [_COMPRESSED[integral % 9]] if integral % 9 else []
-    int_sizes = head + [4] * (integral // 9)
-    frac_sizes = [4] * (decimals // 9)
-    tail_digits = decimals % 9
-    if tail_digits:
-        frac_sizes.append(_COMPRESSED[tail_digits])
-    frac_widths = [9] * (decimals // 9) + ([tail_digits] if tail_digits else [])
-    total = sum(int_sizes) + sum(frac_sizes)
+    widths = ([integral % 9] if integral % 9 else []) + [9] * (integral // 9 + decimals // 9) + \
+        ([decimals % 9] if decimals % 9 else [])
+    groups = [(_COMPRESSED[w], 10 ** w) for w in widths]
+    total = sum(size for size, _ in groups)
 
     def read(data: bytes, at: int) -> tuple[Any, int]:
         raw = bytearray(data[at:at + total])
         negative = not raw[0] & 0x80
         raw[0] ^= 0x80
         mask = -1 if negative else 0
-        parts = ["-" if negative else ""]
-        k = 0
-        for i, size in enumerate(int_sizes):
-            v = int.from_bytes(raw[k:k + size], "big", signed=True) ^ mask
-            parts.append(str(v) if i == 0 and head else f"{v:09d}")
+        coefficient = k = 0
+        for size, scale in groups:
+            coefficient = coefficient * scale + (int.from_bytes(raw[k:k + size], "big", signed=True) ^ mask)
             k += size
-        parts.append(".")
-        for size, width in zip(frac_sizes, frac_widths, strict=True):
-            v = int.from_bytes(raw[k:k + size], "big", signed=True) ^ mask
-            parts.append(f"{v:0{width}d}")
-            k += size
-        return Decimal("".join(parts)), at + total
+        return Decimal(f"{'-' if negative else ''}{coefficient}E-{decimals}"), at + total
     return read
 
 

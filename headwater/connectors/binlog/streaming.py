@@ -36,7 +36,7 @@ from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import pack, unpack
-from headwater.connectors.common.records import TxnCounters
+from headwater.connectors.common.records import TableRecords, TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
 from headwater.events.batch import Events
@@ -172,6 +172,8 @@ class _Decoder:
         self.thread: int | None = None
         self.tid = ""
         self.row = 0  # Debezium's source.row: left over from the last rows event
+        self.included: dict[TableKey, bool] = {}  # the table filters' answers, asked once per table
+        self.records: dict[int, tuple[Table, TableRecords]] = {}  # records_of by id(table)
 
     def segment(self, seg: Segment) -> None:
         self.seg = seg
@@ -244,7 +246,10 @@ class _Decoder:
         if tm is None:
             return
         key = (tm.schema, tm.table)
-        if not self.ctx.filters.includes(*key):
+        included = self.included.get(key)
+        if included is None:
+            included = self.included[key] = self.ctx.filters.includes(*key)
+        if not included:
             return
         kind = payload[0]
         op = "c" if kind in fr.WRITES else "u" if kind in fr.UPDATES else "d"
@@ -261,7 +266,10 @@ class _Decoder:
         images = rows_of(payload, self.table_map)
         if images is None:
             images = self._library_rows(payload, op == "u", n)
-        te = records_of(self.ctx, table, streaming=True)
+        known = self.records.get(id(table))
+        if known is None or known[0] is not table:
+            known = self.records[id(table)] = (table, records_of(self.ctx, table, streaming=True))
+        te = known[1]
         h = fr.header(payload[1:])
         seg = self.seg
         assert seg is not None
