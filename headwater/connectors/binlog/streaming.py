@@ -5,7 +5,8 @@ positions (`BinlogPosition`), the position after a transaction (with the GTID st
 slices. A slice carries its raw events, the TABLE_MAPs in force at its start, the tables as the
 schema history knows them where the slice starts, and what each DDL statement inside it changes
 (`SchemaStep`, worked out on the driver, in stream order, by the `SchemaTracker`), so it decodes
-anywhere: rows events through pymysqlreplication's decoders, each row into a Debezium record of
+anywhere: rows events through `rows.py` (pymysqlreplication's decoders for the column types it
+leaves to them), each row into a Debezium record of
 the table as it stood at that position. A rows event's columns are matched by position to the
 tracked table's; the source block is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`,
 `thread`, and with `include.query` the statement of the preceding annotate / rows-query event).
@@ -30,11 +31,12 @@ from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
+from headwater.connectors.binlog.rows import rows_of
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import pack, unpack
-from headwater.connectors.common.records import TxnCounters
+from headwater.connectors.common.records import TableRecords, TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
 from headwater.events.batch import Events
@@ -178,6 +180,8 @@ class _Decoder:
         self.thread: int | None = None
         self.tid = ""
         self.row = 0  # Debezium's source.row: left over from the last rows event
+        self.included: dict[TableKey, bool] = {}  # the table filters' answers, asked once per table
+        self.records: dict[int, tuple[Table, TableRecords]] = {}  # records_of by id(table)
 
     def segment(self, seg: Segment) -> None:
         self.seg = seg
@@ -246,11 +250,14 @@ class _Decoder:
         return None if self.counters is None else self.counters.block(collection, self.tid)
 
     def _rows(self, pos: int, payload: bytes) -> None:
-        ev = decode_event(payload, self.table_map, self.ctl)
-        if ev is None:
+        tm = self.table_map.get(fr.table_id(payload[1:]))
+        if tm is None:
             return
-        key = (ev.schema, ev.table)
-        if not self.ctx.filters.includes(*key):
+        key = (tm.schema, tm.table)
+        included = self.included.get(key)
+        if included is None:
+            included = self.included[key] = self.ctx.filters.includes(*key)
+        if not included:
             return
         kind = payload[0]
         op = "c" if kind in fr.WRITES else "u" if kind in fr.UPDATES else "d"
@@ -261,11 +268,16 @@ class _Decoder:
             raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} is for {key[0]}.{key[1]}, "
                               "a table the schema history does not know")
         n = len(table.columns)
-        if len(ev.columns) != n:
-            raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(ev.columns)} columns "
+        if len(tm.columns) != n:
+            raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(tm.columns)} columns "
                               f"for {key[0]}.{key[1]}, the schema history {n}")
-        names = [str(i) for i in range(n)]
-        te = records_of(self.ctx, table, streaming=True)
+        images = rows_of(payload, self.table_map)
+        if images is None:
+            images = self._library_rows(payload, op == "u", n)
+        known = self.records.get(id(table))
+        if known is None or known[0] is not table:
+            known = self.records[id(table)] = (table, records_of(self.ctx, table, streaming=True))
+        te = known[1]
         h = fr.header(payload[1:])
         seg = self.seg
         assert seg is not None
@@ -273,22 +285,20 @@ class _Decoder:
         query = self.query if self.ctx.include_query else None
         first, _, rest = self._source(te, h, pos, 0, query).partition(b',"row":0,')
         keep = self.unit.keep
-        for i, r in enumerate(ev.rows):
+        for i, r in enumerate(images):
             self.row = i
             src = orjson.Fragment(b"%s,\"row\":%d,%s" % (first, i, rest))
-            nones = r.get("none_sources") or {}
             if op == "c":
-                new = image(r["values"], nones, names)
+                new = r[0]
                 if keep is None or keep.keep(key, new, seg.commit_pos):
                     self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                     seg.commit_pos, ts)
             elif op == "d":
-                old = image(r["values"], nones, names)
+                old = r[0]
                 if keep is None or keep.keep(key, old, seg.commit_pos):
                     self.maker.delete(te, old, src, self._block(te.collection), seg.commit_pos, ts)
             else:
-                old = image(r["before_values"], r.get("before_none_sources") or {}, names)
-                new = image(r["after_values"], r.get("after_none_sources") or {}, names)
+                old, new = r[0], r[1]
                 old_new = (True, True) if keep is None else (keep.keep(key, old, seg.commit_pos),
                                                              keep.keep(key, new, seg.commit_pos))
                 if old_new == (True, True):
@@ -298,6 +308,15 @@ class _Decoder:
                 elif old_new[1]:  # a key change whose old key's chunk lacks the row already
                     self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                     seg.commit_pos, ts)
+
+    def _library_rows(self, payload: bytes, update: bool, n: int) -> list[tuple[tuple[Any, ...], ...]]:
+        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it)."""
+        ev = decode_event(payload, self.table_map, self.ctl)
+        names = [str(i) for i in range(n)]
+        if update:
+            return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
+                     image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
+        return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]
 
 
 def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:
