@@ -46,8 +46,9 @@ DEFINITIONS: list[Property] = [
          why="Debezium's binlog connectors take adaptive_time_microseconds or connect"),
     prop("enable.time.adjuster", "boolean", True),
     prop("headwater.schema.history.file",
-         doc="the file the schema history is kept in, beside the offsets (without it, a restart reads the "
-             "tables as the server has them then)"),
+         doc="the file the schema history is kept in, beside the offsets (`headwater run` uses "
+             "<checkpointLocation>/schema_history.jsonl, the engine <offset file>.schema_history.jsonl; a bare "
+             "Spark source needs it set; an engine without an offset file reads the tables as they are)"),
     prop("event.deserialization.failure.handling.mode", "enum", "fail", ("fail",),
          why="headwater stops at a binlog event it cannot read; warn and ignore are not implemented"),
     refuse("connector.adapter", "the connector is chosen by connector.class", "connector.class: mysql or mariadb"),
