@@ -62,7 +62,7 @@ from headwater.connectors.binlog.connection import ConnectionParams, connect
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
-from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, table_ref
+from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, SchemaSnapshotUnit, table_ref
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.chunkmerge import Change, merge_chunk
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
@@ -429,7 +429,6 @@ class LockFreeSnapshot:
         overrides = select_overrides(self.config)
         units: list[WorkUnit] = []
         if end.get("first") and src.context.include_schema_changes:
-            from headwater.connectors.binlog.source import SchemaSnapshotUnit
             units.append(SchemaSnapshotUnit(src.context, src.snapshot_changes, end["file"], end["pos"],
                                             stream_pos(end["file"], end["pos"]), end["ts_us"],
                                             last=not order))

@@ -41,6 +41,7 @@ from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import current_position
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
+from headwater.connectors.binlog.streaming import SchemaChange
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
@@ -222,3 +223,25 @@ class SnapshotChunk(WorkUnit):
             values, first = following, False
         if len(maker.out):
             yield maker.take()
+
+
+class SchemaSnapshotUnit(WorkUnit):
+    """The snapshot's schema change records (Debezium's `SET`, `DROP`, `CREATE`, `USE` sequence)."""
+
+    def __init__(self, ctx: BinlogContext, changes: list[SchemaChange], file: str, pos: int, version: int,
+                 ts_us: int, last: bool):
+        self.ctx, self.changes, self.file, self.pos, self.version, self.ts_us = ctx, changes, file, pos, version, ts_us
+        self.last = last  # no rows follow: the last record is the snapshot's last (`source.snapshot` "last")
+
+    def describe(self) -> str:
+        return f"the snapshot's {len(self.changes)} schema change records"
+
+    def read(self) -> Iterator[Events]:
+        maker = BinlogMaker(self.ctx)
+        for i, change in enumerate(self.changes):
+            mark = "last" if self.last and i == len(self.changes) - 1 else "true"
+            src = maker.source_bytes(None, mark, self.ts_us, server_id=0, gtid=None, file=self.file, pos=self.pos,
+                                     row=0, thread=None, query=None, database=change.database, table=change.table)
+            maker.schema_change(change.database, change.ddl, list(change.table_changes), src, self.version,
+                                self.ts_us)
+        yield maker.take()

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from abc import abstractmethod
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -35,41 +34,18 @@ from headwater.connectors.binlog.gtid import GtidFormat
 from headwater.connectors.binlog.lockfree import ChunkFilter, LockFreeSnapshot, lock_free
 from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import BinlogReader, Retry, binlog_files, current_position
-from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
-from headwater.connectors.binlog.snapshot import HeldSnapshot, plan_chunks
+from headwater.connectors.binlog.records import BinlogContext, records_of
+from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUnit, plan_chunks
 from headwater.connectors.binlog.status import binlog_status
 from headwater.connectors.binlog.streaming import BinlogCodec, SchemaChange
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
 from headwater.connectors.common.phases import SNAPSHOT_PENDING, SnapshotThenStream
 from headwater.connectors.common.planner import Planner
 from headwater.connectors.errors import SourceError
-from headwater.events.batch import Events
 
 log = logging.getLogger("headwater.binlog")
 
 SCHEMA_ONLY = ("no_data", "recovery")
-
-
-class SchemaSnapshotUnit(WorkUnit):
-    """The snapshot's schema change records (Debezium's `SET`, `DROP`, `CREATE`, `USE` sequence)."""
-
-    def __init__(self, ctx: BinlogContext, changes: list[SchemaChange], file: str, pos: int, version: int,
-                 ts_us: int, last: bool):
-        self.ctx, self.changes, self.file, self.pos, self.version, self.ts_us = ctx, changes, file, pos, version, ts_us
-        self.last = last  # no rows follow: the last record is the snapshot's last (`source.snapshot` "last")
-
-    def describe(self) -> str:
-        return f"the snapshot's {len(self.changes)} schema change records"
-
-    def read(self) -> Iterator[Events]:
-        maker = BinlogMaker(self.ctx)
-        for i, change in enumerate(self.changes):
-            mark = "last" if self.last and i == len(self.changes) - 1 else "true"
-            src = maker.source_bytes(None, mark, self.ts_us, server_id=0, gtid=None, file=self.file, pos=self.pos,
-                                     row=0, thread=None, query=None, database=change.database, table=change.table)
-            maker.schema_change(change.database, change.ddl, list(change.table_changes), src, self.version,
-                                self.ts_us)
-        yield maker.take()
 
 
 class BinlogSource(SnapshotThenStream):
