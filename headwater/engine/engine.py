@@ -29,7 +29,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector
-from headwater.connectors.binlog.tracking import with_history_file
+from headwater.connectors.history_file import with_history_file
 from headwater.connectors.registry import create_source
 from headwater.engine.startup import open_connector
 from headwater.events.batch import Event, Events

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from headwater.connectors.binlog.tracking import HISTORY_FILE_NAME, with_history_file
+from headwater.connectors.history_file import HISTORY_FILE_NAME, with_history_file
 from headwater.pipeline_config import PipelineConfig
 from headwater.spark import classcache, gateway
 from headwater.spark.workerpath import with_site_dir

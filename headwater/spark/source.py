@@ -44,7 +44,7 @@ from pyspark.sql.streaming.datasource import (
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import SourceConnector, WorkUnit
-from headwater.connectors.binlog.tracking import require_history_file
+from headwater.connectors.history_file import require_history_file
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
 from headwater.engine.startup import open_connector
 from headwater.events.arrays import binary_array, string_array

@@ -10,7 +10,7 @@ connector is given one (`headwater.schema.history.file`), appended before the of
 them are stored; a restart replays the entries up to the stored offset. Without a file, a
 restart reads the tables as the server has them now (as `snapshot.mode=recovery` does).
 
-Where the offsets are kept, the file is kept beside them by default: `with_history_file` names
+Where the offsets are kept, the file is kept beside them by default: `connectors/history_file.py`'s `with_history_file` names
 `<checkpointLocation>/schema_history.jsonl` for Spark, `<offset file>.schema_history.jsonl` for the engine;
 `require_history_file` refuses a bare Spark source (which knows no checkpoint) without one.
 """
@@ -18,14 +18,11 @@ Where the offsets are kept, the file is kept beside them by default: `with_histo
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import logging
-from pathlib import Path
 from typing import Any
 
 import pymysql
 
-from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.binlog import catalog
 from headwater.connectors.binlog.history import HistoryFile, SchemaHistory, at_or_before
@@ -36,29 +33,6 @@ from headwater.connectors.binlog.streaming import SchemaChange, SchemaStep, Tabl
 from headwater.connectors.common.filters import TableFilters
 
 log = logging.getLogger("headwater.binlog")
-
-HISTORY_FILE = "headwater.schema.history.file"
-HISTORY_FILE_NAME = "schema_history.jsonl"
-
-
-def with_history_file(config: ConnectorConfig, path: str | Path) -> ConnectorConfig:
-    """`config` with its schema history kept in `path`, when its connector keeps one (it declares
-    `headwater.schema.history.file`) and the user named no file."""
-    if HISTORY_FILE not in config.definitions or config.get(HISTORY_FILE):
-        return config
-    return dataclasses.replace(config, values={**config.values, HISTORY_FILE: str(path)})
-
-
-def require_history_file(config: ConnectorConfig, where: str) -> None:
-    """Refuse a connector that keeps a schema history but has no file for it, run by `where`, which keeps
-    its offsets where the connector cannot see them (a restart would take the tables as they are then)."""
-    if HISTORY_FILE in config.definitions and not config.get(HISTORY_FILE):
-        raise ConfigErrors([ConfigError(
-            HISTORY_FILE, f"the {config.connector} connector needs a schema history file when {where} keeps "
-            "the offsets (without it, DDL run while headwater was stopped is lost at a restart)",
-            f"set it to a path beside the offsets, e.g. <checkpointLocation>/{HISTORY_FILE_NAME} "
-            "(`headwater run` sets that itself)")])
-
 
 def _database_filter(filters: TableFilters) -> Any:
     def accepts(database: str) -> bool:
