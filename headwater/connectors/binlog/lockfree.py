@@ -33,7 +33,10 @@ before a restart, or read twice) may have reached the sink as copies merged to u
 its low: its chunks are recorded as (low, low), and the batch after it, which may have been delivered
 before a crash too, is read from that same low and recorded the same way. The stream then replays the
 changes after that low onto whichever copy the sink holds; a change sets or removes its key whatever
-the key held, so nothing is lost, and those changes may arrive twice.
+the key held, so nothing is lost, and those changes may arrive twice. A batch planned before a restart
+(Spark runs its last planned batch again) is planned from its offset alone: the tables at P0 and the
+snapshot's schema change records come back from the statements the history file holds at P0
+(`SchemaHistoryTracker.resume_snapshot`).
 
 MySQL has no exact low position without a watermark write (`chunkmerge` point 1): only MariaDB
 takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the mode is not set.
@@ -296,6 +299,7 @@ class LockFreeSnapshot:
         self.produced: set[str] = set()  # the chunk batches planned here, by their offset's JSON
         self.reads: Counter[str] = Counter()  # how often each chunk batch was planned (read) here
         self.filter_of: tuple[str, ChunkFilter] | None = None
+        self.schema_at: int | None = None  # the position of the snapshot whose schema history the tracker holds
 
     @property
     def config(self) -> ConnectorConfig:
@@ -365,6 +369,7 @@ class LockFreeSnapshot:
                 conn.close()
         src.snapshot_changes = changes
         src.resnapshot = False
+        self.schema_at = p0.stream
         progress = Progress(spans)
         offset = {"snapshot": CHUNKS, **p0.to_offset(), "epoch": n, "ts_us": time.time_ns() // 1000,
                   "progress": progress.to_json(), "batch": [], "low": p0.stream}
@@ -424,7 +429,11 @@ class LockFreeSnapshot:
         src = self.source
         self.reads[_key(end)] += 1  # read again (a retried batch): which copy reached the sink is unknown
         progress = Progress.from_json(end["progress"])
-        tables = {name_of(t): t for t in src.tracker.tables_at(stream_pos(end["file"], end["pos"])).values()}
+        p0 = BinlogPosition.from_offset(end)
+        if self.schema_at != p0.stream:  # planned before a restart: the snapshot's history and schema records again
+            src.snapshot_changes = src.tracker.resume_snapshot(p0, src._connection())
+            self.schema_at = p0.stream
+        tables = {name_of(t): t for t in src.tracker.tables_at(p0.stream).values()}
         order = list(progress.tables)
         overrides = select_overrides(self.config)
         units: list[WorkUnit] = []

@@ -109,6 +109,25 @@ class SchemaHistoryTracker:
                     position.file, position.pos)
         self.start_snapshot(position, conn)
 
+    def resume_snapshot(self, position: BinlogPosition, conn: pymysql.Connection) -> list[SchemaChange]:
+        """A snapshot at `position` planned before a restart (its schema statements recorded there): the
+        tables from the recorded statements and its schema change records again, as `start_snapshot`
+        gave them. Without recorded statements, a new start at `position` from the tables as they are."""
+        self.file_like = position.file
+        entries = self.file.recover(at_or_before(position.to_offset())) if self.file is not None else []
+        here = [e for e in entries if e.position.get("snapshot") and
+                (e.position.get("file"), e.position.get("pos")) == (position.file, position.pos)]
+        if not here:
+            log.warning("the snapshot's schema at binlog position %s:%d was not recorded: it is read again from "
+                        "the tables as they are now", position.file, position.pos)
+            return self.start_snapshot(position, conn)
+        history = SchemaHistory(**self.settings)
+        changes: list[SchemaChange] = []
+        for entry in here:
+            changes += changes_of(history.apply(entry.ddl, entry.database, entry.position))
+        self._reset(history, position.stream - 1)
+        return changes
+
     # ---- streaming
     def current(self) -> dict[TableKey, Table]:
         return self.history.tables()

@@ -23,9 +23,10 @@ from typing import Any
 import pytest
 
 from headwater.connectors.binlog import lockfree
-from headwater.connectors.registry import validate_connector
+from headwater.connectors.registry import create_source, validate_connector
 from headwater.devservers.mariadb import MariaDBServer
 from headwater.engine import Engine, OffsetFile
+from headwater.engine.startup import open_connector
 from tests.connectors.common.test_chunkmerge_mariadb import KEYS, writer
 from tests.events_support import json_rows
 
@@ -301,3 +302,40 @@ def test_a_window_across_a_binlog_rotation(mariadb_server, mariadb_db, monkeypat
         engine.close()
     assert replay.ops == {"r": 59}  # the window's changes are in the snapshot's records, not streamed again
     assert replay.rows == table_rows(mariadb_server, mariadb_db) and replay.rows[100] == "changed"
+
+
+def _read_all(units: list[Any]) -> list[tuple[str, Any]]:
+    """The units' events as (topic, value), without the envelope's `ts_*` (the time they were read)."""
+    return [(e.topic, {k: v for k, v in (e.value_json() or {}).items() if not k.startswith("ts_")})
+            for u in units for batch in u.read() for e in json_rows(batch)]
+
+
+@pytest.mark.parametrize("which", ["first", "second"])
+def test_a_chunk_batch_planned_before_a_restart_is_planned_again_after_it(mariadb_server, tables, tmp_path, which):
+    """Spark's restart: a chunk batch's offset was stored (planned) and the process died before it was
+    committed; a new process plans that batch again from the offsets alone (its start `pending` for the
+    first batch: nothing was opened at the snapshot's position) and reads the same records, the
+    snapshot's schema change records included."""
+    config = validate_connector(properties(mariadb_server, tables, include__schema__changes="true",
+                                           headwater__schema__history__file=str(tmp_path / "history.jsonl")))
+    first = create_source(config)
+    try:
+        start = first.initial_offset()
+        open_connector(first, start)
+        end = first.latest_offset(start, None)
+        if which == "second":
+            _read_all(first.plan(start, end))
+            start, end = end, first.latest_offset(end, None)
+        assert end["snapshot"] == "chunks" and end["batch"]
+        expected = _read_all(first.plan(start, end))
+    finally:
+        first.close()
+    again = create_source(config)
+    try:
+        open_connector(again, start)
+        got = _read_all(again.plan(start, end))
+    finally:
+        again.close()
+    assert got == expected
+    schema_records = [v for topic, v in got if topic == "lf"]
+    assert (len(schema_records) > 0) == (which == "first")
