@@ -19,8 +19,10 @@ Phases of the offset (the `snapshot` key; `pending`, `completed`, `streaming` ar
 A chunk (`LockFreeChunk`, one work unit) SELECTs its key range (autocommit, no lock), reads its high
 (SHOW MASTER STATUS), reads the binlog of (low, high] for its table, merges (`merge_chunk`) and emits
 `r` records of the chunk as it stood at its high: `source.file`/`pos` are that high (on a quiet server,
-the position Debezium's locking snapshot reads), `_commit_version` its stream integer. A table whose
-primary key is not all integer columns (no key, a text or temporal key, or one with a
+the position Debezium's locking snapshot reads), `_commit_version` its stream integer. A primary key of
+integer and CHAR/VARCHAR columns is cut into ranges by the server's ORDER BY, and the merge and the
+stream filter order its keys as the server does (`keyorder.py`: text by its collation's weights). A
+table without such a key (no key, a temporal, decimal or binary key column, or one with a
 `snapshot.select.statement.overrides`) is one chunk read inside a consistent snapshot at its exact
 position (low = high: an empty window). A batch holds at least two chunks (more when
 `headwater.max.batch.events` / `headwater.snapshot.chunk.rows` or the source's parallelism say so);
@@ -62,12 +64,13 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.binlog.connection import ConnectionParams, connect
+from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn, key_columns, read_collations
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, SchemaSnapshotUnit, table_ref
 from headwater.connectors.binlog.values import replication_values
-from headwater.connectors.common.chunkmerge import Change, merge_chunk
+from headwater.connectors.common.chunkmerge import Change, merge_chunk, null_first
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
 from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, SNAPSHOT_PENDING, STREAMING, epoch, phase
 from headwater.connectors.common.snapshot import (
@@ -75,13 +78,13 @@ from headwater.connectors.common.snapshot import (
     KeyRange,
     key_ranges,
     marker,
+    order_by,
     select_overrides,
     snapshot_tables,
 )
 from headwater.events.batch import Events
 
 CHUNKS = "chunks"  # the offset's phase while chunks remain
-INTEGER_TYPES = frozenset(("TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER", "BIGINT"))
 TableKey = tuple[str, str]
 Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)
 _WINDOWS: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # the chunks' windows read here, by run
@@ -97,16 +100,10 @@ def name_of(t: Table) -> str:
     return f"{t.database}.{t.name}"
 
 
-def chunk_key(t: Table) -> tuple[int, ...] | None:
-    """The column indexes of the table's primary key when every key column is an integer (chunked and
-    merged), else None (one exact chunk)."""
-    if not t.primary_key:
-        return None
-    columns = [t.column(n) for n in t.primary_key]
-    if any(c is None or c.type_name.split()[0] not in INTEGER_TYPES for c in columns):
-        return None
-    names = [c.name for c in t.columns]
-    return tuple(names.index(n) for n in t.primary_key)
+def chunk_columns(cur: Any, t: Table) -> tuple[KeyColumn, ...] | None:
+    """The table's chunk key (`keyorder.key_columns`, the collations read through `cur`), or None when the
+    table is one exact chunk."""
+    return key_columns(t, read_collations(cur, t) if t.primary_key else {})
 
 
 def exact_position(cur: Any) -> BinlogPosition:
@@ -180,7 +177,7 @@ class LockFreeChunk(WorkUnit):
     ctx: BinlogContext
     table: Table
     index: int
-    key: tuple[int, ...] | None  # the integer key's column indexes; None: one exact chunk
+    order: ChunkOrder | None  # the chunk key's columns and order; None: one exact chunk
     span: KeyRange
     override: str | None
     low: int  # the batch's low (stream integer)
@@ -197,11 +194,13 @@ class LockFreeChunk(WorkUnit):
         t = self.table
         if self.override is not None:
             return self.override, []
-        names = [c.name for c in t.columns]
-        if self.key is None:
-            return f"SELECT {', '.join(DIALECT.quote(c) for c in names)} FROM {table_ref(t)}", []
-        key = ChunkKey(tuple(names[i] for i in self.key), tuple(False for _ in self.key))
-        return self.span.select(table_ref(t), names, key, DIALECT)
+        columns = [DIALECT.quote(c.name) for c in t.columns]
+        if self.order is None:
+            return f"SELECT {', '.join(columns)} FROM {table_ref(t)}", []
+        key = ChunkKey(tuple(c.name for c in self.order.columns), tuple(False for _ in self.order.columns))
+        where, args = self.span.where(key, DIALECT)
+        return (f"SELECT {', '.join(columns + self.order.weight_columns())} FROM {table_ref(t)}"
+                + (f" WHERE {where}" if where else "") + f" ORDER BY {order_by(key, DIALECT)}"), args
 
     def _read(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
         """The chunk's rows, its low and high, and the binlog changes of its window."""
@@ -216,7 +215,8 @@ class LockFreeChunk(WorkUnit):
             conn = connect(self.params, conv=TEXT_VALUES)
             try:
                 with conn.cursor() as cur:
-                    if self.key is None:
+                    order = self.order
+                    if order is None:
                         at = exact_position(cur)
                         cur.execute(sql, args)
                         rows = [("s", tuple(r)) for r in cur.fetchall()]
@@ -225,9 +225,18 @@ class LockFreeChunk(WorkUnit):
                         window: list[Change[Row]] = []
                     else:
                         cur.execute(sql, args)
-                        rows = [("s", tuple(r)) for r in cur.fetchall()]
+                        n = len(self.table.columns)
+                        rows = []
+                        for r in cur.fetchall():
+                            values = tuple(r[:n])
+                            if order.text:
+                                order.learn(order.key_of(values, True), r[n:])
+                            rows.append(("s", values))
                         low, high = self.low, master_position(cur)
                         window = read_window(self.params, self.table, self.file_like, low, high)
+                        # the weights of the window's keys and the range's bounds, for the merge
+                        order.prefetch([self.span.lo, self.span.hi, *(order.key_of(r[1], False) for c in window
+                                                                      for r in (c.before, c.after) if r)], cur)
             finally:
                 with contextlib.suppress(Exception):
                     conn.close()
@@ -240,18 +249,19 @@ class LockFreeChunk(WorkUnit):
         return {**self.__dict__, "reading": None}
 
     def _row_key(self) -> Callable[[Row], tuple[Any, ...]] | None:
-        key = self.key
-        if key is None:
+        order = self.order
+        if order is None:
             return None
 
         def row_key(row: Row) -> tuple[Any, ...]:
             kind, values = row
-            return tuple(int(values[i]) for i in key) if kind == "s" else tuple(values[i] for i in key)
+            return order.key_of(values, kind == "s")
         return row_key
 
     def read(self) -> Iterator[Events]:
         rows, low, high, window = self._read()
-        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=self._row_key())
+        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=self._row_key(),
+                             order=self.order.order if self.order is not None else null_first)
         t, ctx = self.table, self.ctx
         kinds = {"s": records_of(ctx, t, streaming=False), "b": records_of(ctx, t, streaming=True)}
         maker = BinlogMaker(ctx)
@@ -274,10 +284,14 @@ class LockFreeChunk(WorkUnit):
 
 
 class ChunkFilter:
-    """The stream filter over binlog row images: a `StreamFilter` and each chunked table's key columns."""
+    """The stream filter over binlog row images: a `StreamFilter` and each chunked table's key order."""
 
-    def __init__(self, progress: Progress, keys: dict[str, tuple[int, ...] | None]):
-        self.filter = StreamFilter(progress)
+    def __init__(self, progress: Progress, keys: dict[str, ChunkOrder | None]):
+        for table, chunks in progress.tables.items():
+            order = keys.get(table)
+            if order is not None:  # every bound's weights in one query
+                order.prefetch(b for c in chunks for b in (c.span.lo, c.span.hi))
+        self.filter = StreamFilter(progress, {t: o.order for t, o in keys.items() if o is not None})
         self.horizon = self.filter.horizon
         self.keys = keys
 
@@ -285,8 +299,8 @@ class ChunkFilter:
         """Whether the change of the row `image` of `table` in the transaction whose commit event starts
         at `commit_pos` is new to the snapshot's records (its commit end is after the chunk's high)."""
         name = f"{table[0]}.{table[1]}"
-        key = self.keys.get(name)
-        return self.filter.keep(name, () if key is None else tuple(image[i] for i in key), commit_pos + 1)
+        order = self.keys.get(name)
+        return self.filter.keep(name, () if order is None else order.key_of(image, False), commit_pos + 1)
 
 
 class LockFreeSnapshot:
@@ -300,6 +314,7 @@ class LockFreeSnapshot:
         self.reads: Counter[str] = Counter()  # how often each chunk batch was planned (read) here
         self.filter_of: tuple[str, ChunkFilter] | None = None
         self.schema_at: int | None = None  # the position of the snapshot whose schema history the tracker holds
+        self.key_columns: dict[str, tuple[Table, tuple[KeyColumn, ...] | None]] = {}  # by table name
 
     @property
     def config(self) -> ConnectorConfig:
@@ -337,8 +352,15 @@ class LockFreeSnapshot:
         self.produced.add(_key(end))
         return end
 
-    def _columns(self, tables: Sequence[Table]) -> dict[str, tuple[int, ...] | None]:
-        return {name_of(t): chunk_key(t) for t in tables}
+    def _order(self, t: Table) -> ChunkOrder | None:
+        """A new `ChunkOrder` of the table's chunk key (None: one exact chunk); the key's columns and
+        collations are read once per table layout."""
+        name = name_of(t)
+        cached = self.key_columns.get(name)
+        if cached is None or cached[0] != t:
+            with self.source._connection().cursor() as cur:
+                cached = self.key_columns[name] = (t, chunk_columns(cur, t))
+        return None if cached[1] is None else ChunkOrder(self.source.params, cached[1])
 
     def _begin(self, n: int, max_events: int | None) -> Offset:
         """Snapshot number `n`: its schema position P0, the history there, the chunks, the first batch."""
@@ -357,11 +379,11 @@ class LockFreeSnapshot:
                 overrides = select_overrides(self.config)
                 spans: dict[str, list[KeyRange]] = {}
                 for t in snapshot_tables(captured, name_of, self.config):
-                    key = chunk_key(t)
-                    if key is None or name_of(t) in overrides:
+                    order = self._order(t)
+                    if order is None or name_of(t) in overrides:
                         spans[name_of(t)] = [KeyRange(None, None)]
                     else:
-                        ck = ChunkKey(tuple(t.primary_key), tuple(False for _ in key))
+                        ck = ChunkKey(tuple(c.name for c in order.columns), tuple(False for _ in order.columns))
                         spans[name_of(t)] = key_ranges(cur, DIALECT, table_ref(t), ck,
                                                        self.config["headwater.snapshot.chunk.rows"])
         finally:
@@ -445,7 +467,7 @@ class LockFreeSnapshot:
             t = tables[table]
             chunks = progress.tables[table]
             units.append(LockFreeChunk(self.run, src.params, src.context, t, i, None if len(chunks) == 1 and
-                                       chunks[0].span == KeyRange(None, None) else chunk_key(t),
+                                       chunks[0].span == KeyRange(None, None) else self._order(t),
                                        chunks[i].span, overrides.get(table), int(end["low"]), end["file"],
                                        int(end["ts_us"]), (table == order[0], table == order[-1], i == 0,
                                                            i == len(chunks) - 1)))
@@ -466,7 +488,8 @@ class LockFreeSnapshot:
         else:
             key = orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
             if self.filter_of is None or self.filter_of[0] != key:
-                keys = {name_of(t): chunk_key(t) for t in self.source.tracker.current().values()}
+                keys = {name_of(t): self._order(t) for t in self.source.tracker.current().values()
+                        if name_of(t) in data["tables"]}
                 self.filter_of = (key, ChunkFilter(Progress.from_json(data), keys))
         self.source.stream_filter = None if self.filter_of is None else self.filter_of[1]
         if codec is not None:

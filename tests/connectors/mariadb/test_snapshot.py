@@ -91,7 +91,7 @@ def test_initial_only_stops_after_the_snapshot(mariadb_server, table, tmp_path):
 def test_a_table_is_read_in_key_ordered_chunks(mariadb_server, mariadb_db):
     mariadb_server.execute("CREATE TABLE t (a INT, b VARCHAR(5), v INT, PRIMARY KEY (a, b));"
                            "INSERT INTO t SELECT seq % 7, CONCAT('k', seq), seq FROM seq_1_to_200", mariadb_db)
-    # Debezium's locking snapshot's chunks (the lock-free one reads a key with a text column as one chunk)
+    # Debezium's locking snapshot's chunks (the lock-free one's: test_lockfree_text_keys.py)
     src = source(mariadb_server, mariadb_db, headwater__snapshot__chunk__rows="30", snapshot__locking__mode="minimal")
     try:
         start = src.initial_offset()
