@@ -63,7 +63,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
-from headwater.connectors.binlog.connection import ConnectionParams, connect
+from headwater.connectors.binlog.connection import ConnectionParams, connect, require_full_image
 from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn, key_columns, read_collations
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -139,6 +139,8 @@ def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, hi
     pending: list[tuple[Row | None, Row | None]] = []
 
     def image(values: dict[str, Any], nones: dict[str, str] | None) -> Row:
+        require_full_image(nones or {}, f"{file}:{event.packet.log_pos} for {t.database}.{t.name}",
+                           [c.name for c in t.columns])
         return ("b", tuple(replication_values(values, nones or {}).values()))
     try:
         for event in stream:

@@ -28,6 +28,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
+from headwater.connectors.binlog.connection import require_full_image
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -273,7 +274,9 @@ class _Decoder:
                               f"for {key[0]}.{key[1]}, the schema history {n}")
         images = rows_of(payload, self.table_map)
         if images is None:
-            images = self._library_rows(payload, op == "u", n)
+            file, at = split_pos(self.unit.file_like, pos)
+            images = self._library_rows(payload, op == "u", n, f"{file}:{at} for {key[0]}.{key[1]}",
+                                        [c.name for c in table.columns])
         known = self.records.get(id(table))
         if known is None or known[0] is not table:
             known = self.records[id(table)] = (table, records_of(self.ctx, table, streaming=True))
@@ -309,9 +312,14 @@ class _Decoder:
                     self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                     seg.commit_pos, ts)
 
-    def _library_rows(self, payload: bytes, update: bool, n: int) -> list[tuple[tuple[Any, ...], ...]]:
-        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it)."""
+    def _library_rows(self, payload: bytes, update: bool, n: int, where: str,
+                      columns: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
+        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it, and
+        partial images, which are refused)."""
         ev = decode_event(payload, self.table_map, self.ctl)
+        for r in ev.rows:
+            for sources in ("before_none_sources", "after_none_sources") if update else ("none_sources",):
+                require_full_image(r.get(sources) or {}, where, columns)
         names = [str(i) for i in range(n)]
         if update:
             return [(image(r["before_values"], r.get("before_none_sources") or {}, names),

@@ -1,5 +1,6 @@
 """Faults on a real MariaDB: a purged binlog, a server restart and a killed binlog connection mid-stream,
-and a restart of headwater resuming from the GTID stored in its offsets."""
+a restart of headwater resuming from the GTID stored in its offsets, and a session writing partial row
+images (binlog_row_image MINIMAL or NOBLOB)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
-from headwater.connectors.errors import PositionLost
+from headwater.connectors.errors import PositionLost, SourceError
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.mariadb import MariaDBServer
 from headwater.engine import Engine, OffsetFile
@@ -152,3 +154,51 @@ def test_offsets_name_the_binlog_position_as_debezium_does(mariadb_server, table
     stored = json.loads(Path(tmp_path / "offsets.json").read_text())["offset"]
     assert {"file", "pos", "gtids", "snapshot", "epoch"} <= set(stored)
     assert stored["file"] == mariadb_server.binlog_files()[-1]
+
+
+def session_write(server: MariaDBServer, db: str, row_image: str, *statements: str) -> None:
+    """Statements of a session that sets its own binlog_row_image (the server's global one stays FULL)."""
+    conn = pymysql.connect(**server.connection_params(db), autocommit=True)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SET SESSION binlog_row_image = {row_image}")
+            for sql in statements:
+                cur.execute(sql)
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(("row_image", "statement", "missing"), [
+    ("MINIMAL", "UPDATE t SET v = 'm' WHERE id = 1", "without v"),
+    ("NOBLOB", "UPDATE t SET v = 'n' WHERE id = 1", "without note"),
+])
+def test_a_partial_row_image_of_a_session_is_refused_naming_the_setting(mariadb_server, table, tmp_path, row_image,
+                                                                         statement, missing):
+    """A session's MINIMAL or NOBLOB image passes the check at the start (the global setting is FULL): the
+    stream refuses it when it meets it, rather than write NULLs for the columns it lacks, and stores no
+    offset past it."""
+    mariadb_server.execute("ALTER TABLE t ADD COLUMN note TEXT; UPDATE t SET note = 'kept'", table)
+    offsets = OffsetFile(tmp_path / "offsets.json")
+    engine = Engine(validate_connector(properties(mariadb_server, table)), offsets)
+    try:
+        assert ids(changes(engine), "r") == [1, 2]
+        before = offsets.load()
+        session_write(mariadb_server, table, row_image, statement)
+        with pytest.raises(SourceError) as err:
+            changes(engine)
+    finally:
+        engine.close()
+    text = str(err.value)
+    assert f"{table}.t" in text and missing in text and "binlog_row_image=FULL" in text
+    assert offsets.load() == before
+
+
+def test_noblob_images_of_a_table_without_blobs_are_full(mariadb_server, table, tmp_path):
+    engine = Engine(validate_connector(properties(mariadb_server, table)), OffsetFile(tmp_path / "offsets.json"))
+    try:
+        assert ids(changes(engine), "r") == [1, 2]
+        session_write(mariadb_server, table, "NOBLOB", "UPDATE t SET v = 'n' WHERE id = 2", "INSERT INTO t VALUES (3, 'c')")
+        assert [(op, after) for op, _, after in changes(engine)] == [("u", {"id": 2, "v": "n"}),
+                                                                    ("c", {"id": 3, "v": "c"})]
+    finally:
+        engine.close()

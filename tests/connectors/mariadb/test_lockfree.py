@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from headwater.connectors.binlog import lockfree
+from headwater.connectors.errors import SourceError
 from headwater.connectors.registry import create_source, validate_connector
 from headwater.devservers.mariadb import MariaDBServer
 from headwater.engine import Engine, OffsetFile
@@ -339,3 +340,26 @@ def test_a_chunk_batch_planned_before_a_restart_is_planned_again_after_it(mariad
     assert got == expected
     schema_records = [v for topic, v in got if topic == "lf"]
     assert (len(schema_records) > 0) == (which == "first")
+
+
+def test_a_partial_row_image_in_a_chunks_window_is_refused(mariadb_server, mariadb_db, monkeypatch, tmp_path):
+    """A session's MINIMAL image written while a chunk is read: the chunk's window refuses it (its merge
+    would otherwise fold NULLs for the columns it lacks into the snapshot's records)."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def minimal(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == 4 and self.read_rows is None:
+            mariadb_server.execute("SET SESSION binlog_row_image = MINIMAL; UPDATE t SET v = 'm' WHERE id = 100",
+                                   mariadb_db)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", minimal)
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    try:
+        with pytest.raises(SourceError, match=r"partial row image \(without v\).*binlog_row_image=FULL"):
+            for _ in engine.events(once=True):
+                pass
+    finally:
+        engine.close()
