@@ -1,8 +1,9 @@
 """The binlog client: a thread on the driver reading the server's binlog into the shared `StreamBuffer`.
 
 `BinlogReader` connects as a replica (`database.server.id`), asks for the binlog from a file and
-position, or on MariaDB from the GTID state of the position (COM_BINLOG_DUMP, with MariaDB's
-annotate events and GTIDs, and a heartbeat period so an idle stream still says where it is), and frames what comes: each event is kept raw, behind its
+position, or from the GTID state of the position (MariaDB: COM_BINLOG_DUMP with its connect state,
+annotate events and GTIDs; MySQL: COM_BINLOG_DUMP_GTID with its GTID set, `gtid.py`), with a
+heartbeat period so an idle stream still says where it is, and frames what comes: each event is kept raw, behind its
 type byte (`framing.py`), grouped into transactions (GTID or BEGIN to XID or COMMIT; a DDL
 statement is a transaction of its own). Rows events are the data messages, TABLE_MAP events the
 layouts. The GTID state after each transaction is kept for the offsets (`gtid_after`).
@@ -25,7 +26,7 @@ import pymysql
 
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.connection import ConnectionParams, clean, connect
-from headwater.connectors.binlog.gtid import GtidFormat
+from headwater.connectors.binlog.gtid import COM_BINLOG_DUMP_GTID, GtidFormat, MySqlGtids, dump_gtid_payload
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.common.txbuffer import StreamBuffer, Txn
 from headwater.connectors.errors import ConnectError, PositionLost, SourceError
@@ -194,6 +195,12 @@ class BinlogReader:
             if by_gtid:  # MariaDB finds the position of the GTID state itself (also on another server)
                 cur.execute("SET @slave_connect_state = %s", (at.gtids,))
                 cur.execute("SET @slave_gtid_strict_mode = 1")
+            elif at.gtids and isinstance(self.gtids, MySqlGtids):  # MySQL too, from the set Debezium asks for
+                cur.execute("SELECT @@global.gtid_executed, @@global.gtid_purged")
+                executed, purged = cur.fetchone()
+                gtid_set = self.gtids.dump_set(at.gtids, str(executed or ""), str(purged or ""))
+                conn._execute_command(COM_BINLOG_DUMP_GTID, dump_gtid_payload(self.server_id, gtid_set))
+                return conn
         file, pos = (b"", 4) if by_gtid else (at.file.encode(), at.pos)
         payload = struct.pack("<IHI", pos, BINLOG_SEND_ANNOTATE_ROWS_EVENT if self.mariadb else 0, self.server_id) + file
         conn._execute_command(COM_BINLOG_DUMP, payload)

@@ -130,13 +130,20 @@ class BinlogSource(SnapshotThenStream):
     def check_position(self, offset: Offset) -> str | None:
         if "file" not in offset:
             return None
+        why = self.position_unavailable(offset)
+        if why is not None:
+            return why
+        self.tracker.restore(BinlogPosition.from_offset(offset), self._connection(),
+                             recover=self.config["snapshot.mode"] == "recovery")
+        return None
+
+    def position_unavailable(self, offset: Offset) -> str | None:
+        """Why the server cannot serve the stored position (None when it can): its binlog file was purged."""
         files = binlog_files(self._connection())
         if str(offset["file"]) not in files:
             oldest = files[0] if files else "none"
             return (f"the server no longer has binlog file {offset['file']} (the oldest it has is {oldest}): the "
                     f"binlog was purged past the stored position {offset['file']}:{offset['pos']}")
-        self.tracker.restore(BinlogPosition.from_offset(offset), self._connection(),
-                             recover=self.config["snapshot.mode"] == "recovery")
         return None
 
     def new_stream_offset(self) -> Offset:
