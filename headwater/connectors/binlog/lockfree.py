@@ -304,6 +304,12 @@ class ChunkFilter:
         order = self.keys.get(name)
         return self.filter.keep(name, () if order is None else order.key_of(image, False), commit_pos + 1)
 
+    def close(self) -> None:
+        """Close the connections the key orders opened to ask for weights."""
+        for order in self.keys.values():
+            if order is not None:
+                order.close()
+
 
 class LockFreeSnapshot:
     """The driver's side: plans the chunk batches, keeps the progress in the offsets, filters the stream."""
@@ -486,16 +492,22 @@ class LockFreeSnapshot:
         data = start.get(CHUNKS)
         codec = self.source.planner.codec if self.source.planner is not None else None
         if data is None:
-            self.filter_of = None
+            self._drop_filter()
         else:
             key = orjson.dumps(data, option=orjson.OPT_SORT_KEYS).decode()
             if self.filter_of is None or self.filter_of[0] != key:
+                self._drop_filter()
                 keys = {name_of(t): self._order(t) for t in self.source.tracker.current().values()
                         if name_of(t) in data["tables"]}
                 self.filter_of = (key, ChunkFilter(Progress.from_json(data), keys))
         self.source.stream_filter = None if self.filter_of is None else self.filter_of[1]
         if codec is not None:
             codec.keep = self.source.stream_filter
+
+    def _drop_filter(self) -> None:
+        if self.filter_of is not None:
+            self.filter_of[1].close()
+        self.filter_of = None
 
 
 def _key(offset: Offset) -> str:
