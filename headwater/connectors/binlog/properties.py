@@ -15,8 +15,10 @@ from collections.abc import Sequence
 from headwater.config.properties import Property, prop, refuse
 from headwater.config.validation import PropertySet
 from headwater.connectors.binlog import history_properties
+from headwater.connectors.common.phases import CONFIGURATION_BASED
 
-SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "never", "no_data", "recovery", "always")
+SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "never", "no_data", "recovery", "always",
+                  "configuration_based")
 LOCKING_MODES = ("minimal", "extended", "none")
 PYMYSQL = "headwater reads the database through PyMySQL, not a JDBC driver"
 
@@ -34,6 +36,16 @@ DEFINITIONS: list[Property] = [
     prop("connect.timeout.ms", "int", 30000, minimum=1),
     prop("snapshot.mode", "enum", "initial", SNAPSHOT_MODES,
          aliases={"schema_only": "no_data", "schema_only_recovery": "recovery"}),
+    prop(CONFIGURATION_BASED + "snapshot.data", "boolean", False,
+         doc="configuration_based: snapshot the tables' rows at every start"),
+    prop(CONFIGURATION_BASED + "snapshot.schema", "boolean", False,
+         doc="configuration_based: without snapshot.data, the schema only (first start), rebuilt at a restart"),
+    prop(CONFIGURATION_BASED + "start.stream", "boolean", False, doc="configuration_based: stream changes"),
+    prop(CONFIGURATION_BASED + "snapshot.on.data.error", "boolean", False,
+         doc="configuration_based: a new snapshot when the stored binlog position is gone"),
+    prop(CONFIGURATION_BASED + "snapshot.on.schema.error", "boolean", False,
+         doc="configuration_based: accepted; a schema history that is missing is rebuilt from the tables as "
+             "they are in every mode (with a warning)"),
     prop("snapshot.locking.mode", "enum", None, LOCKING_MODES,
          why="minimal_percona needs Percona Server's backup locks, which headwater does not take",
          doc="Debezium's locking snapshot when set; not set: MariaDB takes the lock-free parallel snapshot "

@@ -5,8 +5,9 @@ read the server is checked (`connection.check_server`). A snapshot is taken when
 planned (`snapshot_position`): `HeldSnapshot` takes Debezium's lock, opens the consistent
 transaction and reads the binlog position under the lock; the schema history starts from the
 tables read there; the `completed` offset keeps that position, where streaming starts. `no_data`
-and `recovery` take the same snapshot without reading rows (schema change records only). `never`
-streams from the start of the oldest binlog file the server has.
+and `recovery` take the same snapshot without reading rows (schema change records only), as does
+`configuration_based` without `snapshot.data` (with `snapshot.schema` a restart rebuilds the
+history as `recovery` does). `never` streams from the start of the oldest binlog file the server has.
 
 Streaming is the shared `Planner` over a `BinlogReader` with the `BinlogCodec`; the schema at each
 position is the `SchemaTracker`'s. A stored position whose binlog file the server no longer has is
@@ -39,7 +40,7 @@ from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUni
 from headwater.connectors.binlog.status import binlog_status
 from headwater.connectors.binlog.streaming import BinlogCodec, SchemaChange
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
-from headwater.connectors.common.phases import SNAPSHOT_PENDING, SnapshotThenStream
+from headwater.connectors.common.phases import CONFIGURATION_BASED, SNAPSHOT_PENDING, SnapshotThenStream
 from headwater.connectors.common.planner import Planner
 from headwater.connectors.errors import SourceError
 
@@ -77,6 +78,12 @@ class BinlogSource(SnapshotThenStream):
         # not set: no lock under the lock-free default (its no_data schema snapshot too); MySQL: Debezium's minimal
         self.locking = config.get("snapshot.locking.mode") or ("none" if self.lockfree else "minimal")
         self.stream_filter: ChunkFilter | None = None
+        mode = config["snapshot.mode"]
+        based = mode == "configuration_based"
+        # the snapshot reads no rows (schema change records only); a restart rebuilds the schema history
+        self.schema_only = mode in SCHEMA_ONLY or (based and not config[CONFIGURATION_BASED + "snapshot.data"])
+        self.recover_schema = mode == "recovery" or (based and self.schema_only and
+                                                     config[CONFIGURATION_BASED + "snapshot.schema"])
 
     # ------------------------------------------------------------------ what differs per server
     @abstractmethod
@@ -134,7 +141,7 @@ class BinlogSource(SnapshotThenStream):
         if why is not None:
             return why
         self.tracker.restore(BinlogPosition.from_offset(offset), self._connection(),
-                             recover=self.config["snapshot.mode"] == "recovery")
+                             recover=self.recover_schema)
         return None
 
     def position_unavailable(self, offset: Offset) -> str | None:
@@ -170,7 +177,7 @@ class BinlogSource(SnapshotThenStream):
         return self.held.position.to_offset()
 
     def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
-        if self.lockfree is None or self.config["snapshot.mode"] in SCHEMA_ONLY:
+        if self.lockfree is None or self.schema_only:
             return super().latest_offset(start, max_events)
         return self.lockfree.latest_offset(start, max_events, super().latest_offset)
 
@@ -184,7 +191,7 @@ class BinlogSource(SnapshotThenStream):
         assert held is not None
         pos = held.position
         chunks: list[WorkUnit] = []
-        if self.config["snapshot.mode"] not in SCHEMA_ONLY:
+        if not self.schema_only:
             captured = [t for t in self.tracker.tables_at(pos.stream).values()
                         if self.context.filters.includes(t.database, t.name)]
             chunks = plan_chunks(held, captured, self.context, self.config)

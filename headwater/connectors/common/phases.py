@@ -15,7 +15,8 @@ coordinator is `SnapshotThenStream`, a `SourceConnector` whose offsets move thro
 
 `SnapshotMode` says what each `snapshot.mode` asks: whether a run with no stored offset snapshots
 first, whether every start re-snapshots, whether a lost position is a new snapshot or an error,
-and whether changes are streamed at all. A database fills in the hooks: prepare the database (and
+and whether changes are streamed at all (`configuration_based`: from its own properties, for the
+connectors that define them). A database fills in the hooks: prepare the database (and
 name the tables it captures), plan a snapshot, the streaming side's `stream_latest`/`stream_plan`,
 commit a position, and check that a stored position is still served. The lifecycle warns when the
 table filters capture no table, naming the filters and the tables that are there.
@@ -78,6 +79,20 @@ SNAPSHOT_MODES = {m.name: m for m in (
 )}
 
 
+CONFIGURATION_BASED = "snapshot.mode.configuration.based."  # the prefix of configuration_based's properties
+
+
+def configured_mode(config: ConnectorConfig) -> SnapshotMode:
+    """`snapshot.mode=configuration_based` from its properties (Debezium's ConfigurationBasedSnapshotter,
+    which asks for data at every start whatever the offsets): `snapshot.data` snapshots at every start,
+    `snapshot.schema` without data a schema snapshot first, neither streams from the log's start;
+    `start.stream` streams; `snapshot.on.data.error` snapshots again when the stored position is lost."""
+    data, schema = config[CONFIGURATION_BASED + "snapshot.data"], config[CONFIGURATION_BASED + "snapshot.schema"]
+    return SnapshotMode("configuration_based", snapshot_first=data or schema, snapshot_on_restart=data,
+                        snapshot_when_lost=config[CONFIGURATION_BASED + "snapshot.on.data.error"],
+                        streams=config[CONFIGURATION_BASED + "start.stream"])
+
+
 def lost_message(why: str) -> str:
     """The error of a lost position under a mode that does not re-snapshot, with the fixes."""
     return (f"{why}; changes may have been lost. Re-snapshot with snapshot.mode=when_needed (or always), "
@@ -100,9 +115,12 @@ class SnapshotThenStream(SourceConnector):
     def __init__(self, config: ConnectorConfig):
         super().__init__(config)
         name = config["snapshot.mode"]
-        if name not in SNAPSHOT_MODES:
+        if name == "configuration_based":
+            self.snapshot_mode = configured_mode(config)
+        elif name not in SNAPSHOT_MODES:
             raise ValueError(f"snapshot.mode={name!r} is not one of {', '.join(SNAPSHOT_MODES)}")
-        self.snapshot_mode = SNAPSHOT_MODES[name]
+        else:
+            self.snapshot_mode = SNAPSHOT_MODES[name]
         self.resnapshot = False  # the next batch is a new snapshot
         self.opened = False
         self._warned_no_tables = False

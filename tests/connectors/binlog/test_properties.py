@@ -60,7 +60,7 @@ def test_server_id_is_required_and_numeric():
 
 def test_what_is_not_built_is_refused_by_name():
     found = errors("mariadb", snapshot__locking__mode="minimal_percona", database__jdbc__driver="x",
-                   connect__keep__alive="true", snapshot__mode="configuration_based",
+                   connect__keep__alive="true", snapshot__mode="custom",
                    gtid__source__includes="a.*", database__ssl__mode="verify-ca")
     assert set(found) == {"snapshot.locking.mode", "database.jdbc.driver", "connect.keep.alive", "snapshot.mode",
                           "gtid.source.includes", "database.ssl.mode"}
@@ -91,3 +91,12 @@ def test_headwater_run_exits_2_on_a_bad_configuration(tmp_path):
     assert proc.returncode == 2, proc.stderr
     assert "snapshot.locking.mode" in proc.stderr and "database.port" in proc.stderr
     assert "pw-secret" not in proc.stderr + proc.stdout
+
+
+def test_configuration_based_takes_its_properties():
+    cfg = validate_connector(props("mariadb", snapshot__mode="configuration_based",
+                                   snapshot__mode__configuration__based__snapshot__data="true"))
+    assert cfg["snapshot.mode.configuration.based.snapshot.data"] is True
+    assert cfg["snapshot.mode.configuration.based.start.stream"] is False
+    assert "snapshot.mode.configuration.based.start.stream" in errors(
+        "mysql", snapshot__mode__configuration__based__start__stream="maybe")

@@ -1,11 +1,14 @@
-"""`snapshot.mode` `never`, `always` and `recovery` on a real MariaDB, through the engine (`initial` and
-`no_data` are golden scenarios, `initial_only` is in test_snapshot.py, `when_needed` in test_faults.py).
+"""`snapshot.mode` `never`, `always`, `recovery` and `configuration_based` on a real MariaDB, through the
+engine (`initial` and `no_data` are golden scenarios, `initial_only` is in test_snapshot.py, `when_needed`
+in test_faults.py).
 
 - `never`: no snapshot; the first start reads the binlog from its oldest file, so the rows written before
   it arrive as the creates (and updates) that made them, the table's DDL from the binlog;
 - `always`: every start snapshots again (its epoch counts up) and streams from that snapshot on;
 - `recovery`: a restart rebuilds a lost or broken schema history from the tables as they are, then
-  streams on from the stored offset without reading rows.
+  streams on from the stored offset without reading rows;
+- `configuration_based`: each of its properties (Debezium's ConfigurationBasedSnapshotter: data at every
+  start when asked; the schema only; neither; no stream; a new snapshot on a lost position).
 """
 
 from __future__ import annotations
@@ -15,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from headwater.connectors.errors import PositionLost
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.mariadb import MariaDBServer
 from headwater.engine import Engine, OffsetFile
+from tests.connectors.mariadb.test_faults import purge
 
 
 def properties(server: MariaDBServer, db: str, **extra: str) -> dict[str, Any]:
@@ -99,3 +104,67 @@ def test_recovery_rebuilds_the_schema_history_and_streams_on(mariadb_server, tab
     assert '"v"' in history_file.read_text() and '"w"' not in history_file.read_text()
     after = OffsetFile(offsets).load()
     assert after is not None and stored is not None and after["epoch"] == stored["epoch"]
+
+
+def based(**flags: bool) -> dict[str, str]:
+    """`configuration_based` with its properties (by their last words, `_` for `.`)."""
+    return {"snapshot.mode": "configuration_based",
+            **{f"snapshot.mode.configuration.based.{k.replace('_', '.')}": str(v).lower() for k, v in flags.items()}}
+
+
+def test_configuration_based_with_data_snapshots_at_every_start(mariadb_server, table, tmp_path):
+    props = {**properties(mariadb_server, table, include__schema__changes="false"),
+             **based(snapshot_data=True, start_stream=True)}
+    assert data(run(props, tmp_path / "o.json")) == [("r", {"id": 1, "v": "a"}), ("r", {"id": 2, "v": "b2"})]
+    mariadb_server.execute("INSERT INTO t VALUES (3, 'c')", table)
+    assert [op for op, _ in data(run(props, tmp_path / "o.json"))] == ["r", "r", "r"]
+
+
+def test_configuration_based_with_the_schema_only_streams_after_it(mariadb_server, table, tmp_path):
+    offsets, history_file = tmp_path / "o.json", tmp_path / "history.jsonl"
+    props = {**properties(mariadb_server, table, headwater__schema__history__file=str(history_file)),
+             **based(snapshot_schema=True, start_stream=True)}
+    first = run(props, offsets)
+    assert data(first) == [] and any(v.get("ddl", "").startswith("CREATE TABLE") for v in first)
+    mariadb_server.execute("INSERT INTO t VALUES (3, 'c')", table)
+    # a restart rebuilds the schema history from the tables (as recovery does), not from the file
+    history_file.write_text(history_file.read_text().replace('"v"', '"w"'))
+    assert data(run(props, offsets)) == [("c", {"id": 3, "v": "c"})]
+    assert '"w"' not in history_file.read_text()
+
+
+def test_configuration_based_without_snapshots_reads_the_binlog_from_its_start(mariadb_server, table, tmp_path):
+    props = {**properties(mariadb_server, table), **based(start_stream=True)}
+    assert data(run(props, tmp_path / "o.json")) == [
+        ("c", {"id": 1, "v": "a"}), ("c", {"id": 2, "v": "b"}), ("u", {"id": 2, "v": "b2"})]
+
+
+def test_configuration_based_without_streaming_stops_after_the_snapshot(mariadb_server, table, tmp_path):
+    props = {**properties(mariadb_server, table, include__schema__changes="false"), **based(snapshot_data=True)}
+    engine = Engine(validate_connector(props), OffsetFile(tmp_path / "o.json"))
+    try:
+        first = data([e.value_json() for e in engine.events(once=True) if e.value is not None])
+        mariadb_server.execute("INSERT INTO t VALUES (3, 'c')", table)
+        again = list(engine.events(once=True))
+    finally:
+        engine.close()
+    assert [op for op, _ in first] == ["r", "r"] and again == []
+
+
+@pytest.mark.parametrize("on_error", [True, False])
+def test_configuration_based_on_a_lost_position_snapshots_again_when_asked(mariadb_server, table, tmp_path, on_error):
+    offsets = tmp_path / "o.json"
+    props = {**properties(mariadb_server, table, include__schema__changes="false"),
+             **based(snapshot_data=False, snapshot_schema=True, start_stream=True, snapshot_on_data_error=on_error)}
+    run(props, offsets)
+    stored = OffsetFile(offsets).load()
+    assert stored is not None
+    purge(mariadb_server, stored["file"])
+    mariadb_server.execute("INSERT INTO t VALUES (3, 'c')", table)
+    if on_error:  # the new snapshot is the schema only, as the mode says: the stream goes on from it
+        assert data(run(props, offsets)) == []
+        mariadb_server.execute("INSERT INTO t VALUES (4, 'd')", table)
+        assert data(run(props, offsets)) == [("c", {"id": 4, "v": "d"})]
+    else:
+        with pytest.raises(PositionLost, match="purged"):
+            run(props, offsets)
