@@ -82,12 +82,23 @@ def key_columns(t: Table, collations: dict[str, tuple[str, str]]) -> tuple[KeyCo
     return tuple(out)
 
 
+def has_text_key(t: Table) -> bool:
+    """Whether a primary key column is CHAR or VARCHAR (its collation must be read)."""
+    return any((c := t.column(n)) is not None and c.type_name.split()[0] in TEXT_TYPES for n in t.primary_key)
+
+
 def read_collations(cur: Any, t: Table) -> dict[str, tuple[str, str]]:
     """The (charset, collation) of the table's text key columns, by lower-case column name."""
     cur.execute("SELECT COLUMN_NAME, CHARACTER_SET_NAME, COLLATION_NAME FROM information_schema.COLUMNS "
                 "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND COLLATION_NAME IS NOT NULL", (t.database, t.name))
     keys = {n.lower() for n in t.primary_key}
     return {str(n).lower(): (str(cs), str(co)) for n, cs, co in cur.fetchall() if str(n).lower() in keys}
+
+
+def chunk_columns(cur: Any, t: Table) -> tuple[KeyColumn, ...] | None:
+    """The table's chunk key (`key_columns`, the collations of a text key read through `cur`), or None
+    when the table is one exact chunk."""
+    return key_columns(t, read_collations(cur, t) if has_text_key(t) else {})
 
 
 class ChunkOrder:

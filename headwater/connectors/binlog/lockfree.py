@@ -64,7 +64,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.binlog.connection import ConnectionParams, connect, require_full_image
-from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn, key_columns, read_collations
+from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn, chunk_columns
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
@@ -98,12 +98,6 @@ def lock_free(config: ConnectorConfig, dbms: str) -> bool:
 
 def name_of(t: Table) -> str:
     return f"{t.database}.{t.name}"
-
-
-def chunk_columns(cur: Any, t: Table) -> tuple[KeyColumn, ...] | None:
-    """The table's chunk key (`keyorder.key_columns`, the collations read through `cur`), or None when the
-    table is one exact chunk."""
-    return key_columns(t, read_collations(cur, t) if t.primary_key else {})
 
 
 def exact_position(cur: Any) -> BinlogPosition:
