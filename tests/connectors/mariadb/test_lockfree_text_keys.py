@@ -21,7 +21,8 @@ import pytest
 
 from headwater.connectors.binlog import lockfree
 from headwater.connectors.binlog.connection import ConnectionParams
-from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn
+from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn, key_columns
+from headwater.connectors.binlog.schema import Column, Table
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.mariadb import MariaDBServer
 from headwater.engine import Engine, OffsetFile
@@ -194,3 +195,19 @@ def test_a_text_key_orders_as_the_collation(mariadb_server):
     finally:
         pad.close()
         nopad.close()
+
+
+def _column(name: str, type_name: str, position: int, length: int | None = None) -> Column:
+    return Column(name, type_name, type_name, 0, length, None, position, False)
+
+
+def test_which_keys_are_chunked():
+    def key(*types: str) -> tuple[KeyColumn, ...] | None:
+        columns = tuple(_column(f"c{i}", t, i + 1, 8) for i, t in enumerate(types))
+        table = Table("d", "t", (*columns, _column("v", "INT", len(types) + 1)), tuple(c.name for c in columns))
+        return key_columns(table, {f"c{i}": ("utf8mb4", "utf8mb4_general_ci") for i in range(len(types))})
+    assert key("INT UNSIGNED", "CHAR") == (KeyColumn(0, "c0"), KeyColumn(1, "c1", "utf8mb4", "utf8mb4_general_ci", 8))
+    assert key("BIGINT") == (KeyColumn(0, "c0"),)
+    for other in ("DATE", "DECIMAL", "VARBINARY", "ENUM", "DATETIME"):  # one exact chunk
+        assert key("INT", other) is None
+    assert key_columns(Table("d", "t", (_column("v", "INT", 1),)), {}) is None  # no key
