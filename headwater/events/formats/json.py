@@ -106,7 +106,7 @@ def _decimals(arr: pa.Array) -> list[str | None]:
 def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
                                                                   list[list[tuple[str, str]] | None]]:
     """The key and value JSON text of each event of `block` (None: no key, a tombstone's value), and
-    its headers with their values (keys) as JSON text."""
+    its headers with their values as JSON text (`null` for a null value)."""
     b = block.batch
     key_schema, value_schema = block.key_schema, block.value_schema
     key_head, key_tail = options.wrap(key_schema)
@@ -127,10 +127,11 @@ def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None
         offsets = column.offsets.to_pylist()
         entries = column.values
         names = entries.field("key").to_pylist()
-        held = texts(entries.field("value"), key_schema, key_head, key_tail)
+        held = {name: texts(entries.field("value").field(name), schema, *options.wrap(schema))
+                for name, schema in block.header_schemas.items()}
         for i, valid in enumerate(column.is_valid().to_pylist()):
             if valid:
-                headers[i] = [(names[j], held[j] or "null") for j in range(offsets[i], offsets[i + 1])]
+                headers[i] = [(names[j], held[names[j]][j] or "null") for j in range(offsets[i], offsets[i + 1])]
     return keys, values, headers
 
 
