@@ -62,3 +62,17 @@ def test_on_a_dataframe_of_blocks(spark):
     values = [e.value for e in to_event_batch(back, JsonOptions()).rows()]
     assert values == ['{"id":1,"name":"a","__deleted":"false"}', '{"id":1,"name":"a","__deleted":"true"}',
                       '{"id":2,"name":"b","__deleted":"false"}']
+
+
+def test_the_table_layout_refuses_transformations():
+    import json
+
+    from headwater.spark.source import HeadwaterDataSource
+    props = {"connector.class": "postgres", "database.hostname": "127.0.0.1", "database.user": "u",
+             "database.dbname": "d", "topic.prefix": "p", **unwrap()}
+    options = {"headwater.properties": json.dumps(props), "headwater.output": "table", "headwater.topic": "p.public.t",
+               "headwater.row.schema": "{}"}
+    with pytest.raises(ValueError, match="transformations do not apply"):
+        HeadwaterDataSource(options).streamReader(None)
+    del options["headwater.output"]
+    assert HeadwaterDataSource(options).streamReader(None).chain is not None
