@@ -1,14 +1,22 @@
 """Change events as data: typed blocks, the events of one topic with one key and one value schema.
 
 A `TypedBlock` is an Arrow record batch: `key` and `value` are struct columns typed from their
-Kafka Connect schemas (`connect_type`), `value` null for a tombstone; an envelope's `before`,
+Kafka Connect schemas (`connect_type`), `value` null for a tombstone (a row without `op`; a null
+value with an `op` is a record whose value is null but has a schema, as ExtractNewRecordState makes
+of a delete); an envelope's `before`,
 `after`, `source`, `op`, `ts_*` and `transaction` are fields of `value`, and so are the fields of
 every other record kind (transaction BEGIN/END, heartbeats, logical messages). Beside them the
 meta columns of `META`: `_order` (the event's place in the batch it came in, so that the global
-order across the blocks of a batch is recoverable), `op`, `headers` (the key a key-changing update
-carries as `__debezium.newkey`/`__debezium.oldkey`, typed as the key), `_change_type`,
+order across the blocks of a batch is recoverable), `op`, `headers`, `_change_type`,
 `_commit_version` and `_commit_timestamp`. The topic and the two Connect schemas (JSON form) ride
-in the schema's metadata.
+in the schema's metadata, and so do the Connect schemas of the headers, by header name.
+
+Kafka headers are a list per record of (name, value), each value with its own Connect schema. The
+`headers` column is a list of `{key, value}` entries whose `value` is a struct with one field per
+header name of the block, typed by that header's schema (`headers_type`): an entry sets only the
+field of its own name. The key a key-changing update carries (`__debezium.newkey`,
+`__debezium.oldkey`) is a header whose schema is the key's; transformations add headers of any
+Connect type.
 
 The Arrow types hold exactly what the events hold, so that every serialization (JSON here, in
 `events.formats`; Avro and CloudEvents later) can be written from a block: Connect's primitives and
@@ -45,6 +53,7 @@ ToArrow = Callable[[Any], Any]  # a JSON-form value (not null) -> what pa.array 
 TOPIC_META = b"headwater.topic"
 KEY_SCHEMA_META = b"headwater.key.schema"
 VALUE_SCHEMA_META = b"headwater.value.schema"
+HEADERS_SCHEMA_META = b"headwater.headers.schema"
 
 PRIMITIVE = {"int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(), "int64": pa.int64(),
               "boolean": pa.bool_(), "string": pa.string()}
@@ -147,13 +156,15 @@ def decimal_value(b64: str, scale: int) -> decimal.Decimal:
     return decimal.Decimal(f"{unscaled}E{-scale}")
 
 
-#: the meta columns after `key` and `value`; `headers` is typed by the block's key
+#: the meta columns after `key` and `value`; `headers` is typed by the block's header schemas
 META = [("_order", pa.int64()), ("op", pa.string()), ("headers", None), ("_change_type", pa.string()),
         ("_commit_version", pa.int64()), ("_commit_timestamp", pa.timestamp("us", tz="UTC"))]
 
 
-def header_type(key_type: pa.DataType) -> pa.DataType:
-    return pa.list_(pa.struct([("key", pa.string()), ("value", key_type)]))
+def headers_type(schemas: dict[str, dict | None]) -> pa.DataType:
+    """The Arrow type of the `headers` column for headers of these Connect schemas, by name."""
+    value = pa.struct([(name, _converter(s)[0]) for name, s in schemas.items()]) if schemas else pa.null()
+    return pa.list_(pa.struct([("key", pa.string()), ("value", value)]))
 
 
 @dataclass(frozen=True)
@@ -173,6 +184,12 @@ class TypedBlock:
     @property
     def value_schema(self) -> dict | None:
         return orjson.loads(self.batch.schema.metadata[VALUE_SCHEMA_META])
+
+    @property
+    def header_schemas(self) -> dict[str, dict | None]:
+        """The Connect schema of each header name the block's `headers` column can hold."""
+        raw = self.batch.schema.metadata.get(HEADERS_SCHEMA_META)
+        return orjson.loads(raw) if raw else {}
 
     def __len__(self) -> int:
         return self.batch.num_rows
@@ -249,7 +266,8 @@ class BlockBuilder:
 
     def add(self, topic: str, key_schema: dict | None, key: Any, value_schema: dict | None, value: Any,
             op: str | None, version: int, ts_us: int, headers: list[tuple[str, Any]] | None = None) -> None:
-        """One record: `key` and `value` in JSON form (dicts for structs), `headers` holding keys."""
+        """One record: `key` and `value` in JSON form (dicts for structs), `headers` holding keys (their
+        schema is the key's)."""
         group = (topic, self._fingerprint(key_schema), self._fingerprint(value_schema))
         p = self.pending.get(group)
         if p is None:
@@ -294,36 +312,42 @@ def build_block(p: _Pending) -> TypedBlock:
     """The typed block of pending records."""
     key = _column(p.keys, p.key_schema)
     value = _column(p.values, p.value_schema)
-    headers = None
+    headers, header_schemas = None, None
     if any(p.headers):
         _, key_f = _converter(p.key_schema)
-        headers = pa.array([None if h is None else [{"key": k, "value": None if v is None else key_f(v)}
-                                                    for k, v in h] for h in p.headers], type=header_type(key.type))
+        header_schemas = {name: p.key_schema for h in p.headers if h for name, _ in h}
+        headers = pa.array([None if h is None else [{"key": k, "value": {k: None if v is None else key_f(v)}}
+                                                    for k, v in h] for h in p.headers],
+                           type=headers_type(header_schemas))
     return make_block(p.topic, p.key_schema, key, p.value_schema, value, string_array(p.ops),
                       np.array(p.order, dtype=np.int64), np.array(p.versions, dtype=np.int64),
-                      np.array(p.ts, dtype=np.int64), headers)
+                      np.array(p.ts, dtype=np.int64), headers, header_schemas)
 
 
 def make_block(topic: str, key_schema: dict | None, key: pa.Array, value_schema: dict | None, value: pa.Array,
                op: pa.Array, order: np.ndarray, version: np.ndarray, ts_us: np.ndarray,
-               headers: pa.Array | None = None) -> TypedBlock:
+               headers: pa.Array | None = None, header_schemas: dict[str, dict | None] | None = None) -> TypedBlock:
     """A typed block from its columns: `key` and `value` typed by `connect_type` of their schemas,
-    `op`, and per event its place in the batch, commit version and commit time (microseconds)."""
+    `op`, and per event its place in the batch, commit version and commit time (microseconds);
+    `headers` typed by `headers_type` of `header_schemas` (None: no headers)."""
     n = len(op)
+    header_schemas = header_schemas or {}
     if headers is None:
-        headers = pa.nulls(n, header_type(key.type))
-    change = _change_types(op, value)
+        headers = pa.nulls(n, headers_type(header_schemas))
+    change = change_types(op, value)
     columns = [key, value, int64_array(np.broadcast_to(order, n)), op, headers, change,
                int64_array(np.broadcast_to(version, n)),
                int64_array(np.broadcast_to(ts_us, n)).cast(pa.timestamp("us", tz="UTC"))]
     names = ["key", "value"] + [name for name, _ in META]
     metadata = {TOPIC_META: topic.encode(), KEY_SCHEMA_META: orjson.dumps(key_schema),
                 VALUE_SCHEMA_META: orjson.dumps(value_schema)}
+    if header_schemas:
+        metadata[HEADERS_SCHEMA_META] = orjson.dumps(header_schemas)
     schema = pa.schema([pa.field(name, c.type) for name, c in zip(names, columns, strict=True)], metadata=metadata)
     return TypedBlock(pa.RecordBatch.from_arrays(columns, schema=schema))
 
 
-def _change_types(op: pa.Array, value: pa.Array) -> pa.Array:
+def change_types(op: pa.Array, value: pa.Array) -> pa.Array:
     """Spark's `_change_type` of each event (none for a tombstone)."""
     valid = value.is_valid().to_pylist()
     return string_array([CHANGE_TYPES.get(o) if o is not None and ok else None
