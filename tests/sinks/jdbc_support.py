@@ -74,7 +74,7 @@ def normal(v: Any) -> Any:
     day as time, JSON parsed, UUIDs as text, booleans as 0/1."""
     if isinstance(v, dt.datetime) and v.tzinfo is not None:
         return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-    if isinstance(v, dt.timedelta):  # PyMySQL's TIME
+    if isinstance(v, dt.timedelta) and dt.timedelta(0) <= v < dt.timedelta(days=1):  # PyMySQL's TIME
         return (dt.datetime.min + v).time()
     if isinstance(v, bool):
         return int(v)
@@ -89,4 +89,4 @@ def normal(v: Any) -> Any:
             return v
     if isinstance(v, (dict, list)):
         return v
-    return v if v is None or isinstance(v, (int, float, str, dt.date, dt.time)) else str(v)
+    return v if v is None or isinstance(v, (int, float, str, dt.date, dt.time, dt.timedelta)) else str(v)

@@ -190,7 +190,10 @@ class PostgresDialect(Dialect):
         return f"numeric({t.precision},{t.scale or 0})" if t.precision else "numeric"
 
     def bits(self, t: SqlType) -> str:
-        return f"bit({t.length})" if t.length else "bit varying"
+        """bit(n) when the source says BIT; else bit varying, which takes a bit(n) column's values too."""
+        if t.length and (t.source or "").upper() == "BIT":
+            return f"bit({t.length})"
+        return f"bit varying({t.length})" if t.length and t.length <= 83_886_080 else "bit varying"
 
     def array(self, t: SqlType) -> str:
         assert t.item is not None
@@ -230,7 +233,7 @@ class MySqlDialect(Dialect):
         return f"decimal({t.precision},{t.scale or 0})" if t.precision else f"decimal(65,{min(t.scale or 0, 30)})"
 
     def bits(self, t: SqlType) -> str:
-        return f"bit({t.length or 64})"
+        return f"bit({t.length})" if t.length and t.length <= 64 else "longblob"
 
     def enum(self, t: SqlType) -> str:
         return "enum(" + ", ".join(self.literal(v) for v in t.values) + ")" if t.values else "varchar(255)"

@@ -117,12 +117,14 @@ def _int(v: Any) -> int | None:
 @dataclass(frozen=True)
 class Binding:
     """How a dialect wants some values bound: naive local times for zoned ones (no time-zone type),
-    JSON text for arrays (no array type), bit strings or numbers for Bits."""
+    JSON text for arrays (no array type), bit strings or numbers for Bits, durations as interval
+    text or numbers of microseconds."""
 
     zone: ZoneInfo
     zoned_as_local: bool
     arrays_as_json: bool
     bits_as_text: bool
+    durations_as_text: bool
 
 
 def python_values(arr: pa.Array, schema: dict, binding: Binding) -> list[Any]:
@@ -139,8 +141,10 @@ def python_values(arr: pa.Array, schema: dict, binding: Binding) -> list[Any]:
         return [None if v is None else v.rstrip("Z") for v in values] if binding.zoned_as_local else values
     if name == "io.debezium.data.VariableScaleDecimal":
         return [None if v is None else _unscaled(v["value"], v["scale"]) for v in arr.to_pylist()]
-    if name == "io.debezium.time.MicroDuration":
-        return [None if v is None else dt.timedelta(microseconds=v) for v in arr.to_pylist()]
+    if name == "io.debezium.time.MicroDuration":  # PostgreSQL's interval keeps its hours as given
+        if binding.durations_as_text:
+            return [None if v is None else f"{v} microseconds" for v in arr.to_pylist()]
+        return arr.to_pylist()
     if name == "io.debezium.data.Bits":
         length = int((schema.get("parameters") or {}).get("length", 0)) or None
         return [None if v is None else _bits(v, length, binding.bits_as_text) for v in arr.to_pylist()]
@@ -168,8 +172,8 @@ def _bits(b: bytes, length: int | None, as_text: bool) -> int | str:
     n = int.from_bytes(b, "little")
     if not as_text:
         return n
-    width = length or max(1, len(b) * 8)
-    return format(n, f"0{width}b")[-width:]
+    width = length if length and length <= 64 * 1024 else len(b) * 8  # bit(n); a bit varying's is unknown
+    return format(n, f"0{width}b")[-width:] if width else ""
 
 
 def _local_timestamp(v: str | None, zone: ZoneInfo) -> dt.datetime | str | None:
@@ -190,6 +194,12 @@ def _temporal(arr: pa.Array) -> list[Any]:
     if pa.types.is_timestamp(t) and t.unit == "ns":
         arr = pc.cast(arr, pa.timestamp("us", t.tz), safe=False)
         t = arr.type
+    if pa.types.is_time(t):  # Python's time stops before 24:00, which PostgreSQL's reaches
+        day = 86_400 * {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}[t.unit]
+        ticks = arr.cast(pa.int32() if t == pa.time32("ms") else pa.int64())
+        late = pc.max(ticks).as_py()
+        if late is not None and late >= day:  # the column as text, which the database reads
+            return [None if v is None else _time_text(t.unit, v) for v in ticks.to_pylist()]
     try:
         return arr.to_pylist()
     except (OverflowError, ValueError):
@@ -203,13 +213,11 @@ def _temporal(arr: pa.Array) -> list[Any]:
         try:
             out.append(arr[i].as_py())
         except (OverflowError, ValueError):
-            out.append(_out_of_range(t, v))
+            out.append("infinity" if v > 0 else "-infinity")
     return out
 
 
-def _out_of_range(t: pa.DataType, v: int) -> str:
-    if pa.types.is_time(t):
-        micros = v * (1000 if t.unit == "ms" else 1) // (1000 if t.unit == "ns" else 1)
-        seconds, frac = divmod(micros, 1_000_000)
-        return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{frac:06d}"
-    return "infinity" if v > 0 else "-infinity"
+def _time_text(unit: str, v: int) -> str:
+    micros = v * 1000 if unit == "ms" else v // 1000 if unit == "ns" else v
+    seconds, frac = divmod(micros, 1_000_000)
+    return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{frac:06d}"

@@ -89,7 +89,7 @@ class JdbcWriter:
         self.conn = conn if conn is not None else connect(cfg)
         pg = self.dialect.name == "postgresql"
         self.binding = Binding(ZoneInfo(cfg.time_zone), zoned_as_local=not self.dialect.time_zone_types,
-                               arrays_as_json=not pg, bits_as_text=pg)
+                               arrays_as_json=not pg, bits_as_text=pg, durations_as_text=pg)
         self.tables: dict[str, set[str]] = {}  # table -> its columns (as `_norm` writes them)
         self.applied_ready = False
 
