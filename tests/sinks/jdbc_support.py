@@ -73,7 +73,7 @@ def normal(v: Any) -> Any:
     """A value as both databases' drivers can be compared: instants in UTC without a zone, times of
     day as time, JSON parsed, UUIDs as text, booleans as 0/1."""
     if isinstance(v, dt.datetime) and v.tzinfo is not None:
-        return v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return v.astimezone(dt.UTC).replace(tzinfo=None)
     if isinstance(v, dt.timedelta) and dt.timedelta(0) <= v < dt.timedelta(days=1):  # PyMySQL's TIME
         return (dt.datetime.min + v).time()
     if isinstance(v, bool):
