@@ -109,10 +109,15 @@ class JdbcSinkConfig:
 def parse_url(url: str) -> Target:
     """The target of a JDBC URL (`jdbc:postgresql://host:port/db?k=v`, `jdbc:mariadb://...`,
     `jdbc:mysql://...`; Oracle's, SQL Server's and Db2's for their dialects); ValueError if it is not one."""
-    m = _URL.fullmatch(url.strip())
-    if m is None or m.group("scheme") not in SCHEMES:
+    parts = url.strip().split(":")
+    if len(parts) < 3 or parts[0] != "jdbc" or parts[1] not in SCHEMES:
         raise ValueError("not a JDBC URL of a known database")
-    dialect = SCHEMES[m.group("scheme")]
+    dialect = SCHEMES[parts[1]]
+    m = _URL.fullmatch(url.strip())
+    if m is None:
+        if dialect in CONNECTED:
+            raise ValueError(f"not a {dialect} JDBC URL")
+        return Target(dialect, "", 0, "")  # a database headwater generates SQL for but does not connect to
     params: dict[str, str] = {}
     rest = m.group("rest") or ""
     if rest.startswith("?"):
