@@ -170,3 +170,19 @@ def test_sql_of_oracle_sqlserver_and_db2():
         'WHEN NOT MATCHED THEN INSERT ("id") VALUES (s."id")')
     assert db2.type_name(SqlType("string"), key=True) == "varchar(255)"
     assert db2.applied_insert() == "INSERT INTO headwater_sink_batches (pipeline, batch_id, topic, events) VALUES (?, ?, ?, ?)"
+
+
+def test_copy_text_carries_what_arrow_can_write_and_refuses_the_rest():
+    import pyarrow as pa
+
+    from headwater.sinks.jdbc.types import copy_text
+
+    ok = [("a", pa.array([1, None], pa.int32()), {"type": "int32"}),
+          ("b", pa.array(["", None], pa.string()), {"type": "string"}),
+          ("c", pa.array([b"\x00\xff", None], pa.binary()), {"type": "bytes"}),
+          ("d", pa.array([86_399_999_999, 0], pa.time64("us")), {"type": "int64"})]
+    assert copy_text(ok) == b'"1","","\\x00ff","23:59:59.999999"\n,,,"00:00:00.000000"\n'
+    midnight = ("t", pa.array([86_400_000_000], pa.time64("us")), {"type": "int64"})
+    infinite = ("ts", pa.array([2**63 - 1], pa.int64()).cast(pa.timestamp("us")), {"type": "int64"})
+    bits = ("b", pa.array([b"\x01"]), {"type": "bytes", "name": "io.debezium.data.Bits"})
+    assert copy_text([midnight]) is None and copy_text([infinite]) is None and copy_text([bits]) is None

@@ -12,6 +12,7 @@ database's own message.
 
 from __future__ import annotations
 
+import io
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -83,6 +84,14 @@ class PostgresConnection(Connection):
         return [r[0] for r in self.query("SELECT column_name FROM information_schema.columns WHERE "
                                          "table_schema = current_schema() AND table_name = %s", [table])]
 
+    def copy(self, table: str, columns: list[str], csv: bytes) -> None:
+        """COPY CSV text (UTF-8) into `table`'s `columns` (identifiers as the SQL writes them)."""
+        try:
+            self.cursor.copy_expert(f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv)",
+                                    io.BytesIO(csv), size=1 << 20)
+        except self.errors as exc:
+            raise DatabaseError(_message(exc)) from exc
+
 
 class MySqlConnection(Connection):
     def columns(self, table: str) -> list[str]:
@@ -108,7 +117,7 @@ def connect(cfg: JdbcSinkConfig) -> Connection:
             import psycopg2
 
             raw = psycopg2.connect(host=t.host, port=t.port, dbname=t.database, user=user, password=password,
-                                   application_name="headwater-jdbc-sink")
+                                   application_name="headwater-jdbc-sink", client_encoding="UTF8")
             return PostgresConnection(raw, (psycopg2.Error,), cfg.batch_size)
         if t.dialect == "mysql":
             import pymysql

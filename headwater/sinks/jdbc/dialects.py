@@ -208,6 +208,25 @@ class PostgresDialect(Dialect):
     def truncate(self, table: str) -> str:
         return f"TRUNCATE TABLE {self.ident(table)}"
 
+    def create_stage(self, stage: str, table: str, columns: list[str]) -> str:
+        """A temporary table with the target's types of `columns` (without its constraints)."""
+        cols = ", ".join(self.ident(c) for c in columns)
+        return f"CREATE TEMPORARY TABLE {stage} ON COMMIT DROP AS SELECT {cols} FROM {self.ident(table)} WITH NO DATA"
+
+    def from_stage(self, kind: str, table: str, stage: str, columns: list[str], key: list[str]) -> str:
+        """The statement applying a staging table's rows: insert, update, upsert or delete by key."""
+        t, cols = self.ident(table), ", ".join(self.ident(c) for c in columns)
+        on = " AND ".join(f"{t}.{self.ident(k)} = s.{self.ident(k)}" for k in key)
+        if kind == "delete":
+            return f"DELETE FROM {t} USING {stage} s WHERE {on}"
+        if kind == "update":
+            sets = ", ".join(f"{self.ident(c)} = s.{self.ident(c)}" for c in columns if c not in key)
+            return f"UPDATE {t} SET {sets} FROM {stage} s WHERE {on}"
+        insert = f"INSERT INTO {t} ({cols}) SELECT {cols} FROM {stage}"
+        if kind == "insert":
+            return insert
+        return insert + self.upsert(table, columns, key)[len(self.insert(table, columns)):]
+
 
 class MySqlDialect(Dialect):
     """MySQL and MariaDB."""

@@ -11,7 +11,8 @@ time of day without a date). When the source propagates its column types
 the type: VARCHAR(n), CHAR(n), NUMERIC(p,s), TINYINT(1)... The result is a generic `SqlType`; each
 dialect (`dialects`) names it in its own SQL.
 
-`python_values` turns one column of a typed block (`events.typed`: Arrow types over the events'
+`copy_text` writes columns as PostgreSQL's COPY text (CSV, by Arrow, no Python per value) when
+every value can go that way; `python_values` turns one column of a typed block (`events.typed`: Arrow types over the events'
 values) into Python values for the driver, whole columns at a time (`to_pylist`), with the few
 values Python's types cannot hold (PostgreSQL's infinite dates and timestamps, a time of 24:00)
 handed over as the text the database reads.
@@ -28,6 +29,7 @@ from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 
 from headwater.events.arrow import json_text
 
@@ -47,6 +49,7 @@ _SEMANTIC = {
     "io.debezium.data.Ltree": "ltree", "io.debezium.data.VariableScaleDecimal": "double",
 }
 DECIMAL = "org.apache.kafka.connect.data.Decimal"
+Cells = tuple[str, pa.Array, dict]  # a column's name, its values in a typed block, its Connect schema
 SOURCE_TYPE = "__debezium.source.column.type"
 SOURCE_LENGTH = "__debezium.source.column.length"
 SOURCE_SCALE = "__debezium.source.column.scale"
@@ -221,3 +224,54 @@ def _time_text(unit: str, v: int) -> str:
     micros = v * 1000 if unit == "ms" else v // 1000 if unit == "ns" else v
     seconds, frac = divmod(micros, 1_000_000)
     return f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{frac:06d}"
+
+
+# the logical types whose values COPY text cannot carry as Arrow writes them
+_NOT_COPIED = {"io.debezium.data.Bits", "io.debezium.time.MicroDuration", "io.debezium.data.VariableScaleDecimal"}
+# what Arrow's CSV writer formats as PostgreSQL reads it: Python's years (1..9999), times below 24:00
+_RANGES = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
+_FIRST_SECOND, _LAST_SECOND = -62_135_596_800, 253_402_300_799
+
+
+def copy_text(columns: list[Cells]) -> bytes | None:
+    """The columns as CSV for `COPY ... FROM STDIN WITH (FORMAT csv)` (a null unquoted and empty, every
+    other value quoted, bytes as bytea's hex), or None when a value could not go as COPY text."""
+    arrays = []
+    for _, arr, schema in columns:
+        t = arr.type
+        if schema.get("name") in _NOT_COPIED or not _copyable(arr):
+            return None
+        if pa.types.is_binary(t):
+            if schema.get("name") == DECIMAL:
+                return None
+            arr = pa.array([None if v is None else "\\x" + v.hex() for v in arr.to_pylist()], pa.string())
+        arrays.append(arr)
+    if not arrays:
+        return None
+    table = pa.Table.from_arrays(arrays, names=[f"c{i}" for i in range(len(arrays))])
+    out = pa.BufferOutputStream()
+    pacsv.write_csv(table, out, pacsv.WriteOptions(include_header=False, quoting_style="all_valid"))
+    return out.getvalue().to_pybytes()
+
+
+def _copyable(arr: pa.Array) -> bool:
+    t = arr.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_string(t) \
+            or pa.types.is_decimal(t) or pa.types.is_binary(t) or pa.types.is_null(t):
+        return True
+    if pa.types.is_date32(t):
+        lo, hi = _bounds(arr.cast(pa.int32()))
+        return lo is None or (lo >= _FIRST_SECOND // 86_400 and hi <= _LAST_SECOND // 86_400)
+    if pa.types.is_timestamp(t):
+        per = _RANGES[t.unit]
+        lo, hi = _bounds(arr.cast(pa.int64()))
+        return lo is None or (lo >= _FIRST_SECOND * per and hi <= _LAST_SECOND * per)
+    if pa.types.is_time(t):
+        lo, hi = _bounds(arr.cast(pa.int32() if t == pa.time32("ms") else pa.int64()))
+        return lo is None or hi < 86_400 * _RANGES[t.unit]
+    return False
+
+
+def _bounds(ticks: pa.Array) -> tuple[Any, Any]:
+    mm = pc.min_max(ticks)
+    return mm["min"].as_py(), mm["max"].as_py()
