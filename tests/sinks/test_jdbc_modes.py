@@ -259,3 +259,22 @@ def test_mariadb_refuses_a_too_long_value_naming_the_row(mariadb_server, mariadb
         assert mariadb_rows(mariadb_server, mariadb_db, "SELECT qty FROM orders WHERE id = 1") == [("2",)]
     finally:
         w.close()
+
+
+def test_only_table_topics_are_written(target):
+    """Transaction metadata (and heartbeats, schema changes) never become tables; `topics` and
+    `topics.regex` choose among the rest."""
+    props, sql = target
+    b = BlockBuilder()
+    tx = {"type": "struct", "name": "io.debezium.connector.common.TransactionMetadataValue",
+          "fields": [{"field": "status", "type": "string"}, {"field": "id", "type": "string"}]}
+    b.add("p.transaction", {"type": "struct", "fields": [{"field": "id", "type": "string"}]}, {"id": "1"}, tx,
+          {"status": "BEGIN", "id": "1"}, None, 1, 0)
+    blocks = b.take().blocks + events(("c", 1, 2)) + events(("c", 1, 2), topic="skipped")
+    w = writer({**props, **UPSERT, "topics.regex": "ord.*"})
+    try:
+        w.apply(0, blocks)
+        assert sql("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' "
+                   "ORDER BY table_name") == [("headwater_sink_batches",), ("orders",)]
+    finally:
+        w.close()

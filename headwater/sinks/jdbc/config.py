@@ -6,7 +6,8 @@
 
 `parse_jdbc_sink` checks every property before anything connects and reports all problems at once
 (`ConfigErrors`: the property, what is wrong, the fix; the closest known name for an unknown one).
-`mirror: true` is headwater's shorthand for keeping every captured table in step with no per-table
+`topics` or `topics.regex` choose the topics written (default: every topic of table changes; never
+transaction metadata, heartbeats or schema changes). `mirror: true` is headwater's shorthand for keeping every captured table in step with no per-table
 settings: upsert by the record key, deletes and truncates applied, missing tables and columns
 created, each table named as its source table (`${source.table}`). The password is held as a
 `SecretStr`, so neither the configuration's text nor an error shows it.
@@ -37,7 +38,7 @@ DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
 
 #: every property the sink block takes (Debezium's names, and headwater's `type` and `mirror`)
 PROPERTIES = (
-    "type", "mirror", "connection.url", "connection.username", "connection.password", "insert.mode",
+    "type", "mirror", "topics", "topics.regex", "connection.url", "connection.username", "connection.password", "insert.mode",
     "delete.enabled", "truncate.enabled", "primary.key.mode", "primary.key.fields", "schema.evolution",
     "table.name.format", "quote.identifiers", "batch.size", "field.include.list", "field.exclude.list",
     "database.time_zone", "column.naming.strategy", "table.naming.strategy",
@@ -82,6 +83,8 @@ class JdbcSinkConfig:
     field_exclude: tuple[str, ...] = ()
     time_zone: str = "UTC"
     mirror: bool = False
+    topics: tuple[str, ...] = ()
+    topics_regex: str | None = None
 
     def properties(self) -> dict[str, str]:
         """The configuration as Debezium's properties (the password left out), e.g. to ship it to
@@ -100,6 +103,10 @@ class JdbcSinkConfig:
             props["field.include.list"] = ",".join(self.field_include)
         if self.field_exclude:
             props["field.exclude.list"] = ",".join(self.field_exclude)
+        if self.topics:
+            props["topics"] = ",".join(self.topics)
+        if self.topics_regex is not None:
+            props["topics.regex"] = self.topics_regex
         return props
 
     def __repr__(self) -> str:
@@ -230,6 +237,15 @@ def parse_jdbc_sink(props: dict[str, Any]) -> JdbcSinkConfig:
     except (ValueError, KeyError, OSError):
         errors.append(ConfigError("sink.database.time_zone", f"{time_zone!r} is not a time zone",
                                   "use an IANA name such as UTC or Europe/Berlin"))
+    topics, topics_regex = _names(p, "topics"), p.get("topics.regex")
+    if topics and topics_regex is not None:
+        errors.append(ConfigError("sink.topics.regex", "topics and topics.regex exclude each other", "keep one of them"))
+    if topics_regex is not None:
+        try:
+            re.compile(str(topics_regex))
+        except re.error as exc:
+            errors.append(ConfigError("sink.topics.regex", f"is not a regular expression: {exc}",
+                                      "for example topics.regex: inventory\\..*"))
     truncate_enabled = _flag(p, "truncate.enabled", False, errors)
     quote = _flag(p, "quote.identifiers", False, errors)
     if errors:
@@ -243,4 +259,5 @@ def parse_jdbc_sink(props: dict[str, Any]) -> JdbcSinkConfig:
         truncate_enabled=truncate_enabled, primary_key_mode=pk_mode,
         primary_key_fields=_names(p, "primary.key.fields"), schema_evolution=evolution, table_name_format=fmt,
         quote_identifiers=quote, batch_size=batch_size,
-        field_include=include, field_exclude=exclude, time_zone=time_zone, mirror=mirror)
+        field_include=include, field_exclude=exclude, time_zone=time_zone, mirror=mirror, topics=topics,
+        topics_regex=None if topics_regex is None else str(topics_regex))

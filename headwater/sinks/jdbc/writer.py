@@ -1,7 +1,7 @@
 """The JDBC sink's writer: one batch of typed blocks applied to the target, exactly once.
 
 `JdbcWriter.apply(batch_id, blocks)` takes the blocks of one batch (any topics; Debezium envelopes
-or flat records such as ExtractNewRecordState writes) and, per topic:
+or flat records such as ExtractNewRecordState writes) and, per topic it writes (`wanted`):
 
 1. keeps the events the configuration applies (creates, reads and updates; deletes and tombstones
    with `delete.enabled`; truncates with `truncate.enabled`) and reduces them to the last change
@@ -26,6 +26,7 @@ applying the refused page's rows one at a time under a savepoint.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
@@ -44,6 +45,7 @@ from headwater.sinks.jdbc.dialects import APPLIED_TABLE, Column, Dialect, Postgr
 from headwater.sinks.jdbc.types import Binding, Cells, column_type, copy_text, python_values
 
 UPSERT_OPS = ("c", "r", "u")
+NOT_TABLE_RECORDS = ("TransactionMetadataValue", "Heartbeat", "SchemaChangeValue")  # value schemas' last names
 SAVEPOINT = "headwater_page"
 
 
@@ -101,7 +103,7 @@ class JdbcWriter:
     def apply(self, batch_id: int, blocks: Iterable[TypedBlock]) -> int:
         """Apply one batch (see the module's docstring); the number of events applied (0 when the
         batch was applied before)."""
-        groups = by_topic(blocks)
+        groups = {t: bs for t, bs in by_topic(blocks).items() if self.wanted(t, bs[0])}
         try:
             self._ensure_applied_table()
             pending = [t for t in groups if not self.conn.query(self.dialect.applied_select(),
@@ -123,6 +125,19 @@ class JdbcWriter:
         except BaseException:
             self.conn.rollback()
             raise
+
+    def wanted(self, topic: str, block: TypedBlock) -> bool:
+        """Whether a topic is written: chosen by `topics`/`topics.regex`, and never the records of
+        transaction metadata, heartbeats or schema changes (which a Kafka Connect sink must not
+        subscribe to)."""
+        name = str((block.value_schema or {}).get("name") or "")
+        if name.rpartition(".")[2] in NOT_TABLE_RECORDS:
+            return False
+        if self.cfg.topics:
+            return topic in self.cfg.topics
+        if self.cfg.topics_regex is not None:
+            return re.fullmatch(self.cfg.topics_regex, topic) is not None
+        return True
 
     # planning
     def plan(self, topic: str, blocks: Sequence[TypedBlock]) -> TablePlan | None:
