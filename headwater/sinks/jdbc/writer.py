@@ -124,6 +124,7 @@ class JdbcWriter:
             return applied
         except BaseException:
             self.conn.rollback()
+            self.tables.clear()  # what the DDL made may be rolled back with it
             raise
 
     def wanted(self, topic: str, block: TypedBlock) -> bool:
