@@ -14,9 +14,9 @@ from headwater.sinks.jdbc.config import parse_jdbc_sink
 from headwater.sinks.jdbc.writer import JdbcWriter
 
 
-def source_engine(pg_server, pg_db: str, slot: str, tables: str) -> Engine:
+def source_engine(pg_server, pg_db: str, slot: str, tables: str, **extra: str) -> Engine:
     props = {"connector.class": "postgres", **pg_server.connector_properties(pg_db), "topic.prefix": "src",
-             "slot.name": slot, "table.include.list": tables, "skipped.operations": "none"}
+             "slot.name": slot, "table.include.list": tables, "skipped.operations": "none", **extra}
     return Engine(validate_connector(props), output="typed")
 
 

@@ -6,6 +6,8 @@ change nothing."""
 
 from __future__ import annotations
 
+import decimal
+
 from tests.sinks.jdbc_support import (
     apply_available,
     mariadb_rows,
@@ -141,3 +143,24 @@ def test_postgres_edge_values_mirrored_into_postgres(pg_server, pg_db):
         w.close()
         engine.close()
         pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
+
+
+def test_propagated_source_types_and_the_database_time_zone_into_mariadb(pg_server, pg_db, mariadb_server, mariadb_db):
+    """With `column.propagate.source.type` the columns get the source's lengths (varchar(12),
+    char(3), numeric(7,2)); a timestamp with time zone lands in MariaDB's datetime as the local time
+    of `database.time_zone`."""
+    pg_server.execute("CREATE TABLE typed (id int PRIMARY KEY, code char(3), name varchar(12), amount numeric(7,2), "
+                      "at timestamptz); INSERT INTO typed VALUES (1, 'abc', 'twelve chars', 12345.67, "
+                      "'2024-07-01 10:00:00+00')", pg_db)
+    engine = source_engine(pg_server, pg_db, "propagate", "public.typed", **{"column.propagate.source.type": ".*"})
+    w = writer({**mariadb_url(mariadb_server, mariadb_db), "mirror": True, "database.time_zone": "Europe/Berlin"})
+    try:
+        apply_available(engine, w)
+    finally:
+        w.close()
+        engine.close()
+    types = dict(mariadb_rows(mariadb_server, mariadb_db, "SELECT column_name, column_type FROM "
+                                                          "information_schema.columns WHERE table_name = 'typed'"))
+    assert (types["code"], types["name"], types["amount"]) == ("char(3)", "varchar(12)", "decimal(7,2)")
+    assert mariadb_rows(mariadb_server, mariadb_db, "SELECT code, name, amount, CAST(at AS char) FROM typed") == [
+        ("abc", "twelve chars", decimal.Decimal("12345.67"), "2024-07-01 12:00:00.000000")]
