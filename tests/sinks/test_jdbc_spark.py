@@ -1,6 +1,6 @@
 """The jdbc sink in a Spark streaming query through the real `headwater` CLI: a PostgreSQL table
-mirrored into a second PostgreSQL database by `run --once`, a batch Spark runs again changing
-nothing, and (slow) `kill -9` again and again while writes go on, the target equal to the source
+mirrored into a second PostgreSQL database and into MariaDB by `run --once`, a batch Spark runs
+again changing nothing, and (slow) `kill -9` again and again while writes go on, the target equal to the source
 afterwards."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.sinks.jdbc_support import pg_rows, pg_url
+from tests.sinks.jdbc_support import mariadb_rows, mariadb_url, pg_rows, pg_url
 from tests.spark.test_pipeline import Writer, _wait, drop_db, fresh_db
 from tests.spark_support import cli, committed_batches, kill_group, start_cli
 
@@ -20,12 +20,13 @@ pytestmark = pytest.mark.spark
 ROWS = "SELECT id, v, note FROM t ORDER BY id"
 
 
-def jdbc_config(tmp: Path, pg_server, source_db: str, target_db: str, spark: dict | None = None) -> Path:
+def jdbc_config(tmp: Path, pg_server, source_db: str, target_db: str, spark: dict | None = None,
+                sink: dict | None = None) -> Path:
     cfg = {
         "name": "mirror",
         "source": {"connector.class": "postgres", **pg_server.connector_properties(source_db), "topic.prefix": "src",
-                   "slot.name": "jdbc_slot", "table.include.list": "public.t"},
-        "sink": {**pg_url(pg_server, target_db), "mirror": True},
+                   "slot.name": "jdbc_slot", "table.include.list": "public.t", "skipped.operations": "none"},
+        "sink": {**(sink or pg_url(pg_server, target_db)), "mirror": True},
         "spark": {"master": "local[2]", "checkpoint": str(tmp / "state" / "checkpoint"), **(spark or {})},
     }
     path = tmp / "config.yaml"
@@ -61,6 +62,22 @@ def test_run_once_mirrors_and_a_replayed_batch_changes_nothing(pg_server, tmp_pa
     finally:
         drop_db(pg_server, source)
         pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
+
+
+def test_run_once_mirrors_into_mariadb(pg_server, mariadb_server, mariadb_db, tmp_path):
+    source = fresh_db(pg_server, "jdbc_msrc")
+    try:
+        pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text); "
+                          "INSERT INTO t SELECT g, g, md5(g::text) FROM generate_series(1, 1000) g", source)
+        config = jdbc_config(tmp_path, pg_server, source, "", sink=mariadb_url(mariadb_server, mariadb_db))
+        cli("run", str(config), "--once")
+        pg_server.execute("UPDATE t SET v = -v WHERE id % 7 = 0; DELETE FROM t WHERE id % 11 = 0; "
+                          "UPDATE t SET id = id + 10000 WHERE id % 13 = 0; TRUNCATE t; "
+                          "INSERT INTO t VALUES (0, 0, NULL), (1, 1, 'one')", source)
+        cli("run", str(config), "--once")
+        assert mariadb_rows(mariadb_server, mariadb_db, ROWS) == pg_rows(pg_server, source, ROWS)
+    finally:
+        drop_db(pg_server, source)
 
 
 @pytest.mark.slow
