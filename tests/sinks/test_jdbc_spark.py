@@ -114,3 +114,16 @@ def test_kill_9_again_and_again_while_writes_go_on(pg_server, tmp_path):
     finally:
         drop_db(pg_server, source)
         pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
+
+
+def test_a_target_that_cannot_be_reached_fails_at_start(pg_server, tmp_path):
+    source = fresh_db(pg_server, "jdbc_usrc")
+    try:
+        sink = {**pg_url(pg_server, "no_such_database"), "connection.password": "wrong-secret-pw"}
+        config = jdbc_config(tmp_path, pg_server, source, "", sink=sink)
+        proc = cli("run", str(config), "--once", check=False)
+        assert proc.returncode == 1, proc.stderr
+        assert "cannot connect to postgresql" in proc.stderr and "no_such_database" in proc.stderr
+        assert "wrong-secret-pw" not in proc.stderr + proc.stdout
+    finally:
+        drop_db(pg_server, source)

@@ -40,7 +40,11 @@ def apply_partition(cfg: JdbcSinkConfig, pipeline: str, batch_id: int, rows: Ite
 
 
 def jdbc_batches(cfg: JdbcSinkConfig, pipeline: str, parallelism: int) -> Callable[[Any, int], None]:
-    """The `foreachBatch` function of a query writing to the target of `cfg`."""
+    """The `foreachBatch` function of a query writing to the target of `cfg`; a target that cannot be
+    reached fails here, before the query starts (`DatabaseError`)."""
+    from headwater.sinks.jdbc.connection import connect
+
+    connect(cfg).close()
 
     def write(df, batch_id: int) -> None:
         df.repartition(max(1, parallelism), "topic").foreachPartition(
