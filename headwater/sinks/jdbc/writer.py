@@ -15,7 +15,8 @@ or flat records such as ExtractNewRecordState writes) and, per topic it writes (
    key and the rows (`insert.mode`: INSERT, UPDATE by key, or the dialect's upsert), in pages of
    `batch.size`; into PostgreSQL, when every column's values can go as COPY text, by COPY into a
    temporary staging table and one INSERT ... SELECT, UPDATE ... FROM or DELETE ... USING from it
-   (`bench/jdbc_sink.py`: 0.3-0.4x of COPY's own rate, against 0.08x with multi-row INSERTs); and
+   (`bench/jdbc_sink.py`, 20k rows: 0.14x of COPY's own rate, against 0.08x with multi-row
+   INSERTs; 0.33x for 200k rows); and
    records `(pipeline, batch id, topic)` in `headwater_sink_batches` in the same transaction. A
    topic the table already records for this batch is skipped, so a batch applied again (a Spark
    batch replayed after a crash) changes nothing.
