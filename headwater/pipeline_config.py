@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.registry import validate_connector
+from headwater.sinks.jdbc.config import JdbcSinkConfig, parse_jdbc_sink
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TOP_LEVEL = ("name", "source", "transforms", "sink", "spark")
@@ -30,13 +31,15 @@ SECTION_KEYS = {
 
 
 class SinkConfig(BaseModel):
-    """Where events go: `jsonl` files, `parquet` datasets, or the `console`."""
+    """Where events go: `jsonl` files, `parquet` datasets, the `console`, or a database (`jdbc`, its
+    properties checked by `sinks.jdbc.config`)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    type: Literal["jsonl", "parquet", "console"]
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True)
+    type: Literal["jsonl", "parquet", "console", "jdbc"]
     path: str | None = None
     schemas_enable: bool = Field(False, alias="schemas.enable")
     replace_null_with_default: bool = Field(True, alias="replace.null.with.default")
+    jdbc: JdbcSinkConfig | None = None
 
 
 class SparkConfig(BaseModel):
@@ -148,6 +151,11 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
     sink = None
     if not isinstance(data.get("sink"), dict):
         errors.append(ConfigError("sink", "is required", "add sink: {type: jsonl, path: out/}"))
+    elif data["sink"].get("type") == "jdbc":
+        try:
+            sink = SinkConfig.model_validate({"type": "jdbc", "jdbc": parse_jdbc_sink(data["sink"])})
+        except ConfigErrors as exc:
+            errors.extend(exc.errors)
     else:
         try:
             sink = SinkConfig.model_validate(data["sink"])

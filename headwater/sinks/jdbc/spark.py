@@ -1,0 +1,53 @@
+"""The `jdbc` sink in a Spark streaming query: each micro-batch applied by Spark's tasks.
+
+`jdbc_batches` is the query's `foreachBatch` function. The source gives typed blocks
+(`headwater.output=blocks`, one row per block). Each micro-batch is repartitioned by topic, so all
+of one table's events of the batch meet in one task (the reduction to the last change per key
+needs them together), and each task applies its tables with a `JdbcWriter` in one transaction that
+records `(pipeline, batch id, topic)`: the writes run where Spark runs its tasks, in parallel
+across tables, and nothing is collected on the driver.
+
+Why `foreachBatch` rather than a DataSource writer: the writer of a Python data source sees the
+source's partitions as they come (a table's events may be spread over several), and the batch id
+reaches its tasks only at the driver's commit; `foreachBatch` gives the batch id first, so each
+task's transaction can carry it, and lets the batch be repartitioned by topic. A replayed batch
+(Spark runs the last planned batch again after a crash) finds its topics recorded and changes
+nothing. When one task fails, the batch fails: that task's transaction is rolled back, tables
+other tasks committed stay applied and recorded, and the batch run again applies the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from headwater.events.typed import from_ipc
+from headwater.sinks.jdbc.config import JdbcSinkConfig
+
+
+def apply_partition(cfg: JdbcSinkConfig, pipeline: str, batch_id: int, rows: Iterator[Any]) -> None:
+    """One task's part of a batch: its blocks applied in one transaction."""
+    blocks = [from_ipc(bytes(row["block"])) for row in rows]
+    if not blocks:
+        return
+    from headwater.sinks.jdbc.writer import JdbcWriter
+
+    writer = JdbcWriter(cfg, pipeline)
+    try:
+        writer.apply(batch_id, blocks)
+    finally:
+        writer.close()
+
+
+def jdbc_batches(cfg: JdbcSinkConfig, pipeline: str, parallelism: int) -> Callable[[Any, int], None]:
+    """The `foreachBatch` function of a query writing to the target of `cfg`; a target that cannot be
+    reached fails here, before the query starts (`DatabaseError`)."""
+    from headwater.sinks.jdbc.connection import connect
+
+    connect(cfg).close()
+
+    def write(df, batch_id: int) -> None:
+        df.repartition(max(1, parallelism), "topic").foreachPartition(
+            lambda rows: apply_partition(cfg, pipeline, batch_id, rows))
+
+    return write

@@ -1,0 +1,129 @@
+"""The jdbc sink in a Spark streaming query through the real `headwater` CLI: a PostgreSQL table
+mirrored into a second PostgreSQL database and into MariaDB by `run --once`, a batch Spark runs
+again changing nothing, and (slow) `kill -9` again and again while writes go on, the target equal to the source
+afterwards."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.sinks.jdbc_support import mariadb_rows, mariadb_url, pg_rows, pg_url
+from tests.spark.test_pipeline import Writer, _wait, drop_db, fresh_db
+from tests.spark_support import cli, committed_batches, kill_group, start_cli
+
+pytestmark = pytest.mark.spark
+
+ROWS = "SELECT id, v, note FROM t ORDER BY id"
+
+
+def jdbc_config(tmp: Path, pg_server, source_db: str, target_db: str, spark: dict | None = None,
+                sink: dict | None = None) -> Path:
+    cfg = {
+        "name": "mirror",
+        "source": {"connector.class": "postgres", **pg_server.connector_properties(source_db), "topic.prefix": "src",
+                   "slot.name": "jdbc_slot", "table.include.list": "public.t", "skipped.operations": "none"},
+        "sink": {**(sink or pg_url(pg_server, target_db)), "mirror": True},
+        "spark": {"master": "local[2]", "checkpoint": str(tmp / "state" / "checkpoint"), **(spark or {})},
+    }
+    path = tmp / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_run_once_mirrors_and_a_replayed_batch_changes_nothing(pg_server, tmp_path):
+    source, target = fresh_db(pg_server, "jdbc_src"), fresh_db(pg_server, "jdbc_dst")
+    try:
+        pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text); "
+                          "INSERT INTO t SELECT g, g, md5(g::text) FROM generate_series(1, 2000) g", source)
+        config = jdbc_config(tmp_path, pg_server, source, target)
+        cli("run", str(config), "--once")
+        assert pg_rows(pg_server, target, ROWS) == pg_rows(pg_server, source, ROWS)
+        pg_server.execute("UPDATE t SET v = -v WHERE id % 7 = 0; DELETE FROM t WHERE id % 11 = 0; "
+                          "UPDATE t SET id = id + 10000 WHERE id % 13 = 0; INSERT INTO t VALUES (0, 0, NULL)", source)
+        cli("run", str(config), "--once")
+        assert pg_rows(pg_server, target, ROWS) == pg_rows(pg_server, source, ROWS)
+
+        # Spark runs the last batch again when its commit is missing: the sink finds it applied
+        checkpoint = tmp_path / "state" / "checkpoint"
+        last = max(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
+        (checkpoint / "commits" / str(last)).unlink()
+        pg_server.execute("UPDATE t SET note = 'untouched by the replay' WHERE id = 0", target)
+        cli("run", str(config), "--once")
+        assert committed_batches(checkpoint) == last + 1
+        assert pg_rows(pg_server, target, "SELECT note FROM t WHERE id = 0") == [("untouched by the replay",)]
+        recorded = pg_rows(pg_server, target, "SELECT batch_id, count(*), sum(events) FROM headwater_sink_batches "
+                                              "GROUP BY batch_id")
+        assert all(n == 1 for _, n, _ in recorded)
+        assert [events for b, _, events in recorded if b == last][0] > 0  # the changes of the second run
+    finally:
+        drop_db(pg_server, source)
+        pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
+
+
+def test_run_once_mirrors_into_mariadb(pg_server, mariadb_server, mariadb_db, tmp_path):
+    source = fresh_db(pg_server, "jdbc_msrc")
+    try:
+        pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text); "
+                          "INSERT INTO t SELECT g, g, md5(g::text) FROM generate_series(1, 1000) g", source)
+        config = jdbc_config(tmp_path, pg_server, source, "", sink=mariadb_url(mariadb_server, mariadb_db))
+        cli("run", str(config), "--once")
+        pg_server.execute("UPDATE t SET v = -v WHERE id % 7 = 0; DELETE FROM t WHERE id % 11 = 0; "
+                          "UPDATE t SET id = id + 10000 WHERE id % 13 = 0; TRUNCATE t; "
+                          "INSERT INTO t VALUES (0, 0, NULL), (1, 1, 'one')", source)
+        cli("run", str(config), "--once")
+        assert mariadb_rows(mariadb_server, mariadb_db, ROWS) == pg_rows(pg_server, source, ROWS)
+    finally:
+        drop_db(pg_server, source)
+
+
+@pytest.mark.slow
+def test_kill_9_again_and_again_while_writes_go_on(pg_server, tmp_path):
+    source, target = fresh_db(pg_server, "jdbc_ksrc"), fresh_db(pg_server, "jdbc_kdst")
+    try:
+        pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text); "
+                          "INSERT INTO t SELECT g, 0, md5(g::text) FROM generate_series(1, 5000) g", source)
+        config = jdbc_config(tmp_path, pg_server, source, target,
+                             spark={"trigger.interval": "1 second", "maxEventsPerTrigger": 2000})
+        checkpoint = tmp_path / "state" / "checkpoint"
+        log = tmp_path / "headwater.log"
+        proc = start_cli("run", str(config), log=log)
+        _wait(lambda: committed_batches(checkpoint) >= 1, 600)  # Spark starts slowly on a loaded machine
+        writer = Writer(pg_server.dsn(source), first_id=5001)
+        writer.start()
+        try:
+            for pause in (0.5, 2.0, 1.2):
+                done = committed_batches(checkpoint)
+                _wait(lambda done=done: committed_batches(checkpoint) > done, 300)
+                time.sleep(pause)
+                kill_group(proc)
+                proc = start_cli("run", str(config), log=log)
+            done = committed_batches(checkpoint)
+            _wait(lambda: committed_batches(checkpoint) > done, 300)
+        finally:
+            kill_group(proc)
+            writer.stop.set()
+            writer.join(60)
+        assert writer.error is None, writer.error
+        assert writer.ops > 50
+        cli("run", str(config), "--once", timeout=600)  # what the kills left behind
+        assert pg_rows(pg_server, target, ROWS) == pg_rows(pg_server, source, ROWS)
+    finally:
+        drop_db(pg_server, source)
+        pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
+
+
+def test_a_target_that_cannot_be_reached_fails_at_start(pg_server, tmp_path):
+    source = fresh_db(pg_server, "jdbc_usrc")
+    try:
+        sink = {**pg_url(pg_server, "no_such_database"), "connection.password": "wrong-secret-pw"}
+        config = jdbc_config(tmp_path, pg_server, source, "", sink=sink)
+        proc = cli("run", str(config), "--once", check=False)
+        assert proc.returncode == 1, proc.stderr
+        assert "cannot connect to postgresql" in proc.stderr and "no_such_database" in proc.stderr
+        assert "wrong-secret-pw" not in proc.stderr + proc.stdout
+    finally:
+        drop_db(pg_server, source)
