@@ -1,0 +1,130 @@
+"""The outbox EventRouter: Debezium's events for three configurations on a real PostgreSQL, and the
+cases a recording cannot show (bad options, fatal updates, what JSON expansion infers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.config.errors import ConfigErrors
+from headwater.transforms import parse_chain
+from headwater.transforms.base import TransformError
+from headwater.transforms.javaregex import java_pattern, java_replace
+from tests.golden_support import assert_events_equal
+from tests.transforms.envelopes import block, field, run
+from tests.transforms.golden_transforms import ROOT, expected_events, run_scenario
+
+OUTBOX = [field("id", "string", False, name="io.debezium.data.Uuid", version=1), field("aggregatetype", "string", False),
+          field("aggregateid", "string", False), field("type", "string", False),
+          field("payload", "string", True, name="io.debezium.data.Json", version=1)]
+
+
+def outbox(**options: str) -> dict[str, str]:
+    return {"transforms": "outbox", "transforms.outbox.type": "io.debezium.transforms.outbox.EventRouter",
+            **{f"transforms.outbox.{k.replace('_', '.')}": v for k, v in options.items()}}
+
+
+def row(i: int, payload: str | None, kind: str = "Order") -> dict:
+    return {"id": f"406c07f3-0000-0000-0000-00000000000{i}", "aggregatetype": kind, "aggregateid": str(i),
+            "type": "OrderCreated", "payload": payload}
+
+
+def test_outbox_equals_debezium(pg_server):
+    directory = ROOT / "outbox"
+    assert_events_equal(expected_events(directory), run_scenario(pg_server, directory), keep_headers=True)
+
+
+def test_spec_vector_default_and_header_placement():
+    """The documentation's example: topic outbox.event.Order, key "1", header id, value the payload;
+    `type:header:eventType` adds a header."""
+    b = block("dbserver1.inventory.outboxevent", OUTBOX, [("c", None, row(1, '{"id": 1}'))])
+    [event] = run(outbox(**{"table_fields_additional_placement": "type:header:eventType"}), b)
+    assert event == {"topic": "outbox.event.Order", "key": "1", "value": '{"id": 1}',
+                     "headers": {"id": "406c07f3-0000-0000-0000-000000000001", "eventType": "OrderCreated"}}
+
+
+def test_updates_deletes_and_tombstones_are_dropped_and_fatal_stops():
+    events = [("c", None, row(1, "{}")), ("u", row(1, "{}"), row(1, "{}")), ("d", row(2, "{}"), None), (None, row(2, "{}"), None)]
+    b = block("t.outbox", OUTBOX, events)
+    assert [e["key"] for e in run(outbox(), b)] == ["1"]
+    with pytest.raises(TransformError, match="Unexpected update"):
+        run(outbox(**{"table_op_invalid_behavior": "fatal"}), b)
+    with pytest.raises(TransformError, match="Unexpected update"):  # the older name of the option
+        run(outbox(**{"debezium_op_invalid_behavior": "fatal"}), b)
+
+
+def test_records_that_are_not_envelopes_pass():
+    from headwater.events.typed import BlockBuilder
+
+    builder = BlockBuilder()
+    schema = {"type": "struct", "optional": False, "name": "io.debezium.connector.common.Heartbeat",
+              "fields": [field("ts_ms", "int64", False)]}
+    builder.add("__debezium-heartbeat.x", None, None, schema, {"ts_ms": 5}, None, 1, 0)
+    [event] = run(outbox(), builder.take().blocks[0])
+    assert event["topic"] == "__debezium-heartbeat.x" and event["value"] == {"ts_ms": 5}
+
+
+def test_expansion_infers_schemas_and_keeps_what_does_not_parse():
+    payloads = ['{"n": 1, "big": 3000000000, "x": 0.5, "list": [{"a": 1}, {"b": "s"}], "none": null, "e": []} tail',
+                "plain", '{"mixed": [1, "a"]}', '{"nums": [null, null]}']
+    b = block("t.outbox", OUTBOX, [("c", None, row(i, p)) for i, p in enumerate(payloads)])
+    got = run(outbox(**{"table_expand_json_payload": "true"}), b)
+    assert got[0]["value"] == {"n": 1, "big": 3000000000, "x": 0.5, "list": [{"a": 1, "b": None}, {"a": None, "b": "s"}]}
+    assert [e["value"] for e in got[1:]] == payloads[1:]  # not JSON, not homogenous, no element schema
+
+
+def test_expansion_schema_and_null_behavior():
+    from headwater.events.formats.json import JsonOptions, to_event_batch
+    from headwater.events.typed import TypedEvents
+
+    b = block("t.outbox", OUTBOX, [("c", None, row(1, '{"a": {"b": [1, 2]}, "c": null}'))])
+    chain = parse_chain(outbox(**{"table_expand_json_payload": "true", "table_json_payload_null_behavior": "optional_bytes"}))
+    assert chain is not None
+    [ev] = list(to_event_batch(chain.apply(TypedEvents([b])), JsonOptions(schemas_enable=True)).rows())
+    assert ev.value_json()["schema"] == {
+        "type": "struct", "optional": True, "name": "payload", "fields": [
+            {"type": "struct", "optional": True, "name": "payload.a", "field": "a", "fields": [
+                {"type": "array", "items": {"type": "int32", "optional": True}, "optional": True, "field": "b"}]},
+            {"type": "bytes", "optional": True, "field": "c"}]}
+
+
+def test_top_level_array_fails_the_event():
+    b = block("t.outbox", OUTBOX, [("c", None, row(1, "[1, 2]"))])
+    with pytest.raises(TransformError, match="array"):
+        run(outbox(**{"table_expand_json_payload": "true"}), b)
+
+
+def test_envelope_placement_version_and_tombstone_on_empty():
+    fields = [*OUTBOX, field("ver", "int32", False)]
+    events = [("c", None, {**row(1, "x"), "ver": 2}), ("c", None, {**row(2, "  "), "ver": 2})]
+    got = run(outbox(**{"table_fields_additional_placement": "type:envelope:eventType",
+                        "table_field_event_schema_version": "ver", "route_tombstone_on_empty_payload": "true",
+                        "route_topic_replacement": "orders-$1", "route_topic_regex": "(.*)"}), block("t.outbox", fields, events))
+    assert got[0] == {"topic": "orders-Order", "key": "1", "value": {"payload": "x", "eventType": "OrderCreated"},
+                      "headers": {"id": "406c07f3-0000-0000-0000-000000000001"}}
+    assert got[1]["value"] is None and got[1]["topic"] == "orders-Order"
+
+
+@pytest.mark.parametrize(("options", "bad"), [
+    ({"table_fields_additional_placement": "type:body"}, "transforms.outbox.table.fields.additional.placement"),
+    ({"route_topic_regex": "(unclosed"}, "transforms.outbox.route.topic.regex"),
+    ({"table_op_invalid_behavior": "ignore"}, "transforms.outbox.table.op.invalid.behavior"),
+    ({"table_field_event_ids": "id"}, "transforms.outbox.table.field.event.ids"),
+])
+def test_bad_options_are_refused_by_name(options, bad):
+    with pytest.raises(ConfigErrors) as exc:
+        parse_chain(outbox(**options))
+    assert bad in str(exc.value)
+
+
+def test_missing_columns_fail_the_event():
+    b = block("t.outbox", OUTBOX, [("c", None, row(1, "x"))])
+    with pytest.raises(TransformError, match="payload field body"):
+        run(outbox(**{"table_field_event_payload": "body"}), b)
+    with pytest.raises(TransformError, match="Unsupported field type"):
+        run(outbox(**{"table_field_event_timestamp": "type"}), b)
+
+
+def test_java_regex_and_replacement():
+    m = java_pattern(r"(?<agg>[a-z]+)_(v\d+)").fullmatch("order_v2")
+    assert m is not None
+    assert java_replace(m, r"events.${agg}.$2.\$1") == "events.order.v2.$1"

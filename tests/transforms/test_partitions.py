@@ -1,0 +1,53 @@
+"""PartitionRouting: the documentation's test vector, Java hashCode values known independently, the
+partition header, and what passes unchanged (Debezium's own partitions are compared in test_smts)."""
+
+from __future__ import annotations
+
+import decimal
+
+import pytest
+
+from headwater.config.errors import ConfigErrors
+from headwater.transforms import parse_chain
+from headwater.transforms.partitions import PARTITION_HEADER, java_hash, java_string_hash
+from tests.transforms.envelopes import block, field, run
+
+PARTS = [field("id", "int32", False), field("name", "string")]
+
+
+def routing(**options: str) -> dict[str, str]:
+    return {"transforms": "p", "transforms.p.type": "io.debezium.transforms.partitions.PartitionRouting",
+            **{f"transforms.p.{k.replace('_', '.')}": v for k, v in options.items()}}
+
+
+@pytest.mark.parametrize(("text", "expected"), [("hammer", -1224598842), ("scooter", 1923926513),
+                                                 ("car battery", 321238465), ("rocks", 108686766), ("hello", 99162322),
+                                                 ("", 0), ("😀", 1772899)])
+def test_java_string_hash_code(text, expected):
+    assert java_string_hash(text) == expected
+
+
+def test_java_hash_codes_of_other_types():
+    assert java_hash(5_000_000_000, {"type": "int64"}) == 705032705  # Long.hashCode
+    assert java_hash(-1, {"type": "int64"}) == 0
+    assert java_hash(1.5, {"type": "double"}) == 1073217536  # Double.hashCode
+    assert java_hash(True, {"type": "boolean"}) == 1231 and java_hash(False, {"type": "boolean"}) == 1237
+    decimal_schema = {"type": "bytes", "name": "org.apache.kafka.connect.data.Decimal"}
+    assert java_hash(decimal.Decimal("1.50"), decimal_schema) == 31 * 150 + 2  # BigDecimal.hashCode
+    assert java_hash(decimal.Decimal("-1.50"), decimal_schema) == 31 * -150 + 2
+
+
+def test_spec_vector_java_hash():
+    names = ["hammer", "hammer", "scooter", "car battery", "rocks", None]
+    events = [("c", None, {"id": i, "name": n}) for i, n in enumerate(names)]
+    events.append(("d", {"id": 9, "name": "scooter"}, None))  # change.name reads before for a delete
+    events.append((None, {"id": 9, "name": "scooter"}, None))  # a tombstone passes
+    got = run(routing(partition_payload_fields="change.name", partition_topic_num="2"), block("t.parts", PARTS, events))
+    assert [e["headers"].get(PARTITION_HEADER) for e in got] == [0, 0, 1, 1, 0, None, 1, None]
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ConfigErrors, match="partition.topic.num"):
+        parse_chain(routing(partition_payload_fields="after.name", partition_topic_num="0"))
+    with pytest.raises(ConfigErrors, match="partition.payload.fields"):
+        parse_chain(routing(partition_topic_num="2"))

@@ -1,0 +1,52 @@
+"""TimezoneConverter: the documentation's test vector, rules, DST edges and refusals (Debezium's own
+conversions of every timestamp type are compared in test_smts)."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.config.errors import ConfigErrors
+from headwater.transforms import parse_chain
+from tests.transforms.envelopes import block, field, run
+
+ROW = [field("id", "int32", False), field("created_at", "string", name="io.debezium.time.ZonedTimestamp", version=1),
+       field("updated_at", "int64", name="io.debezium.time.MicroTimestamp", version=1)]
+
+
+def props(zone: str, **options: str) -> dict[str, str]:
+    return {"transforms": "tz", "transforms.tz.type": "io.debezium.transforms.TimezoneConverter",
+            "transforms.tz.converted.timezone": zone, **{f"transforms.tz.{k.replace('_', '.')}": v for k, v in options.items()}}
+
+
+def test_spec_vector():
+    after = {"id": 1, "created_at": "2011-01-11T16:40:30.123456789+00:00", "updated_at": 1294764030123456}
+    [event] = run(props("Pacific/Easter"), block("t.customers", ROW, [("c", None, after)], table="customers"))
+    assert event["value"]["after"]["created_at"] == "2011-01-11T11:40:30.123456789-05:00"
+    assert event["value"]["after"]["updated_at"] == 1294764030123456 + 5 * 3600 * 1_000_000  # read at -05:00
+
+
+def test_rules_pick_fields():
+    after = {"id": 1, "created_at": "2024-01-01T00:00:00Z", "updated_at": 0}
+    b = block("t.customers", ROW, [("c", None, after)], table="customers")
+    [only_updated] = run(props("+05:30", include_list="source:customers:updated_at"), b)
+    assert only_updated["value"]["after"] == {"id": 1, "created_at": "2024-01-01T00:00:00Z", "updated_at": -19800000000}
+    [all_but_updated] = run(props("+05:30", exclude_list="customers:updated_at"), b)
+    assert all_but_updated["value"]["after"]["created_at"] == "2024-01-01T05:30:00+05:30"
+    assert all_but_updated["value"]["after"]["updated_at"] == 0
+    [other_table] = run(props("+05:30", include_list="source:orders"), b)
+    assert other_table["value"]["after"] == after
+
+
+def test_dst_gap_takes_the_offset_before():
+    # 2024-03-10 02:30 does not exist in New York: Java takes the offset before the gap (-05:00)
+    micros = 1710037800 * 1_000_000  # 2024-03-10T02:30:00 read as UTC
+    after = {"id": 1, "created_at": None, "updated_at": micros}
+    [event] = run(props("America/New_York"), block("t.t", ROW, [("c", None, after)]))
+    assert event["value"]["after"]["updated_at"] == micros + 5 * 3600 * 1_000_000
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ConfigErrors, match="did you mean America/New_York"):
+        parse_chain(props("America/New_Yrok"))
+    with pytest.raises(ConfigErrors, match="exclude.list"):
+        parse_chain(props("UTC", include_list="a:b", exclude_list="c:d"))
