@@ -27,7 +27,6 @@ payloads one by one.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -42,6 +41,7 @@ from headwater.events.typed import TypedBlock, connect_type
 from headwater.transforms.base import Transform, TransformError
 from headwater.transforms.blocks import add_header, rebuild, struct_array, struct_schema, take, value_field
 from headwater.transforms.javaregex import java_pattern, java_replace
+from headwater.transforms.jsonschema import Unexpandable, conform, infer, parse
 from headwater.transforms.partitions import PARTITION_HEADER, PARTITION_SCHEMA
 from headwater.transforms.registry import register
 
@@ -51,10 +51,6 @@ PLACEMENTS = ("header", "envelope", "partition")
 TIMESTAMPS = ("io.debezium.time.Timestamp", "org.apache.kafka.connect.data.Timestamp",
               "io.debezium.time.MicroTimestamp", "io.debezium.time.NanoTimestamp")
 _INVALID = ("warn", "error", "fatal")
-
-
-class _Unexpandable(Exception):
-    """A payload Debezium keeps as it is: not JSON, or JSON without a schema to infer."""
 
 
 @register
@@ -267,11 +263,11 @@ class EventRouter(Transform):
                 if not text.startswith("{"):
                     if text.startswith("["):
                         raise TransformError("the JSON payload is an array: Debezium cannot expand it into a struct")
-                    raise _Unexpandable(text[:1])
-                node = _parse_json(text)
-                inferred = _infer(field, node, null_bytes)
-                out.append((inferred, _conform(node, inferred)))
-            except _Unexpandable:
+                    raise Unexpandable(text[:1])
+                node = parse(text)
+                inferred = infer(field, node, null_bytes)
+                out.append((inferred, conform(node, inferred)))
+            except Unexpandable:
                 log.debug("JSON expansion failed for payload %.40r", text)
                 out.append((schema, None))
         return out
@@ -286,108 +282,3 @@ def _java_trim(text: str) -> str:
         end -= 1
     return text[start:end]
 
-
-def _reject(constant: str) -> Any:
-    raise _Unexpandable(constant)
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject)
-
-
-def _parse_json(text: str) -> Any:
-    """The first JSON value of `text` (Jackson's readTree ignores what follows it)."""
-    try:
-        return _DECODER.raw_decode(text)[0]
-    except ValueError as exc:
-        raise _Unexpandable(str(exc)) from exc
-
-
-_INT32 = {"type": "int32", "optional": True}
-_INT64 = {"type": "int64", "optional": True}
-_FLOAT64 = {"type": "double", "optional": True}
-_STRING = {"type": "string", "optional": True}
-_BOOLEAN = {"type": "boolean", "optional": True}
-_BYTES = {"type": "bytes", "optional": True}
-
-
-def _infer(key: str | None, node: Any, null_bytes: bool) -> dict | None:
-    """The Connect schema Debezium's JsonSchemaData infers for a JSON value (None: no schema)."""
-    if isinstance(node, bool):
-        return _BOOLEAN
-    if isinstance(node, int):
-        if -2**31 <= node < 2**31:
-            return _INT32
-        if -2**63 <= node < 2**63:
-            return _INT64
-        raise TransformError(f"the JSON payload holds {node}, beyond a long: Debezium cannot expand it")
-    if isinstance(node, float):
-        return _FLOAT64
-    if isinstance(node, str):
-        return _STRING
-    if node is None:
-        return _BYTES if null_bytes else None
-    if isinstance(node, list):
-        if not node:
-            return None
-        return {"type": "array", "items": _items(key, node, null_bytes), "optional": True}
-    fields: list[dict] = []
-    names: set[str] = set()
-    for name, child in node.items():
-        schema = _infer(f"{key}.{name}", child, null_bytes)
-        if schema is not None and name not in names:
-            names.add(name)
-            fields.append({**schema, "field": name})
-    return {"type": "struct", "fields": fields, "optional": True, "name": key}
-
-
-def _items(key: str | None, array: list, null_bytes: bool) -> dict:
-    """The element schema of a JSON array: of its first non-null element, the fields of all its objects
-    merged (first seen first)."""
-    sample = next((x for x in array if x is not None), None)
-    kinds = {_kind(x) for x in array if x is not None}
-    if len(kinds) > 1:
-        raise _Unexpandable("not a homogenous array")
-    if isinstance(sample, dict):
-        merged: dict[str, dict] = {}
-        for element in array:
-            if isinstance(element, dict):
-                schema = _infer(key, element, null_bytes)
-                assert schema is not None
-                for f in schema["fields"]:
-                    old = merged.get(f["field"])
-                    if old is None or (old["type"] == "bytes" and f["type"] != "bytes"):
-                        merged[f["field"]] = f
-        return {"type": "struct", "fields": list(merged.values()), "optional": True, "name": key}
-    item = _infer(None, sample, null_bytes)
-    if item is None:
-        raise _Unexpandable("array with unrecognized member schema")
-    return item
-
-
-def _kind(x: Any) -> str:
-    """Jackson's node type, numbers told apart as JsonSchemaData does for arrays."""
-    if isinstance(x, bool):
-        return "boolean"
-    if isinstance(x, int):
-        return "int32" if -2**31 <= x < 2**31 else "int64"
-    return type(x).__name__
-
-
-def _conform(node: Any, schema: dict | None) -> Any:
-    """The JSON value as the struct Debezium builds for `schema`: only the schema's fields, checked."""
-    if node is None or schema is None:
-        return None
-    t = schema["type"]
-    if t == "struct":
-        if not isinstance(node, dict):
-            raise TransformError(f"the JSON payload holds {node!r} where its inferred schema has a struct")
-        return {f["field"]: _conform(node.get(f["field"]), f) for f in schema["fields"] if f["field"] in node}
-    if t == "array":
-        return [_conform(x, schema["items"]) for x in node]
-    ok = {"int32": lambda x: isinstance(x, int) and not isinstance(x, bool) and -2**31 <= x < 2**31,
-          "int64": lambda x: isinstance(x, int) and not isinstance(x, bool),
-          "double": lambda x: isinstance(x, float), "string": lambda x: isinstance(x, str),
-          "boolean": lambda x: isinstance(x, bool), "bytes": lambda x: False}[t](node)
-    if not ok:
-        raise TransformError(f"the JSON payload holds {node!r} where its inferred schema has {t}")
-    return node

@@ -128,3 +128,8 @@ def test_java_regex_and_replacement():
     m = java_pattern(r"(?<agg>[a-z]+)_(v\d+)").fullmatch("order_v2")
     assert m is not None
     assert java_replace(m, r"events.${agg}.$2.\$1") == "events.order.v2.$1"
+
+
+def test_decoded_messages_through_the_outbox_equal_debezium(pg_server):
+    directory = ROOT / "message_outbox"
+    assert_events_equal(expected_events(directory), run_scenario(pg_server, directory), keep_headers=True)

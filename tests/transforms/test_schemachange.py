@@ -1,0 +1,31 @@
+"""SchemaChangeEventFilter on schema change events made by hand (PostgreSQL emits none)."""
+
+from __future__ import annotations
+
+import pytest
+
+from headwater.config.errors import ConfigErrors
+from headwater.events.typed import BlockBuilder
+from headwater.transforms import parse_chain
+from tests.transforms.envelopes import run
+
+CHANGE = {"type": "struct", "optional": False, "name": "io.debezium.connector.mysql.TableChange", "fields": [
+    {"type": "string", "optional": False, "field": "type"}, {"type": "string", "optional": False, "field": "id"}]}
+VALUE = {"type": "struct", "optional": False, "name": "io.debezium.connector.mysql.SchemaChangeValue", "fields": [
+    {"type": "string", "optional": True, "field": "ddl"},
+    {"type": "array", "items": CHANGE, "optional": True, "field": "tableChanges"}]}
+PROPS = {"transforms": "f", "transforms.f.type": "io.debezium.transforms.SchemaChangeEventFilter"}
+
+
+def test_excluded_types_are_dropped():
+    builder = BlockBuilder()
+    for ddl, changes in (("CREATE TABLE a", [{"type": "CREATE", "id": "a"}]), ("ALTER TABLE a", [{"type": "ALTER", "id": "a"}]),
+                         ("CREATE DATABASE d", []), ("odd", None)):
+        builder.add("srv", None, None, VALUE, {"ddl": ddl, "tableChanges": changes}, None, 1, 0)
+    got = run({**PROPS, "transforms.f.schema.change.event.exclude.list": "ALTER,DATABASE"}, builder.take().blocks[0])
+    assert [e["value"]["ddl"] for e in got] == ["CREATE TABLE a"]  # no tableChanges: dropped too
+
+
+def test_unknown_type_is_refused():
+    with pytest.raises(ConfigErrors, match="schema.change.event.exclude.list"):
+        parse_chain({**PROPS, "transforms.f.schema.change.event.exclude.list": "CREATE,alter"})
