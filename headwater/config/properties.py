@@ -138,6 +138,7 @@ class ConnectorConfig:
     definitions: dict[str, Property]
     extra: dict[str, Any] = field(default_factory=dict)  # pattern properties (config.patterns), by name
     defaults: dict[str, Any] = field(default_factory=dict)  # parsed defaults of properties not set
+    transforms: dict[str, Any] = field(default_factory=dict)  # the transformation chain's properties, as given
 
     def __getitem__(self, name: str) -> Any:
         if name in self.values:
@@ -158,7 +159,7 @@ class ConnectorConfig:
     def as_properties(self) -> dict[str, str]:
         """Every explicitly set property as strings, the way Debezium would take them."""
         out: dict[str, str] = {}
-        for k, v in {**self.values, **self.extra}.items():
+        for k, v in {**self.values, **self.extra, **self.transforms}.items():
             if isinstance(v, bool):
                 out[k] = "true" if v else "false"
             elif isinstance(v, list):

@@ -4,8 +4,11 @@
 raises `ConfigErrors` naming every bad property with a hint: unknown names (with the closest known
 name), Debezium properties headwater does not implement (with the reason and what to use instead),
 wrong types, values outside the allowed set or range, missing required properties, include and
-exclude lists given together. Which connector's definitions apply is decided by the caller
-(`headwater.connectors.registry`); this module knows no connector.
+exclude lists given together, and the transformation chain's properties (`transforms`,
+`transforms.<alias>.*`, `predicates`, `predicates.<alias>.*`, `errors.tolerance`: checked by
+`headwater.transforms.chain`, kept as given in `ConnectorConfig.transforms`). Which connector's
+definitions apply is decided by the caller (`headwater.connectors.registry`); this module knows no
+connector.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from headwater.config import common
 from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.patterns import PatternError, SelectOverride, hide_salt, parse_pattern
 from headwater.config.properties import ConnectorConfig, Property, parse_value, refusal
+from headwater.transforms.chain import parse_chain, split_properties
 
 Check = Callable[[dict[str, Any], list[ConfigError]], None]
 
@@ -81,6 +85,11 @@ def validate_properties(connector: str, props: Mapping[str, Any], own: PropertyS
     definitions = all_definitions(own)
     values: dict[str, Any] = {}
     extra: dict[str, Any] = {}
+    props, transforms = split_properties(props)
+    try:
+        parse_chain(transforms)
+    except ConfigErrors as exc:
+        errors.extend(exc.errors)
     for key, raw in props.items():
         name = str(key)
         prop_ = definitions.get(name)
@@ -113,4 +122,4 @@ def validate_properties(connector: str, props: Mapping[str, Any], own: PropertyS
         raise ConfigErrors(errors)
     defaults = {p.name: parse_value(p, p.default)[0] for p in definitions.values()
                 if not p.refused and p.default is not None and p.name not in values}
-    return ConnectorConfig(connector, values, definitions, extra, defaults)
+    return ConnectorConfig(connector, values, definitions, extra, defaults, transforms)

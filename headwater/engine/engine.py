@@ -8,7 +8,9 @@
 
 `events()` gives the events one at a time as JSON text rows; with `output="typed"` the connector
 builds typed blocks (`events.typed`), which `blocks()` hands over as they are, and `events()`
-writes as JSON (`events.formats.json`, with the engine's JsonConverter settings).
+writes as JSON (`events.formats.json`, with the engine's JsonConverter settings). The
+connector's transformation chain (`transforms`, `headwater.transforms`) runs on every batch; the
+connector then builds typed blocks whatever the output, and JSON output is written after it.
 
 Work units run here, in order (snapshot chunks optionally on threads). The offset file is written
 atomically after the caller has processed a batch, then the connector commits that offset to the
@@ -35,6 +37,7 @@ from headwater.engine.startup import open_connector
 from headwater.events.batch import Event, Events
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents
+from headwater.transforms.chain import parse_chain
 
 log = logging.getLogger("headwater.engine")
 
@@ -74,9 +77,10 @@ class Engine:
         if offsets is not None:  # a schema history (binlog connectors) beside the offsets, unless named
             config = with_history_file(config, offsets.path.with_name(f"{offsets.path.name}.schema_history.jsonl"))
         self.config = config
+        self.chain = parse_chain(config.transforms)
         self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
                                                     replace_null_with_default=replace_null_with_default,
-                                                    output=output)
+                                                    output="typed" if self.chain is not None else output)
         self.stopping = threading.Event()
         self.offset: Offset | None = None
 
@@ -107,9 +111,15 @@ class Engine:
                     return
                 continue
             for unit in connector.plan(start, end):
-                yield from unit.read()
+                yield from (self._transformed(batch) for batch in unit.read()) if self.chain else unit.read()
             self._commit(end)
             start = end
+
+    def _transformed(self, batch: Events) -> Events:
+        """A batch through the transformation chain, in the engine's output."""
+        assert self.chain is not None and isinstance(batch, TypedEvents)
+        out = self.chain.apply(batch)
+        return out if self.output == "typed" else to_event_batch(out, self.json)
 
     def blocks(self, once: bool = False) -> Iterator[TypedEvents]:
         """Batches of typed blocks (an engine made with `output="typed"`)."""

@@ -85,8 +85,10 @@ def valid_mask(a: pa.Array) -> np.ndarray:
     """Which values are not null, as a numpy bool array."""
     n = len(a)
     bits = a.buffers()[0]
-    if bits is None or not a.null_count:
+    if not a.null_count:
         return np.ones(n, dtype=bool)
+    if bits is None:  # a null-typed array: no validity buffer, every value null
+        return np.zeros(n, dtype=bool)
     packed = np.frombuffer(bits, dtype=np.uint8)
     return np.unpackbits(packed, bitorder="little")[a.offset:a.offset + n].astype(bool)
 

@@ -1,7 +1,9 @@
 """Change events as data: typed blocks, the events of one topic with one key and one value schema.
 
 A `TypedBlock` is an Arrow record batch: `key` and `value` are struct columns typed from their
-Kafka Connect schemas (`connect_type`), `value` null for a tombstone; an envelope's `before`,
+Kafka Connect schemas (`connect_type`), `value` null for a tombstone (a row without `op`; a null
+value with an `op` is a record whose value is null but has a schema, as ExtractNewRecordState makes
+of a delete); an envelope's `before`,
 `after`, `source`, `op`, `ts_*` and `transaction` are fields of `value`, and so are the fields of
 every other record kind (transaction BEGIN/END, heartbeats, logical messages). Beside them the
 meta columns of `META`: `_order` (the event's place in the batch it came in, so that the global

@@ -17,6 +17,10 @@ Options are the connector's properties (Debezium's names) plus `maxEventsPerTrig
   `headwater.row.schema` holds its row's Connect schema; the schema of the rows is given by the
   query: `headwater.spark.tables.table_changes` sets all three).
 
+The connector's transformation chain (`transforms`, `headwater.transforms`) runs in `read()`, on
+the executors, on the typed blocks the connector then builds whatever the layout, before they are
+written as rows of the layout.
+
 Offsets are the connector's positions; the database is told a position is
 consumed only in `commit(end)`, which Spark calls once the batch ending there is committed (and,
 for the last committed batch, when the stream starts again: `latestOffset` acknowledges `start`).
@@ -31,6 +35,7 @@ import atexit
 import json
 import logging
 from collections.abc import Iterator, Sequence
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -50,8 +55,10 @@ from headwater.engine.startup import open_connector
 from headwater.events.arrays import binary_array, string_array
 from headwater.events.arrow import RowImages
 from headwater.events.batch import SPARK_SCHEMA_DDL, Events
+from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents, ipc_bytes
 from headwater.spark.columns import spark_columns
+from headwater.transforms.chain import TransformChain, parse_chain
 
 log = logging.getLogger("headwater.spark")
 
@@ -118,7 +125,13 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         state = dict(self.__dict__)
         state["_connector"] = None  # connections and threads stay on the driver
         state["_opened"] = False
+        state.pop("chain", None)  # parsed again where it runs
         return state
+
+    @cached_property
+    def chain(self) -> TransformChain | None:
+        """The connector's transformation chain (None without `transforms`)."""
+        return parse_chain(connector_config(self.options).transforms)
 
     @property
     def connector(self) -> SourceConnector:
@@ -129,7 +142,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 cfg, parallelism=int(self.options.get("parallelism", 2)),
                 schemas_enable=_flag(self.options, "schemas.enable", False),
                 replace_null_with_default=_flag(self.options, "replace.null.with.default", True),
-                output="json" if self.layout == "json" else "typed")
+                output="json" if self.layout == "json" and self.chain is None else "typed")
             atexit.register(self._close)
         return self._connector
 
@@ -175,10 +188,14 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: InputPartition) -> Iterator:
         assert isinstance(partition, UnitPartition)
         batches = partition.unit.read()
+        chain = self.chain
+        if chain is not None:
+            batches = (chain.apply(batch) for batch in batches if isinstance(batch, TypedEvents))
         if self.layout == "json":
+            options = JsonOptions(_flag(self.options, "schemas.enable", False),
+                                  _flag(self.options, "replace.null.with.default", True))
             for batch in batches:
-                assert not isinstance(batch, TypedEvents)
-                yield batch.to_arrow()
+                yield (to_event_batch(batch, options) if isinstance(batch, TypedEvents) else batch).to_arrow()
         elif self.layout == "blocks":
             yield from block_rows(batches)
         else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 
@@ -65,7 +65,7 @@ class Configurable:
     def configure(self) -> None:
         """Checks across options and derived settings (raise with `fail`)."""
 
-    def fail(self, option: str, message: str, hint: str = "") -> None:
+    def fail(self, option: str, message: str, hint: str = "") -> NoReturn:
         """Refuse the value of `option`."""
         raise ConfigErrors([ConfigError(self.prefix + option, message, hint)])
 

@@ -78,16 +78,29 @@ def struct_array(fields: Sequence[tuple[str, pa.Array]], valid: np.ndarray | Non
     return pa.StructArray.from_arrays(arrays, names=names, mask=mask)
 
 
-def struct_schema(name: str | None, fields: Sequence[tuple[str, dict]], optional: bool = False,
-                  version: int | None = None) -> dict:
-    """A Connect struct schema (JSON form, field order as JsonConverter writes it)."""
-    out: dict[str, Any] = {"type": "struct", "fields": [{**{k: v for k, v in s.items() if k != "field"}, "field": n}
-                                                        for n, s in fields], "optional": optional}
-    if name is not None:
-        out["name"] = name
-    if version is not None:
-        out["version"] = version
+def schema_basics(schema: dict) -> dict:
+    """A Connect schema's name, version, doc and parameters (Kafka's `SchemaUtil.copySchemaBasics`)."""
+    return {k: schema[k] for k in ("name", "version", "doc", "parameters") if k in schema}
+
+
+def struct_schema(fields: Sequence[tuple[str, dict]], optional: bool = False, **basics: Any) -> dict:
+    """A Connect struct schema (JSON form, keys in JsonConverter's order) of named field schemas;
+    `basics` are `schema_basics` (name, version, doc, parameters)."""
+    out: dict[str, Any] = {"type": "struct",
+                           "fields": [{**{k: v for k, v in s.items() if k != "field"}, "field": n} for n, s in fields],
+                           "optional": optional}
+    out.update((k, basics[k]) for k in ("name", "version", "doc", "parameters") if basics.get(k) is not None)
     return out
+
+
+def schema_fields(schema: dict) -> list[tuple[str, dict]]:
+    """A struct schema's fields as (name, schema without its `field` name)."""
+    return [(f["field"], {k: v for k, v in f.items() if k != "field"}) for f in schema["fields"]]
+
+
+def struct_children(column: pa.Array) -> list[tuple[str, pa.Array]]:
+    """A struct column's child columns by name (without the struct's own nulls)."""
+    return [(column.type.field(i).name, column.field(i)) for i in range(column.type.num_fields)]
 
 
 def rebuild(block: TypedBlock, *, topic: str | None = None, key: tuple[dict | None, pa.Array] = _UNSET,

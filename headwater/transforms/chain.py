@@ -83,6 +83,9 @@ def _options(props: Mapping[str, Any], kind: str, aliases: list[str], errors: li
             continue
         rest = k[len(kind) + 1:]
         alias = next((a for a in sorted(aliases, key=len, reverse=True) if rest.startswith(a + ".")), None)
+        if alias is None:  # Spark lower-cases option keys, not values: match the alias's case loosely
+            alias = next((a for a in sorted(aliases, key=len, reverse=True)
+                          if rest.lower().startswith(a.lower() + ".")), None)
         if alias is None:
             errors.append(ConfigError(k, f"its alias is not listed in {kind}",
                                       f"add the alias to {kind}: ({', '.join(aliases) or 'none listed'})"))
@@ -178,18 +181,23 @@ class TransformChain:
             return transform.apply(block)
         except Exception as exc:  # a failing event: find it, then stop or skip it (errors.tolerance)
             if len(block) == 1:
-                raise _event_error(transform, block, exc) from exc
+                return self._failed(transform, block, exc)
             out: list[TypedBlock] = []
             for i in range(len(block)):
                 row = take(block, np.array([i]))
                 try:
                     out.extend(transform.apply(row))
                 except Exception as row_exc:
-                    error = _event_error(transform, row, row_exc)
-                    if not self.tolerate:
-                        raise error from row_exc
-                    log.warning("skipped: %s", error)
+                    out.extend(self._failed(transform, row, row_exc))
             return out
+
+    def _failed(self, transform: Transform, row: TypedBlock, exc: Exception) -> list[TypedBlock]:
+        """A one-event block `transform` failed on: skipped and logged (`errors.tolerance=all`), or raised."""
+        error = _event_error(transform, row, exc)
+        if not self.tolerate:
+            raise error from exc
+        log.warning("skipped: %s", error)
+        return []
 
 
 def _event_error(transform: Transform, row: TypedBlock, exc: Exception) -> TransformError:

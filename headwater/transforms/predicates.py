@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from headwater.config.properties import prop
@@ -11,6 +9,7 @@ from headwater.events.arrays import valid_mask
 from headwater.events.typed import TypedBlock
 from headwater.transforms.base import Predicate
 from headwater.transforms.blocks import header_values
+from headwater.transforms.regex import java_regex
 from headwater.transforms.registry import register
 
 _PACKAGE = "org.apache.kafka.connect.transforms.predicates."
@@ -25,10 +24,7 @@ class TopicNameMatches(Predicate):
     OPTIONS = (prop("pattern", required=True),)
 
     def configure(self) -> None:
-        try:
-            self.pattern = re.compile(self.values["pattern"])
-        except re.error as exc:
-            self.fail("pattern", f"not a valid regular expression: {exc}", "give a Java-style regex")
+        self.pattern = java_regex(self, "pattern", self.values["pattern"])
 
     def test(self, block: TypedBlock) -> np.ndarray:
         return np.full(len(block), self.pattern.fullmatch(block.topic) is not None)

@@ -106,21 +106,26 @@ def _decimals(arr: pa.Array) -> list[str | None]:
 def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
                                                                   list[list[tuple[str, str]] | None]]:
     """The key and value JSON text of each event of `block` (None: no key, a tombstone's value), and
-    its headers with their values as JSON text (`null` for a null value)."""
+    its headers with their values as JSON text (`null` for a null value). A null value with an `op`
+    is not a tombstone but a null of the value schema: `null`, or the schema with a null payload."""
     b = block.batch
     key_schema, value_schema = block.key_schema, block.value_schema
     key_head, key_tail = options.wrap(key_schema)
     value_head, value_tail = options.wrap(value_schema)
 
-    def texts(column: pa.Array, schema: dict | None, head: bytes, tail: bytes) -> list[str | None]:
+    def texts(column: pa.Array, schema: dict | None, head: bytes, tail: bytes,
+              written_null: list[bool] | None = None) -> list[str | None]:
         if schema is None:
             return [None] * len(column)
         valid = column.is_valid().to_pylist()
-        return [(head + orjson.dumps(v) + tail).decode() if ok else None
-                for v, ok in zip(json_values(column, schema, options), valid, strict=True)]
+        null = (head + orjson.dumps(_null(schema, options)) + tail).decode()
+        return [(head + orjson.dumps(v) + tail).decode() if ok else null if written_null and written_null[i] else None
+                for i, (v, ok) in enumerate(zip(json_values(column, schema, options), valid, strict=True))]
 
     keys = texts(b.column("key"), key_schema, key_head, key_tail)
-    values = texts(b.column("value"), value_schema, value_head, value_tail)
+    # a null value is a tombstone (no value at all) without an op; with one (a delete flattened by
+    # ExtractNewRecordState) it is a null of the value schema, written as JsonConverter writes it
+    values = texts(b.column("value"), value_schema, value_head, value_tail, b.column("op").is_valid().to_pylist())
     headers: list[list[tuple[str, str]] | None] = [None] * b.num_rows
     column = b.column("headers")
     if column.null_count < len(column):
