@@ -63,7 +63,7 @@ class DecodeLogicalDecodingMessageContent(Transform):
             idx = pa.array(rows, pa.int64())
             columns = [(n, string_array(["c"] * len(rows)) if n == "op" else value.field(names.index(n)).take(idx))
                        for n, _ in kept]
-            new_schema = struct_schema(f"{MESSAGE_VALUE}.Envelope", [*kept, ("after", after_schema)])
+            new_schema = struct_schema([*kept, ("after", after_schema)], name=f"{MESSAGE_VALUE}.Envelope")
             out.append(_as_create(rebuild(take(block, idx), key=(None, pa.nulls(len(rows))),
                                           value=(new_schema, struct_array([*columns, ("after", after)], length=len(rows))))))
         return out

@@ -40,9 +40,9 @@ from headwater.events.arrays import valid_mask
 from headwater.events.typed import TypedBlock, connect_type
 from headwater.transforms.base import Transform, TransformError
 from headwater.transforms.blocks import add_header, rebuild, struct_array, struct_schema, take, value_field
-from headwater.transforms.javaregex import java_pattern, java_replace
 from headwater.transforms.jsonschema import Unexpandable, conform, infer, parse
 from headwater.transforms.partitions import PARTITION_HEADER, PARTITION_SCHEMA
+from headwater.transforms.regex import check_replacement, java_regex, java_replacement
 from headwater.transforms.registry import register
 
 log = logging.getLogger(__name__)
@@ -93,10 +93,8 @@ class EventRouter(Transform):
                           "give a list such as type:header:eventType,kind:envelope; placement is header, "
                           "envelope or partition")
             self.additional.append((parts[0], parts[1].strip().lower(), parts[2] if len(parts) == 3 else parts[0]))
-        try:
-            self.regex = java_pattern(v["route.topic.regex"])
-        except Exception as exc:
-            self.fail("route.topic.regex", f"not a valid regular expression: {exc}", "give a Java-style regex")
+        self.regex = java_regex(self, "route.topic.regex", v["route.topic.regex"])
+        check_replacement(self, "route.topic.replacement", v["route.topic.replacement"], self.regex)
         self.envelope = any(p == "envelope" for _, p, _ in self.additional)
         self._schemas: dict[Any, dict] = {}  # payload schema or schema version -> envelope schema
 
@@ -194,7 +192,7 @@ class EventRouter(Transform):
         names = []
         for name in dictionary.dictionary.to_pylist():
             m = self.regex.fullmatch(name)
-            names.append(java_replace(m, replacement) if m else name)
+            names.append(java_replacement(replacement, m) if m else name)
         return [names[i] for i in dictionary.indices.to_pylist()]
 
     def _blank(self, payload: pa.Array, payloads: list[tuple[dict | None, Any]]) -> np.ndarray:
@@ -227,7 +225,7 @@ class EventRouter(Transform):
                     found = value_field(block, "after." + column)
                     assert found is not None
                     fields.append((alias, found[1]))
-            hit = self._schemas[cache] = struct_schema(name, fields, version=version)
+            hit = self._schemas[cache] = struct_schema(fields, name=name, version=version)
         return hit
 
     def _value_column(self, schema: dict | None, payload: pa.Array, payloads: list[tuple[dict | None, Any]],

@@ -1,7 +1,8 @@
 """Replaying a transformation scenario of tests/data/transforms/ through headwater and comparing it
 with what the real Debezium emitted for it.
 
-A scenario directory has the layout of tests/golden/ (`scenario.yaml`, `debezium.jsonl`), recorded by
+A scenario directory (under tests/data/transforms/with_headers/, apart from the scenarios recorded
+without headers) has the layout of tests/golden/ (`scenario.yaml`, `debezium.jsonl`), recorded by
 `scripts/record_debezium.py` with `HEADWATER_DEBEZIUM_REFERENCE=scripts/debezium_reference_headers.py`
 so that each event also holds its headers and Kafka partition. headwater runs the scenario's
 connector properties on a fresh database, applies the transformation chain of its `transforms.*` and
@@ -10,10 +11,9 @@ connector properties on a fresh database, applies the transformation chain of it
 Three differences are set aside before comparing: Debezium 3.x adds `__debezium.context.*` headers
 (connector name, task id, run id) to every record, which headwater does not; a record's Kafka
 partition is the `__partition` header in headwater (`transforms.partitions`), so the recorded
-`partition` becomes that header; and a key, value or header that is null but has a schema (the outbox router's null
-payload without `route.tombstone.on.empty.payload`, a null aggregate id): JsonConverter writes
-`{"schema": ..., "payload": null}`, headwater `null` (its blocks hold a null key or value as none,
-a tombstone's value; the two are the same JSON with schemas disabled).
+`partition` becomes that header; and a key or header that is null but has a schema (the outbox router's null aggregate id):
+JsonConverter writes `{"schema": ..., "payload": null}`, headwater `null` (the same JSON with
+schemas disabled).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from headwater.transforms.chain import split_properties
 from headwater.transforms.partitions import PARTITION_HEADER, PARTITION_SCHEMA
 from tests.golden_support import load_scenario, run_psql_script
 
-ROOT = Path(__file__).resolve().parent.parent / "data" / "transforms"
+ROOT = Path(__file__).resolve().parent.parent / "data" / "transforms" / "with_headers"
 
 
 def expected_events(directory: Path) -> list[dict[str, Any]]:
@@ -45,7 +45,7 @@ def expected_events(directory: Path) -> list[dict[str, Any]]:
             headers[PARTITION_HEADER] = {"schema": PARTITION_SCHEMA, "payload": partition}
         if headers:
             event["headers"] = {k: _null(v) for k, v in headers.items()}
-        event["key"], event["value"] = _null(event["key"]), _null(event["value"])
+        event["key"] = _null(event["key"])
         out.append(event)
     return out
 

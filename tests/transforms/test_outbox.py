@@ -8,7 +8,6 @@ import pytest
 from headwater.config.errors import ConfigErrors
 from headwater.transforms import parse_chain
 from headwater.transforms.base import TransformError
-from headwater.transforms.javaregex import java_pattern, java_replace
 from tests.golden_support import assert_events_equal
 from tests.transforms.envelopes import block, field, run
 from tests.transforms.golden_transforms import ROOT, expected_events, run_scenario
@@ -122,12 +121,6 @@ def test_missing_columns_fail_the_event():
         run(outbox(**{"table_field_event_payload": "body"}), b)
     with pytest.raises(TransformError, match="Unsupported field type"):
         run(outbox(**{"table_field_event_timestamp": "type"}), b)
-
-
-def test_java_regex_and_replacement():
-    m = java_pattern(r"(?<agg>[a-z]+)_(v\d+)").fullmatch("order_v2")
-    assert m is not None
-    assert java_replace(m, r"events.${agg}.$2.\$1") == "events.order.v2.$1"
 
 
 def test_decoded_messages_through_the_outbox_equal_debezium(pg_server):
