@@ -5,8 +5,8 @@ A scenario directory (under tests/data/transforms/with_headers/, apart from the 
 without headers) has the layout of tests/golden/ (`scenario.yaml`, `debezium.jsonl`), recorded by
 `scripts/record_debezium.py` with `HEADWATER_DEBEZIUM_REFERENCE=scripts/debezium_reference_headers.py`
 so that each event also holds its headers and Kafka partition. headwater runs the scenario's
-connector properties on a fresh database, applies the transformation chain of its `transforms.*` and
-`predicates.*` properties to the typed blocks, and writes the events as JSON with schemas.
+connector properties on a fresh database, applies its post processors (`post.processors`) and the
+transformation chain of its `transforms.*` and `predicates.*` properties to the typed blocks, and writes the events as JSON with schemas.
 
 Three differences are set aside before comparing: Debezium 3.x adds `__debezium.context.*` headers
 (connector name, task id, run id) to every record, which headwater does not; a record's Kafka
@@ -28,6 +28,7 @@ from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.transforms import parse_chain
 from headwater.transforms.chain import split_properties
 from headwater.transforms.partitions import PARTITION_HEADER, PARTITION_SCHEMA
+from headwater.transforms.reselect import parse_post_processors, split_post_processors
 from tests.golden_support import load_scenario, run_psql_script
 
 ROOT = Path(__file__).resolve().parent.parent / "data" / "transforms" / "with_headers"
@@ -64,19 +65,23 @@ def run_scenario(pg_server: Any, directory: Path) -> list[dict[str, Any]]:
     pg_server.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     pg_server.create_database(dbname)
     own, chain_props = split_properties(scenario.properties)
+    own, post_props = split_post_processors(own)
     chain = parse_chain(chain_props)
-    assert chain is not None
     options = JsonOptions(schemas_enable=True)
     try:
         run_psql_script(pg_server, dbname, scenario.setup)
         props = {**pg_server.connector_properties(dbname), "connector.class": "postgres",
                  "topic.prefix": "golden", "slot.name": "golden_slot", "plugin.name": "pgoutput", **own}
-        engine = Engine(validate_connector(props), schemas_enable=True, output="typed")
+        config = validate_connector(props)
+        post = parse_post_processors(post_props, config)
+        engine = Engine(config, schemas_enable=True, output="typed")
         events: list[dict[str, Any]] = []
 
         def collect() -> None:
             for typed in engine.blocks(once=True):
-                for ev in to_event_batch(chain.apply(typed), options).rows():
+                typed = post.apply(typed) if post is not None else typed
+                typed = chain.apply(typed) if chain is not None else typed
+                for ev in to_event_batch(typed, options).rows():
                     row: dict[str, Any] = {"topic": ev.topic, "key": None if ev.key is None else json.loads(ev.key),
                                            "value": None if ev.value is None else json.loads(ev.value)}
                     if ev.headers:
