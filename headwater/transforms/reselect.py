@@ -272,9 +272,17 @@ class PostProcessors:
         return TypedEvents(blocks)
 
 
-def parse_post_processors(props: Mapping[str, Any], connector: Any = None) -> PostProcessors | None:
+def post_processors(config: Any) -> PostProcessors | None:
+    """The post processors of a validated ConnectorConfig (their properties are kept among its `extra`)."""
+    _, props = split_post_processors(config.extra)
+    return parse_post_processors(props, config.connector, config)
+
+
+def parse_post_processors(props: Mapping[str, Any], connector: str | None = None, config: Any = None
+                          ) -> PostProcessors | None:
     """The post processors `props` (from `split_post_processors`) configure, None without any;
-    ConfigErrors naming every bad property. `connector` is the connector's ConnectorConfig."""
+    ConfigErrors naming every bad property. `connector` is the connector's short name (the reselect
+    post processor needs `postgres`), `config` its ConnectorConfig (for the connection)."""
     errors: list[ConfigError] = []
     aliases, err = parse_value(LIST, props.get(LIST.name))
     if err is not None:
@@ -315,10 +323,10 @@ def parse_post_processors(props: Mapping[str, Any], connector: Any = None) -> Po
                 except re.error as exc:
                     errors.append(ConfigError(prefix + option, f"{pattern!r} is not a valid regex: {exc}",
                                               "give <schema>.<table>:<column> regexes"))
-        if connector is not None and getattr(connector, "connector", "postgres") != "postgres":
+        if connector is not None and connector != "postgres":
             errors.append(ConfigError(prefix + "type", "re-selects from PostgreSQL only",
                                       "remove post.processors for this connector"))
-        out.append(ReselectColumns(alias, values, connector))
+        out.append(ReselectColumns(alias, values, config))
     if errors:
         raise ConfigErrors(errors)
     return PostProcessors(out) if out else None

@@ -4,9 +4,9 @@ with what the real Debezium emitted for it.
 A scenario directory (under tests/data/transforms/with_headers/, apart from the scenarios recorded
 without headers) has the layout of tests/golden/ (`scenario.yaml`, `debezium.jsonl`), recorded by
 `scripts/record_debezium.py` with `HEADWATER_DEBEZIUM_REFERENCE=scripts/debezium_reference_headers.py`
-so that each event also holds its headers and Kafka partition. headwater runs the scenario's
-connector properties on a fresh database, applies its post processors (`post.processors`) and the
-transformation chain of its `transforms.*` and `predicates.*` properties to the typed blocks, and writes the events as JSON with schemas.
+so that each event also holds its headers and Kafka partition. headwater's engine runs the
+scenario's connector properties (post processors and transformations included) on a fresh
+database, and the events are written as JSON with schemas.
 
 Three differences are set aside before comparing: Debezium 3.x adds `__debezium.context.*` headers
 (connector name, task id, run id) to every record, which headwater does not; a record's Kafka
@@ -25,10 +25,7 @@ from typing import Any
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from headwater.events.formats.json import JsonOptions, to_event_batch
-from headwater.transforms import parse_chain
-from headwater.transforms.chain import split_properties
 from headwater.transforms.partitions import PARTITION_HEADER, PARTITION_SCHEMA
-from headwater.transforms.reselect import parse_post_processors, split_post_processors
 from tests.golden_support import load_scenario, run_psql_script
 
 ROOT = Path(__file__).resolve().parent.parent / "data" / "transforms" / "with_headers"
@@ -59,28 +56,23 @@ def _null(record: Any) -> Any:
 
 
 def run_scenario(pg_server: Any, directory: Path) -> list[dict[str, Any]]:
-    """headwater's events for the scenario: snapshot after `setup`, then the changes of `during`."""
+    """headwater's events for the scenario (its post processors and transformations run by the engine):
+    snapshot after `setup`, then the changes of `during`."""
     scenario = load_scenario(directory)
     dbname = "golden"
     pg_server.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
     pg_server.create_database(dbname)
-    own, chain_props = split_properties(scenario.properties)
-    own, post_props = split_post_processors(own)
-    chain = parse_chain(chain_props)
-    options = JsonOptions(schemas_enable=True)
     try:
         run_psql_script(pg_server, dbname, scenario.setup)
         props = {**pg_server.connector_properties(dbname), "connector.class": "postgres",
-                 "topic.prefix": "golden", "slot.name": "golden_slot", "plugin.name": "pgoutput", **own}
-        config = validate_connector(props)
-        post = parse_post_processors(post_props, config)
-        engine = Engine(config, schemas_enable=True, output="typed")
+                 "topic.prefix": "golden", "slot.name": "golden_slot", "plugin.name": "pgoutput",
+                 **scenario.properties}
+        engine = Engine(validate_connector(props), schemas_enable=True, output="typed")
+        options = JsonOptions(schemas_enable=True)
         events: list[dict[str, Any]] = []
 
         def collect() -> None:
             for typed in engine.blocks(once=True):
-                typed = post.apply(typed) if post is not None else typed
-                typed = chain.apply(typed) if chain is not None else typed
                 for ev in to_event_batch(typed, options).rows():
                     row: dict[str, Any] = {"topic": ev.topic, "key": None if ev.key is None else json.loads(ev.key),
                                            "value": None if ev.value is None else json.loads(ev.value)}
