@@ -126,3 +126,14 @@ def test_missing_columns_fail_the_event():
 def test_decoded_messages_through_the_outbox_equal_debezium(pg_server):
     directory = ROOT / "message_outbox"
     assert_events_equal(expected_events(directory), run_scenario(pg_server, directory), keep_headers=True)
+
+
+def test_java_group_references_survive_the_environment_substitution(monkeypatch):
+    from headwater.pipeline_config import resolve_env
+
+    monkeypatch.setenv("TOPICS", "t")
+    errors: list = []
+    source = {"transforms.o.route.topic.replacement": "${TOPICS}.${routedByValue}", "database.password": "${NOPE}"}
+    resolved = resolve_env({"source": source}, "", errors)["source"]
+    assert resolved["transforms.o.route.topic.replacement"] == "t.${routedByValue}"
+    assert [e.property for e in errors] == ["source.database.password"]  # elsewhere an unset variable is an error
