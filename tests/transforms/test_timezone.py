@@ -50,3 +50,15 @@ def test_bad_options_are_refused():
         parse_chain(props("America/New_Yrok"))
     with pytest.raises(ConfigErrors, match="exclude.list"):
         parse_chain(props("UTC", include_list="a:b", exclude_list="c:d"))
+
+
+def test_a_block_of_two_tables_converts_each_by_its_rules():
+    import pyarrow as pa
+
+    from headwater.events.typed import TypedBlock
+
+    a = block("t.x", ROW, [("c", None, {"id": 1, "created_at": None, "updated_at": 0})], table="a")
+    b = block("t.x", ROW, [("c", None, {"id": 2, "created_at": None, "updated_at": 0})], table="b")
+    both = TypedBlock(pa.concat_batches([a.batch, b.batch]))
+    got = run(props("+01:00", include_list="source:a"), both)
+    assert [e["value"]["after"]["updated_at"] for e in got] == [-3600 * 1_000_000, 0]
