@@ -90,7 +90,7 @@ def _equal_lists(a: pa.Array, b: pa.Array) -> pa.Array:
 
 def _lists(mask: np.ndarray, names: list[str]) -> pa.Array:
     """Per row, the names whose column is True in `mask` (rows x names)."""
-    counts = mask.sum(axis=1)
+    counts = np.count_nonzero(mask, axis=1)
     offsets = np.zeros(len(mask) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
     picked = np.nonzero(mask)[1]

@@ -157,52 +157,58 @@ class EventRouter(Transform):
                 block = add_header(block, PARTITION_HEADER, PARTITION_SCHEMA,
                                    extra[(column, placement)][0].cast(pa.int32()))
 
-        payloads: list[tuple[dict | None, Any]] = [(payload_schema, None)] * len(block)
+        n = len(block)
+        payloads: list[tuple[dict | None, Any]] = [(payload_schema, None)] * n
+        schema_codes = np.zeros(n, dtype=np.int64)
         if v["table.expand.json.payload"]:
             payloads = self._expanded(payload, payload_schema)
-        blank = self._blank(payload, payloads) if v["route.tombstone.on.empty.payload"] else np.zeros(len(block), bool)
-        topics = self._topics(routed)
-        routed_values = routed.to_pylist()
-        versions = version.to_pylist() if version is not None else [None] * len(block)
-
-        groups: dict[tuple, list[int]] = {}
-        value_schemas: dict[tuple, dict | None] = {}
-        for i, (row_schema, _) in enumerate(payloads):
-            value_schema = row_schema
+            seen: dict[bytes, int] = {}
+            schema_codes = np.array([seen.setdefault(orjson.dumps(s), len(seen)) for s, _ in payloads], dtype=np.int64)
+        blank = self._blank(payload, payloads) if v["route.tombstone.on.empty.payload"] else np.zeros(n, bool)
+        topic_codes, topic_names = self._topics(routed)
+        version_codes = np.zeros(n, dtype=np.int64)
+        if version is not None:
+            version_codes = np.asarray(pc.dictionary_encode(version).indices.fill_null(-1), dtype=np.int64) + 1
+        # one output block per (topic, payload schema, schema version, tombstone or not): the variants
+        # taken in order of their first event, so that the envelope schema names are those Debezium gives
+        variant = ((topic_codes * (schema_codes.max() + 1) + schema_codes) * (version_codes.max() + 1)
+                   + version_codes) * 2 + blank
+        _, first, inverse = np.unique(variant, return_index=True, return_inverse=True)
+        out = []
+        for g in np.argsort(first, kind="stable"):
+            rows = np.flatnonzero(inverse == g)
+            i = int(rows[0])
+            value_schema = payloads[i][0]
             if self.envelope:  # named (and cached) before the tombstone check, as Debezium does
-                value_schema = self._envelope_schema(block, row_schema, routed_values[i], versions[i])
+                value_schema = self._envelope_schema(block, value_schema, routed[i].as_py(),
+                                                     None if version is None else version[i].as_py())
             if blank[i]:
                 value_schema = None
-            fp = (topics[i], orjson.dumps(value_schema))
-            groups.setdefault(fp, []).append(i)
-            value_schemas[fp] = value_schema
-        out = []
-        for fp, rows in groups.items():
             idx = pa.array(rows, pa.int64())
-            part = take(block, idx)
-            value_schema = value_schemas[fp]
-            column = self._value_column(value_schema, payload.take(idx), [payloads[i] for i in rows],
+            column = self._value_column(value_schema, payload.take(idx), [payloads[r] for r in rows],
                                         {k: c.take(idx) for k, (c, _) in extra.items()})
-            out.append(rebuild(part, topic=fp[0], key=(key[1], key[0].take(idx)), value=(value_schema, column)))
+            out.append(rebuild(take(block, idx), topic=topic_names[topic_codes[i]], key=(key[1], key[0].take(idx)),
+                               value=(value_schema, column)))
         return out
 
-    def _topics(self, routed: pa.Array) -> list[str]:
+    def _topics(self, routed: pa.Array) -> tuple[np.ndarray, list[str]]:
+        """Each event's topic, as a code into the list of distinct topics."""
         replacement = self.values["route.topic.replacement"]
         dictionary = pc.dictionary_encode(routed)
         names = []
         for name in dictionary.dictionary.to_pylist():
             m = self.regex.fullmatch(name)
             names.append(java_replacement(replacement, m) if m else name)
-        return [names[i] for i in dictionary.indices.to_pylist()]
+        return np.asarray(dictionary.indices, dtype=np.int64), names
 
     def _blank(self, payload: pa.Array, payloads: list[tuple[dict | None, Any]]) -> np.ndarray:
         """Where the payload is null or, as text, blank (Java's `toString().trim().isEmpty()`)."""
         blank = ~valid_mask(payload)
         if pa.types.is_string(payload.type):
-            text = payload.to_pylist()
-            for i, (_, expanded) in enumerate(payloads):
-                if expanded is None and text[i] is not None and not _java_trim(text[i]):
-                    blank[i] = True
+            trimmed = pc.utf8_length(pc.utf8_trim(payload, characters=_JAVA_SPACE))
+            empty = np.asarray(pc.fill_null(pc.equal(trimmed, 0), False).to_numpy(zero_copy_only=False), dtype=bool)
+            expanded = np.array([e is not None for _, e in payloads], dtype=bool)
+            blank |= empty & ~expanded
         return blank
 
     def _envelope_schema(self, block: TypedBlock, payload_schema: dict | None, routed: str, version: Any) -> dict:
@@ -271,12 +277,4 @@ class EventRouter(Transform):
         return out
 
 
-def _java_trim(text: str) -> str:
-    """Java's `String.trim`: characters up to U+0020 removed at both ends."""
-    start, end = 0, len(text)
-    while start < end and text[start] <= " ":
-        start += 1
-    while end > start and text[end - 1] <= " ":
-        end -= 1
-    return text[start:end]
-
+_JAVA_SPACE = "".join(chr(c) for c in range(0x21))  # what Java's String.trim removes

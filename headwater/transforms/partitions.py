@@ -114,13 +114,17 @@ class PartitionRouting(Transform):
         encoded = pc.dictionary_encode(column)
         distinct = encoded.dictionary.to_pylist()
         codes = np.asarray(encoded.indices.fill_null(0))
-        table = np.array([self._hash(v, schema) for v in distinct] or [0], dtype=np.int64)
+        if self.murmur and distinct and not isinstance(distinct[0], str):  # murmur of hashCodes, vectorized
+            table = murmur3_ints(np.array([java_hash(v, schema) for v in distinct], dtype=np.int64))
+        else:
+            table = np.array([self._hash(v, schema) for v in distinct] or [0], dtype=np.int64)
         out[present] = table[codes[present]]
         return out, present
 
     def _hash(self, value: Any, schema: dict) -> int:
         if self.murmur:
-            return murmur3_string(value) if isinstance(value, str) else murmur3_int(java_hash(value, schema))
+            return murmur3_string(value) if isinstance(value, str) else murmur3_ints(
+                np.array([java_hash(value, schema)], dtype=np.int64))[0]
         return java_hash(value, schema)
 
 
@@ -270,10 +274,42 @@ def murmur3_string(s: str) -> int:
     return state.finish(len(data))
 
 
-def murmur3_int(hashcode: int) -> int:
-    """Debezium's MurmurHash3 of an int (a value's hashCode): its 4 little-endian bytes, sign-extended."""
-    state = _State()
-    state.k1, _ = _tail((hashcode & 0xFFFFFFFF).to_bytes(4, "little"))
-    state.bmix()
-    return state.finish(4)
+def murmur3_ints(hashcodes: np.ndarray) -> np.ndarray:
+    """Debezium's MurmurHash3 of ints (values' hashCodes), all at once: each int's 4 little-endian
+    bytes, sign-extended as Java does, through one block of the x64 variant (numpy's uint64 arithmetic
+    wraps as Java's long does)."""
+    u = np.uint64
+    with np.errstate(over="ignore"):
+        raw = (hashcodes.astype(np.int64) & 0xFFFFFFFF).astype(u)
+        k1 = np.zeros(len(raw), dtype=u)
+        for i in range(4):  # byte i, sign-extended to 64 bits, shifted into place
+            b = (raw >> u(8 * i)) & u(0xFF)
+            extended = np.where(b >= u(128), b | u(0xFFFFFFFFFFFFFF00), b)
+            k1 ^= extended << u(8 * i)
+        h1 = np.full(len(raw), u(0x9368E53C2F6AF274 ^ 9001))
+        h2 = np.full(len(raw), u(0x586DCD208F7CD3FD ^ 9001))
+        c1, c2 = u(_C1), u(_C2)
+        k1 = k1 * c1
+        k1 = (k1 << u(23)) | (k1 >> u(41))
+        k1 = k1 * c2
+        h1 ^= k1
+        h1 = h1 + h2
+        h2 = (h2 << u(41)) | (h2 >> u(23))
+        h2 = h2 + h1  # k2 is 0: its mix adds nothing but h1
+        h1 = h1 * u(3) + u(0x52DCE729)
+        h2 = h2 * u(3) + u(0x38495AB5)
+        h2 ^= u(4)
+        h1 = h1 + h2
+        h2 = h2 + h1
+        h1, h2 = _fmix_array(h1), _fmix_array(h2)
+        h1 = h1 + h2
+        return (h1 >> u(32)).astype(np.int64).astype(np.int32).astype(np.int64)
 
+
+def _fmix_array(k: np.ndarray) -> np.ndarray:
+    u = np.uint64
+    k = k ^ (k >> u(33))
+    k = k * u(0xFF51AFD7ED558CCD)
+    k = k ^ (k >> u(33))
+    k = k * u(0xC4CEB9FE1A85EC53)
+    return k ^ (k >> u(33))
