@@ -10,9 +10,7 @@ import pytest
 from headwater.config.errors import ConfigErrors
 from headwater.transforms import parse_chain
 from headwater.transforms.partitions import PARTITION_HEADER, java_hash, java_string_hash
-from tests.transforms.envelopes import block, field, run
-
-PARTS = [field("id", "int32", False), field("name", "string")]
+from tests.transforms.support import Events, as_json, run
 
 
 def routing(**options: str) -> dict[str, str]:
@@ -39,11 +37,15 @@ def test_java_hash_codes_of_other_types():
 
 def test_spec_vector_java_hash():
     names = ["hammer", "hammer", "scooter", "car battery", "rocks", None]
-    events = [("c", None, {"id": i, "name": n}) for i, n in enumerate(names)]
+    events: list[tuple[str | None, dict | None, dict | None]] = [("c", None, {"id": i, "name": n})
+                                                                  for i, n in enumerate(names)]
     events.append(("d", {"id": 9, "name": "scooter"}, None))  # change.name reads before for a delete
     events.append((None, {"id": 9, "name": "scooter"}, None))  # a tombstone passes
-    got = run(routing(partition_payload_fields="change.name", partition_topic_num="2"), block("t.parts", PARTS, events))
-    assert [e["headers"].get(PARTITION_HEADER) for e in got] == [0, 0, 1, 1, 0, None, 1, None]
+    changes = Events()
+    for op, before, after in events:
+        changes.add(op, before, after, topic="t.parts")
+    got = as_json(run(changes, routing(partition_payload_fields="change.name", partition_topic_num="2")))
+    assert [e.get("headers", {}).get(PARTITION_HEADER) for e in got] == [0, 0, 1, 1, 0, None, 1, None]
 
 
 def test_bad_options_are_refused():

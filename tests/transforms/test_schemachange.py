@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from headwater.config.errors import ConfigErrors
-from headwater.events.typed import BlockBuilder
 from headwater.transforms import parse_chain
-from tests.transforms.envelopes import run
+from tests.transforms.support import Events, as_json, run
 
 CHANGE = {"type": "struct", "optional": False, "name": "io.debezium.connector.mysql.TableChange", "fields": [
     {"type": "string", "optional": False, "field": "type"}, {"type": "string", "optional": False, "field": "id"}]}
@@ -18,11 +17,11 @@ PROPS = {"transforms": "f", "transforms.f.type": "io.debezium.transforms.SchemaC
 
 
 def test_excluded_types_are_dropped():
-    builder = BlockBuilder()
+    events = Events()
     for ddl, changes in (("CREATE TABLE a", [{"type": "CREATE", "id": "a"}]), ("ALTER TABLE a", [{"type": "ALTER", "id": "a"}]),
                          ("CREATE DATABASE d", []), ("odd", None)):
-        builder.add("srv", None, None, VALUE, {"ddl": ddl, "tableChanges": changes}, None, 1, 0)
-    got = run({**PROPS, "transforms.f.schema.change.event.exclude.list": "ALTER,DATABASE"}, builder.take().blocks[0])
+        events.record("srv", None, None, VALUE, {"ddl": ddl, "tableChanges": changes})
+    got = as_json(run(events, {**PROPS, "transforms.f.schema.change.event.exclude.list": "ALTER,DATABASE"}))
     assert [e["value"]["ddl"] for e in got] == ["CREATE TABLE a"]  # no tableChanges: dropped too
 
 
