@@ -146,8 +146,10 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
 
     transforms = data.get("transforms") or []
     if transforms:
-        errors.append(ConfigError("transforms", "transformations are not implemented in headwater yet",
-                                  "remove the transforms block"))
+        errors.append(ConfigError("transforms", "transformations are connector properties, not a top-level block",
+                                  "put them in the source block as in a Debezium connector's properties: "
+                                  "transforms: unwrap, transforms.unwrap.type: "
+                                  "io.debezium.transforms.ExtractNewRecordState"))
 
     sink = None
     if not isinstance(data.get("sink"), dict):

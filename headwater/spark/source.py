@@ -260,7 +260,10 @@ class HeadwaterDataSource(DataSource):
         return BLOCKS_SCHEMA_DDL if layout == "blocks" else SPARK_SCHEMA_DDL
 
     def streamReader(self, schema) -> DataSourceStreamReader:
-        connector_config(dict(self.options))  # refuse bad properties before the query starts
+        config = connector_config(dict(self.options))  # refuse bad properties before the query starts
+        if config.transforms.get("transforms") and output_layout({k.lower(): v for k, v in self.options.items()}) == "table":
+            raise ValueError(f"{OUTPUT_OPTION}=table reads the row images of change events: transformations do "
+                             "not apply to it; remove transforms from the properties of table_changes")
         return HeadwaterStreamReader(dict(self.options))
 
 

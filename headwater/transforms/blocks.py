@@ -16,7 +16,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import bool_array, valid_mask
+from headwater.events.arrays import bool_array, string_scalar, valid_mask
 from headwater.events.typed import (
     HEADERS_SCHEMA_META,
     KEY_SCHEMA_META,
@@ -66,16 +66,14 @@ def key_field(block: TypedBlock, path: str) -> tuple[pa.Array, dict] | None:
 
 def struct_array(fields: Sequence[tuple[str, pa.Array]], valid: np.ndarray | None = None,
                  length: int | None = None) -> pa.Array:
-    """A struct column of named child columns; `valid` False rows are null."""
-    names = [n for n, _ in fields]
-    arrays = [a for _, a in fields]
-    mask = None if valid is None or valid.all() else bool_array(~valid)
-    if not arrays:
+    """A struct column of named child columns (`length` rows when there are none); `valid` False rows
+    are null."""
+    if not fields:
         n = length if length is not None else (len(valid) if valid is not None else 0)
-        empty = pa.StructArray.from_arrays([], names=[], mask=mask) if mask is not None else None
-        return empty if empty is not None and len(empty) == n else pa.nulls(n, pa.struct([])).fill_null(
-            pa.scalar({}, pa.struct([])))
-    return pa.StructArray.from_arrays(arrays, names=names, mask=mask)
+        bits = None if valid is None or valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+        return pa.StructArray.from_buffers(pa.struct([]), n, [bits], children=[])
+    mask = None if valid is None or valid.all() else bool_array(~valid)
+    return pa.StructArray.from_arrays([a for _, a in fields], names=[n for n, _ in fields], mask=mask)
 
 
 def schema_basics(schema: dict) -> dict:
@@ -231,7 +229,7 @@ def add_header(block: TypedBlock, name: str, schema: dict | None, values: pa.Arr
     value_t = headers_type(schemas).value_type.field("value").type
     fields = [(f, values.filter(bool_array(present)) if f == name else pa.nulls(k, value_t.field(f).type))
               for f in schemas]
-    added = pa.StructArray.from_arrays([pa.array([name] * k, pa.string()),
+    added = pa.StructArray.from_arrays([pa.repeat(string_scalar(name), k),
                                         pa.StructArray.from_arrays([a for _, a in fields], names=list(schemas))],
                                        names=["key", "value"])
     all_rows = np.concatenate([rows, new_rows])

@@ -9,7 +9,8 @@ these keys from the connector's own.
 
 `TransformChain.apply` runs the steps in order on every block (a step with a predicate runs on the
 matching rows only; the others pass through), then gives the batch back in its order: blocks of the
-same topic and schemas joined, `_order` renumbered densely in the original order.
+same topic and schemas joined, `_order` renumbered densely in the original order. `apply_blocks`
+does the same to loose blocks (a DataFrame's, `transforms.dataframe`) and keeps each row's `_order`.
 """
 
 from __future__ import annotations
@@ -158,11 +159,14 @@ class TransformChain:
     tolerate: bool = False  # errors.tolerance=all
 
     def apply(self, events: TypedEvents) -> TypedEvents:
-        """The batch's blocks transformed, in the batch's order."""
-        blocks = list(events.blocks)
+        """The batch's blocks transformed, in the batch's order, `_order` renumbered densely."""
+        return in_order(self.apply_blocks(events.blocks))
+
+    def apply_blocks(self, blocks: list[TypedBlock]) -> list[TypedBlock]:
+        """Blocks transformed, those of the same topic and schemas joined; each row keeps its `_order`."""
         for step in self.steps:
             blocks = [out for block in blocks for out in self._step(step, block)]
-        return _in_order(blocks)
+        return _joined(blocks)
 
     def _step(self, step: Step, block: TypedBlock) -> list[TypedBlock]:
         if not len(block):
@@ -206,14 +210,20 @@ def _event_error(transform: Transform, row: TypedBlock, exc: Exception) -> Trans
                           f"{orjson.dumps(key).decode()}: {exc}")
 
 
-def _in_order(blocks: list[TypedBlock]) -> TypedEvents:
-    """Blocks of the same topic and schemas joined, in order of their first event, `_order` dense."""
+def _joined(blocks: list[TypedBlock]) -> list[TypedBlock]:
+    """Blocks of the same topic and schemas joined (empty ones left out)."""
     groups: dict[Any, list[pa.RecordBatch]] = {}
     for block in blocks:
         if len(block):
             schema = block.batch.schema  # equality of Arrow schemas ignores their metadata: key on both
             groups.setdefault((schema, tuple(sorted(schema.metadata.items()))), []).append(block.batch)
-    joined = [b[0] if len(b) == 1 else pa.concat_batches(b) for b in groups.values()]
+    return [TypedBlock(b[0] if len(b) == 1 else pa.concat_batches(b)) for b in groups.values()]
+
+
+def in_order(blocks: list[TypedBlock]) -> TypedEvents:
+    """Blocks as the events of one batch: in order of their first event, `_order` renumbered densely (gaps
+    left by dropped events closed)."""
+    joined = [b.batch for b in blocks]
     if not joined:
         return TypedEvents([])
     orders = [int64_values(b.column("_order")) for b in joined]

@@ -1,4 +1,4 @@
-"""Topic routers: ByLogicalTableRouter (regex over the topic), and Java's regex replacement syntax.
+"""Topic routers: ByLogicalTableRouter (regex over the topic) and ContentBasedRouter (an expression).
 
 `ByLogicalTableRouter` reroutes the blocks whose topic matches `topic.regex` (as a whole) to
 `topic.replacement`; with `key.enforce.uniqueness` (default) the key gains a string field
@@ -7,6 +7,9 @@ The key schema is renamed `<new topic>.Key`; an envelope's schema `<new topic>.E
 `before`/`after` row schemas `<new topic>.Value` (`schema.name.adjustment.mode` adjusts these names).
 Tombstones and records that are not envelopes keep their value as it is. Everything is decided per
 block, as the block has one topic.
+
+`ContentBasedRouter` moves each record to the topic its `topic.expression` gives (null: it stays),
+with the options of `filter.Scripting`.
 """
 
 from __future__ import annotations
@@ -20,15 +23,17 @@ from headwater.config.properties import prop
 from headwater.events.arrays import string_scalar, valid_mask
 from headwater.events.columns import adjust_schema_name
 from headwater.events.typed import TypedBlock
-from headwater.transforms.base import Transform
+from headwater.transforms.base import Transform, TransformError
 from headwater.transforms.blocks import (
     rebuild,
     schema_basics,
     schema_fields,
+    split_by_topic,
     struct_array,
     struct_children,
     struct_schema,
 )
+from headwater.transforms.filter import Scripting
 from headwater.transforms.regex import check_replacement, java_regex, java_replacement
 from headwater.transforms.registry import register
 
@@ -114,3 +119,23 @@ class ByLogicalTableRouter(Transform):
         new = struct_schema(fields, envelope.get("optional", False),
                             **{**schema_basics(envelope), "name": self._name(topic + ".Envelope")})
         return new, value
+
+
+@register
+class ContentBasedRouter(Scripting):
+    """io.debezium.transforms.ContentBasedRouter: the topic of each record from `topic.expression`."""
+
+    CLASS_NAMES = ("io.debezium.transforms.ContentBasedRouter",)
+    SHORT_NAME = "ContentBasedRouter"
+    EXPRESSION = "topic.expression"
+    OPTIONS = (*Scripting.COMMON, prop("topic.expression", required=True))
+
+    def run(self, block: TypedBlock) -> list[TypedBlock]:
+        topics = self.value(block)
+        if not topics.column:
+            if topics.data is not None and not isinstance(topics.data, str):
+                raise TransformError(f"topic.expression gave {topics.data!r}, not a topic name")
+            return [block] if topics.data is None else [rebuild(block, topic=topics.data)]
+        if not (pa.types.is_string(topics.data.type) or pa.types.is_null(topics.data.type)):
+            raise TransformError(f"topic.expression gave a column of {topics.data.type}, not topic names")
+        return split_by_topic(block, topics.data.cast(pa.string()))

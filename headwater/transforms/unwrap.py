@@ -205,7 +205,32 @@ class ExtractNewRecordState(Transform):
         return block
 
     def _rows(self, block: TypedBlock, part: str, delete: bool) -> list[TypedBlock]:
-        """The rows' `after` (or a delete's `before`) as the value, with the options applied."""
+        """The rows' `after` (or a delete's `before`) as the value, with the options applied, per group of
+        rows whose `drop.fields.header.name` header lists the same fields."""
+        return [out for group, names in self._drop_groups(block) for out in self._flatten(group, part, delete, names)]
+
+    def _drop_groups(self, block: TypedBlock) -> list[tuple[TypedBlock, set[str]]]:
+        """The block's rows grouped by the field names their drop-fields header lists (none: one group)."""
+        found = header_values(block, self.drop_header) if self.drop_header is not None else None
+        if found is None:
+            return [(block, set())]
+        groups: dict[tuple[str, ...], list[int]] = {}
+        for i, listed in enumerate(found[0].to_pylist()):
+            groups.setdefault(tuple(listed or ()), []).append(i)
+        if len(groups) == 1:
+            return [(block, set(next(iter(groups))))]
+        return [(take(block, pa.array(rows, pa.int64())), set(listed)) for listed, rows in groups.items()]
+
+    def _dropped(self, schema: dict | None, names: set[str]) -> set[str]:
+        """The fields of a struct schema to drop (only optional ones with drop.fields.keep.schema.compatible)."""
+        if not names or schema is None or schema.get("type") != "struct":
+            return set()
+        compatible = self.values["drop.fields.keep.schema.compatible"]
+        return {n for n, s in schema_fields(schema) if n in names and (s.get("optional") or not compatible)}
+
+    def _flatten(self, block: TypedBlock, part: str, delete: bool, names: set[str]) -> list[TypedBlock]:
+        """Debezium's order: a delete is rewritten, routed, its fields dropped, then fields added; any
+        other record is extracted (and rewritten), routed, fields added, then fields dropped."""
         envelope = block.value_schema
         assert envelope is not None
         value = block.batch.column("value")
@@ -213,11 +238,15 @@ class ExtractNewRecordState(Transform):
         assert row_schema is not None
         row_schema = {k: v for k, v in row_schema.items() if k != "field"}
         row = pc.struct_field(value, [value.type.get_field_index(part)])
-        topics = self._topics(block, row, row_schema, value, envelope, delete)
+        topics = self._topics(row, row_schema)
         n = len(block)
+        if self.values["drop.fields.from.key"] and valid_mask(block.batch.column("key")).any():
+            gone = self._dropped(block.key_schema, names)
+            if gone:
+                block = rebuild(block, key=_without(block.key_schema, block.batch.column("key"), gone))
         if delete and self.deletes == "tombstone":
             new = rebuild(block, value=(row_schema, pa.nulls(n, row.type)))
-            return self._drop_fields(split_by_topic(new, topics) if topics is not None else [new], False)
+            return split_by_topic(new, topics) if topics is not None else [new]
         fields = schema_fields(row_schema)
         children = struct_children(row)
         if self.rewrite:
@@ -225,18 +254,29 @@ class ExtractNewRecordState(Transform):
                 children = [(name, _with_default(c, s)) for (name, c), (_, s) in zip(children, fields, strict=True)]
             fields.append((DELETED, _OPTIONAL_STRING))
             children.append((DELETED, pa.repeat(string_scalar("true" if delete else "false"), n)))
+        if delete:
+            fields, children = self._drop(fields, children, names)
         for r in self.fields:
             s = r.schema(envelope)
             if s is not None:
                 fields.append((r.new_name, s))
                 children.append((r.new_name, r.values(value, envelope)))
+        if not delete:
+            fields, children = self._drop(fields, children, names)
         # Debezium rebuilds the schema of every row it keeps (copying its basics: not optional)
         new = rebuild(block, value=(struct_schema(fields, False, **schema_basics(row_schema)),
                                     struct_array(children, length=n)))
-        return self._drop_fields(split_by_topic(new, topics) if topics is not None else [new], True)
+        return split_by_topic(new, topics) if topics is not None else [new]
 
-    def _topics(self, block: TypedBlock, row: pa.Array, row_schema: dict, value: pa.Array, envelope: dict,
-                delete: bool) -> pa.Array | None:
+    def _drop(self, fields: list[tuple[str, dict]], children: list[tuple[str, pa.Array]], names: set[str]
+              ) -> tuple[list[tuple[str, dict]], list[tuple[str, pa.Array]]]:
+        """The value's fields without those `drop.fields.header.name` lists (Kafka's ReplaceField `exclude`)."""
+        gone = self._dropped(struct_schema(fields), names)
+        if not gone:
+            return fields, children
+        return [f for f in fields if f[0] not in gone], [c for c in children if c[0] not in gone]
+
+    def _topics(self, row: pa.Array, row_schema: dict) -> pa.Array | None:
         """`route.by.field`: the topic of each row (null: unchanged), from the row (a delete's `before`)."""
         if self.route is None:
             return None
@@ -248,43 +288,6 @@ class ExtractNewRecordState(Transform):
         topics = pc.struct_field(row, [row.type.get_field_index(self.route)])
         blank = pc.equal(pc.utf8_trim_whitespace(topics), "")
         return pc.if_else(blank, pa.nulls(len(topics), pa.string()), topics)
-
-    def _drop_fields(self, blocks: list[TypedBlock], has_value: bool) -> list[TypedBlock]:
-        """`drop.fields.header.name`: the fields the header lists removed, per group of rows listing the same."""
-        if self.drop_header is None:
-            return blocks
-        out = []
-        for block in blocks:
-            found = header_values(block, self.drop_header)
-            if found is None:
-                out.append(block)
-                continue
-            names = found[0].to_pylist()
-            groups: dict[tuple[str, ...], list[int]] = {}
-            for i, listed in enumerate(names):
-                groups.setdefault(tuple(listed or ()), []).append(i)
-            for listed, rows in groups.items():
-                part = block if len(groups) == 1 else take(block, pa.array(rows, pa.int64()))
-                out.append(self._drop(part, set(listed), has_value) if listed else part)
-        return out
-
-    def _drop(self, block: TypedBlock, names: set[str], has_value: bool) -> TypedBlock:
-        keep_compatible = self.values["drop.fields.keep.schema.compatible"]
-
-        def dropped(schema: dict | None) -> set[str]:
-            if schema is None or schema.get("type") != "struct":
-                return set()
-            return {n for n, s in schema_fields(schema) if n in names and (s.get("optional") or not keep_compatible)}
-
-        if self.values["drop.fields.from.key"] and valid_mask(block.batch.column("key")).any():
-            gone = dropped(block.key_schema)
-            if gone:
-                block = rebuild(block, key=_without(block.key_schema, block.batch.column("key"), gone))
-        schema = block.value_schema
-        gone = dropped(schema)
-        if has_value and gone and schema is not None:
-            block = rebuild(block, value=_without(schema, block.batch.column("value"), gone))
-        return block
 
 
 def _without(schema: dict | None, column: pa.Array, gone: set[str]) -> tuple[dict, pa.Array]:

@@ -51,9 +51,12 @@ def test_blocks_hold_every_record_kind_typed(pg_server, pg_db):
     ops = [op for b in data for op in b.batch.column("op").to_pylist()]
     # snapshot rows, an update, a key change (delete, tombstone, create), a delete and its tombstone, a truncate
     assert ops == ["r", "r", "u", "d", None, "c", "d", None, "t"]
-    headers = [h for b in data for h in b.batch.column("headers").to_pylist() if h]
-    assert headers == [[{"key": "__debezium.newkey", "value": {"id": 3}}],
-                       [{"key": "__debezium.oldkey", "value": {"id": 2}}]]
+    # a header's value is the field of its name in a struct of the block's header names, typed as the key
+    headers = [[(e["key"], e["value"][e["key"]]) for e in h] for b in data for h in b.batch.column("headers").to_pylist()
+               if h]
+    assert headers == [[("__debezium.newkey", {"id": 3})], [("__debezium.oldkey", {"id": 2})]]
+    assert {n: s["name"] for b in data for n, s in b.header_schemas.items()} == {
+        "__debezium.newkey": "p.public.items.Key", "__debezium.oldkey": "p.public.items.Key"}
     statuses = [v["status"] for b in blocks if b.topic == "p.transaction" for v in b.batch.column("value").to_pylist()]
     assert statuses == ["BEGIN", "END"]  # the changes are one transaction
     # `_order` gives the order of the events across the blocks of a batch

@@ -203,3 +203,20 @@ def test_bad_options_are_refused_by_name(props, message):
     from headwater.transforms import parse_chain
     with pytest.raises(ConfigErrors, match=message.replace(".", r"\.")):
         parse_chain(props)
+
+
+def test_drop_fields_comes_after_add_fields_for_records_and_before_for_deletes():
+    import numpy as np
+    import pyarrow as pa
+
+    from headwater.events.typed import TypedEvents
+    from headwater.transforms.blocks import add_header
+    names = array(primitive(STRING, optional=True))
+    events = (Events().add("u", None, {"id": 1, "field1": "a", "field2": "b"}, row=ROW)
+              .add("d", {"id": 2, "field1": "a", "field2": "b"}, None, row=ROW)).take()
+    block = add_header(events.blocks[0], "Drop", names.to_json(),
+                       pa.array([["__op", "field1"], ["__op", "field1"]], pa.list_(pa.string())), np.array([True, True]))
+    out = values(run(TypedEvents([block]), unwrap(drop_fields_header_name="Drop", add_fields="op",
+                                                  delete_tombstone_handling_mode="rewrite")))
+    assert out == [{"id": 1, "field2": "b", "__deleted": "false"},
+                   {"id": 2, "field2": "b", "__deleted": "true", "__op": "d"}]
