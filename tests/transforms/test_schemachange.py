@@ -28,3 +28,32 @@ def test_excluded_types_are_dropped():
 def test_unknown_type_is_refused():
     with pytest.raises(ConfigErrors, match="schema.change.event.exclude.list"):
         parse_chain({**PROPS, "transforms.f.schema.change.event.exclude.list": "CREATE,alter"})
+
+
+def test_on_mariadb_schema_changes(mariadb_server, mariadb_db, tmp_path):
+    """The binlog connector's own schema change records: ALTER and DROP excluded, CREATE kept (and
+    with DATABASE excluded, all three kept)."""
+    import json
+
+    from headwater.connectors.registry import validate_connector
+    from headwater.engine import Engine
+
+    db = mariadb_db
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY)", db)
+    engines = {}
+    for n, excluded in enumerate(("ALTER,DROP", "DATABASE")):
+        props = {"connector.class": "mariadb", **mariadb_server.connector_properties(db),
+                 "database.server.id": str(5412 + n), "topic.prefix": "m",
+                 "headwater.schema.history.file": str(tmp_path / f"history{n}.jsonl"), "include.schema.changes": "true",
+                 **PROPS, "transforms.f.schema.change.event.exclude.list": excluded}
+        engines[excluded] = Engine(validate_connector(props))
+    try:
+        for engine in engines.values():
+            list(engine.events(once=True))
+        mariadb_server.execute("CREATE TABLE u (id INT PRIMARY KEY); ALTER TABLE t ADD COLUMN v INT; DROP TABLE u", db)
+        types = {k: [json.loads(e.value)["tableChanges"][0]["type"] for e in engine.events(once=True) if e.topic == "m"]
+                 for k, engine in engines.items()}
+    finally:
+        for engine in engines.values():
+            engine.close()
+    assert types == {"ALTER,DROP": ["CREATE"], "DATABASE": ["CREATE", "ALTER", "DROP"]}
