@@ -33,7 +33,6 @@ def test_unknown_type_is_refused():
 def test_on_mariadb_schema_changes(mariadb_server, mariadb_db, tmp_path):
     """The binlog connector's own schema change records: ALTER and DROP excluded, CREATE kept (and
     with DATABASE excluded, all three kept)."""
-    import json
 
     from headwater.connectors.registry import validate_connector
     from headwater.engine import Engine
@@ -51,7 +50,7 @@ def test_on_mariadb_schema_changes(mariadb_server, mariadb_db, tmp_path):
         for engine in engines.values():
             list(engine.events(once=True))
         mariadb_server.execute("CREATE TABLE u (id INT PRIMARY KEY); ALTER TABLE t ADD COLUMN v INT; DROP TABLE u", db)
-        types = {k: [json.loads(e.value)["tableChanges"][0]["type"] for e in engine.events(once=True) if e.topic == "m"]
+        types = {k: [e.value_json()["tableChanges"][0]["type"] for e in engine.events(once=True) if e.topic == "m"]
                  for k, engine in engines.items()}
     finally:
         for engine in engines.values():
