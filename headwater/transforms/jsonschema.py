@@ -13,7 +13,10 @@ schema it inferred fails (`TransformError`), as it fails Debezium's engine.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
+
+import orjson
 
 from headwater.transforms.base import TransformError
 
@@ -27,10 +30,18 @@ def _reject(constant: str) -> Any:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject)
+_LONG_DIGITS = re.compile(r"\d{19}")
 
 
 def parse(text: str) -> Any:
-    """The first JSON value of `text` (Jackson's readTree ignores what follows it)."""
+    """The first JSON value of `text` (Jackson's readTree ignores what follows it): orjson for a text
+    that is one JSON document, else the standard library's decoder (trailing text, integers beyond
+    64 bits)."""
+    if _LONG_DIGITS.search(text) is None:  # orjson reads integers beyond 64 bits as floats
+        try:
+            return orjson.loads(text)
+        except orjson.JSONDecodeError:
+            pass
     try:
         return _DECODER.raw_decode(text)[0]
     except ValueError as exc:

@@ -95,10 +95,11 @@ def test_expansion_schema_and_null_behavior():
             {"type": "bytes", "optional": True, "field": "c"}]}
 
 
-def test_top_level_array_fails_the_event():
-    b = block([("c", None, row(1, "[1, 2]"))])
-    with pytest.raises(TransformError, match="array"):
-        results(outbox(**{"table_expand_json_payload": "true"}), b)
+def test_what_fails_debezium_fails_the_event():
+    """A top-level array, or an integer beyond a long, cannot be put in the schema Debezium infers."""
+    for payload, message in (("[1, 2]", "array"), ('{"n": 123456789012345678901234567890}', "beyond a long")):
+        with pytest.raises(TransformError, match=message):
+            results(outbox(**{"table_expand_json_payload": "true"}), block([("c", None, row(1, payload))]))
 
 
 def test_envelope_placement_version_and_tombstone_on_empty():
