@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -138,10 +139,14 @@ def conform(node: Any, schema: dict | None) -> Any:
         return {f["field"]: conform(node.get(f["field"]), f) for f in schema["fields"] if f["field"] in node}
     if t == "array":
         return [conform(x, schema["items"]) for x in node]
-    ok = {"int32": lambda x: isinstance(x, int) and not isinstance(x, bool) and -2**31 <= x < 2**31,
-          "int64": lambda x: isinstance(x, int) and not isinstance(x, bool),
-          "double": lambda x: isinstance(x, float), "string": lambda x: isinstance(x, str),
-          "boolean": lambda x: isinstance(x, bool), "bytes": lambda x: False}[t](node)
-    if not ok:
+    if not _FITS[t](node):
         raise TransformError(f"the JSON payload holds {node!r} where its inferred schema has {t}")
     return node
+
+
+#: whether a JSON value fits a primitive Connect type (Connect's Struct.put checks it)
+_FITS: dict[str, Callable[[Any], bool]] = {
+    "int32": lambda x: type(x) is int and -2**31 <= x < 2**31,
+    "int64": lambda x: type(x) is int,
+    "double": lambda x: type(x) is float, "string": lambda x: type(x) is str,
+    "boolean": lambda x: type(x) is bool, "bytes": lambda x: False}
