@@ -73,3 +73,11 @@ def test_a_block_of_two_tables_converts_each_by_its_rules():
     both = TypedEvents([TypedBlock(pa.concat_batches([a.batch, b.batch]))])  # one topic, two tables
     got = converted(props("+01:00", include_list="source:a"), both)
     assert [e["value"]["after"]["updated_at"] for e in got] == [-3600 * 1_000_000, 0]
+
+
+def test_rules_and_dst_edges_equal_debezium(pg_server):
+    from tests.golden_support import assert_events_equal
+    from tests.transforms.golden_transforms import ROOT, expected_events, run_scenario
+
+    directory = ROOT / "timezone_rules"
+    assert_events_equal(expected_events(directory), run_scenario(pg_server, directory), keep_headers=True)
