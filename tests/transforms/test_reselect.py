@@ -83,3 +83,16 @@ def test_event_key_and_fail_mode(pg_server, pg_db):
             "DELETE FROM public.k WHERE code = 'b';\n")
     with pytest.raises(TransformError, match="Failed to find row"):
         _run(pg_server, pg_db, {**props, "r.reselect.error.handling.mode": "fail"}, gone, slot="fail")
+
+
+def test_refused_for_mariadb_and_checked_with_the_connector_properties(mariadb_server, pg_server):
+    from headwater.connectors.registry import validate_connector
+
+    post = {**RESELECT, "r.reselect.columns.include.list": "db.t:c"}
+    with pytest.raises(ConfigErrors, match="re-selects from PostgreSQL only"):
+        validate_connector({"connector.class": "mariadb", **mariadb_server.connector_properties("x"),
+                            "database.server.id": "9", "topic.prefix": "m", **post})
+    with pytest.raises(ConfigErrors) as exc:
+        validate_connector({"connector.class": "postgres", **pg_server.connector_properties("x"), "topic.prefix": "p",
+                            **post, "r.reselect.error.handling.mode": "ignore", "snapshot.mode": "nope"})
+    assert {e.property for e in exc.value.errors} == {"r.reselect.error.handling.mode", "snapshot.mode"}
