@@ -6,8 +6,8 @@ untouched) the header `header.changed.name` lists the fields of `after` whose va
 of optional strings, optional, named after the header. As in Debezium 3.6.3 (observed), every change
 event gets the headers, with empty lists unless it has both `before` and `after` (an update under
 REPLICA IDENTITY FULL, or one whose `before` the connector filled). Values compare as Java's
-`Objects.equals` does on what the event holds: nulls equal each other, and a bytes value (a Java byte
-array, compared by identity) never equals another one.
+`Objects.equals` does on what the event holds: nulls equal each other, bytes by content (Debezium
+holds them as ByteBuffers), decimals by value, arrays and structs element by element.
 
 Column-wise: one Arrow comparison per field of `after`, and the lists built from the boolean matrix.
 """
@@ -64,11 +64,8 @@ class ExtractChangedRecordState(Transform):
                 continue
             b = before[0].field(before[0].type.get_field_index(field["field"]))
             a_valid, b_valid = valid_mask(a), valid_mask(b)
-            if field["type"] == "bytes":
-                same = ~a_valid & ~b_valid
-            else:
-                equal = pc.fill_null(pc.equal(a, b) if _comparable(a.type) else _equal_lists(a, b), False)
-                same = (~a_valid & ~b_valid) | np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)
+            equal = pc.fill_null(pc.equal(a, b) if _comparable(a.type) else _equal_lists(a, b), False)
+            same = (~a_valid & ~b_valid) | np.asarray(equal.to_numpy(zero_copy_only=False), dtype=bool)
             changed[:, j] = ~same
         changed &= both[:, None]
         unchanged = ~changed & both[:, None]

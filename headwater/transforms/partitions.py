@@ -10,8 +10,8 @@ left out; no value at all leaves the event as it is), adds the hashes with int32
 sign bit (0x7fffffff becomes 0) and takes the rest modulo `partition.topic.num`.
 `partition.hash.function` is `java` (each value's Java `hashCode`) or `murmur` (Debezium's
 MurmurHash3: x64 variant, seed 9001, of a string's UTF-8 bytes, and of any other value's `hashCode`);
-any other value means `java`, as in Debezium. Values whose Java hash is an object identity (bytes,
-structs, arrays) cannot be reproduced and fail the event. Tombstones, records that are not change
+any other value means `java`, as in Debezium. Structs and maps, whose Java hash depends on object
+identities, cannot be hashed and fail the event. Tombstones, records that are not change
 envelopes, truncate and logical-message events pass unchanged.
 
 Column-wise: each field's hash is computed once per distinct value and spread with numpy.
@@ -111,9 +111,13 @@ class PartitionRouting(Transform):
         out = np.zeros(len(column), dtype=np.int64)
         if not present.any():
             return out, present
-        encoded = pc.dictionary_encode(column)
-        distinct = encoded.dictionary.to_pylist()
-        codes = np.asarray(encoded.indices.fill_null(0))
+        if pa.types.is_nested(column.type):  # lists: no dictionary encoding, each value hashed
+            distinct = column.filter(pa.array(present)).to_pylist()
+            codes = np.zeros(len(column), dtype=np.int64)
+            codes[present] = np.arange(len(distinct))
+        else:
+            encoded = pc.dictionary_encode(column)
+            distinct, codes = encoded.dictionary.to_pylist(), np.asarray(encoded.indices.fill_null(0))
         if self.murmur and distinct and not isinstance(distinct[0], str):  # murmur of hashCodes, vectorized
             table = murmur3_ints(np.array([java_hash(v, schema) for v in distinct], dtype=np.int64))
         else:
@@ -163,7 +167,17 @@ def java_hash(value: Any, schema: dict) -> int:
     if t == "double":
         bits = struct.unpack(">q", struct.pack(">d", value))[0] & _MASK64 if value == value else 0x7FF8000000000000
         return _int32(bits ^ (bits >> 32))
-    raise TransformError(f"cannot hash a {name or t} value as Java does (its hashCode is an object identity)")
+    if t == "bytes":  # a ByteBuffer: 31 * h + each signed byte, from the last to the first
+        h = 1
+        for b in reversed(value):
+            h = _int32(31 * h + (b - 256 if b >= 128 else b))
+        return h
+    if t == "array":  # a List: 31 * h + each element's hashCode (0 for null)
+        h = 1
+        for item in value:
+            h = _int32(31 * h + (0 if item is None else java_hash(item, schema["items"])))
+        return h
+    raise TransformError(f"cannot hash a {name or t} value as Java does (its hashCode depends on object identities)")
 
 
 def _number(value: Any) -> int:

@@ -53,3 +53,25 @@ def test_bad_options_are_refused():
         parse_chain(routing(partition_payload_fields="after.name", partition_topic_num="0"))
     with pytest.raises(ConfigErrors, match="partition.payload.fields"):
         parse_chain(routing(partition_topic_num="2"))
+
+
+def test_java_hash_codes_of_bytes_and_lists():
+    assert java_hash(b"", {"type": "bytes"}) == 1  # ByteBuffer.hashCode
+    assert java_hash(b"\x01\x02", {"type": "bytes"}) == 31 * (31 * 1 + 2) + 1
+    assert java_hash(b"\xff", {"type": "bytes"}) == 31 - 1
+    strings = {"type": "array", "items": {"type": "string"}}
+    assert java_hash(["a", None], strings) == 31 * (31 * 1 + 97) + 0  # List.hashCode
+
+
+def test_list_and_bytes_fields_route():
+    from headwater.events.connect import BYTES, INT32, STRING, array, primitive
+    from tests.transforms.support import row_schema
+
+    row = row_schema("t.l", id=primitive(INT32), tags=array(primitive(STRING, optional=True)),
+                     blob=primitive(BYTES, optional=True))
+    changes = Events()
+    for i, (tags, blob) in enumerate([(["a", None], "AQI="), (None, None)]):
+        changes.add("c", None, {"id": i, "tags": tags, "blob": blob}, topic="t.l", row=row)
+    got = as_json(run(changes, routing(partition_payload_fields="after.tags,after.blob", partition_topic_num="1000")))
+    expected = (31 * (31 * 1 + 97) + (31 * (31 * 1 + 2) + 1)) % 1000
+    assert [e.get("headers", {}).get(PARTITION_HEADER) for e in got] == [expected, None]
