@@ -75,3 +75,11 @@ def test_list_and_bytes_fields_route():
     got = as_json(run(changes, routing(partition_payload_fields="after.tags,after.blob", partition_topic_num="1000")))
     expected = (31 * (31 * 1 + 97) + (31 * (31 * 1 + 2) + 1)) % 1000
     assert [e.get("headers", {}).get(PARTITION_HEADER) for e in got] == [expected, None]
+
+
+def test_hash_of_every_type_equals_debezium(pg_server):
+    from tests.golden_support import assert_events_equal
+    from tests.transforms.golden_transforms import ROOT, expected_events, run_scenario
+
+    directory = ROOT / "partition_hashes"
+    assert_events_equal(expected_events(directory), run_scenario(pg_server, directory), keep_headers=True)
