@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from headwater.events.arrays import bool_array, bool_values, lit
-from headwater.events.typed import TypedBlock
+from headwater.events.typed import TypedBlock, physical_int
 from headwater.transforms.blocks import header_values, struct_field
 
 GROOVY = ("jsr223.groovy", "jsr223.graal.js", "jsr223.js", "jsr223.javascript")
@@ -346,7 +346,10 @@ def _attribute(target: Value, name: str, block: TypedBlock) -> Value:
         found_field = struct_field(target.data, target.schema, name)
         if found_field is None:
             raise ExpressionError(f"no field {name!r} in {(target.schema or {}).get('name') or 'the struct'}")
-        return Value(found_field[0], found_field[1])
+        column, schema = found_field
+        if pa.types.is_temporal(column.type):  # a Connect Date, Time or Timestamp is its number, as in Java
+            column = column.view(physical_int(column.type))
+        return Value(column, schema)
     if isinstance(target.data, dict):  # a schema: keySchema.name, valueSchema.type, ...
         return Value(target.data.get(name))
     if target.data is None:
@@ -397,12 +400,15 @@ def _binary(op: str, a: Value, b: Value, n: int) -> Value:
             other = b if a.data is None else a
             isnull = pc.is_null(other.data)
             return Value(isnull if op == "==" else pc.invert(isnull)) if op in ("==", "!=") else Value(pa.nulls(n, pa.bool_()))
-        left, right = (a.data if a.column else lit(a.data)), (b.data if b.column else lit(b.data))
+        if _kind(a) != _kind(b) and "other" not in (_kind(a), _kind(b)):  # a string and a number are never equal
+            if op not in ("==", "!="):
+                raise ExpressionError(f"cannot compare a {_kind(a)} with a {_kind(b)}")
+            return Value(pa.repeat(lit(op == "!="), n))
+        left, right = _operand(a), _operand(b)
         if a.column and b.column:
             left, right = _comparable(left, right)
-        elif not a.column and isinstance(a.data, float) or not b.column and isinstance(b.data, float):
-            left, right = (pc.cast(x, pa.float64()) if isinstance(x, pa.Array) else pa.scalar(float(x.as_py()))
-                           for x in (left, right))
+        elif isinstance(a.data, float) or isinstance(b.data, float):  # a decimal column against a float
+            left, right = (pc.cast(x, pa.float64()) if isinstance(x, pa.Array) else x for x in (left, right))
         result = getattr(pc, _COMPARE[op])(left, right)
         if op == "==" and a.column and b.column:  # null == null
             result = pc.if_else(pc.and_(pc.is_null(a.data), pc.is_null(b.data)), True, result)
@@ -411,12 +417,30 @@ def _binary(op: str, a: Value, b: Value, n: int) -> Value:
         parts = [pc.fill_null(v.data.cast(pa.string()), "null") if v.column else lit("null" if v.data is None else
                                                                                        _java_text(v.data)) for v in (a, b)]
         return Value(pc.binary_join_element_wise(*parts, lit("")))
-    left, right = (a.data if a.column else lit(a.data)), (b.data if b.column else lit(b.data))
+    left, right = _operand(a), _operand(b)
     if op == "/":  # Groovy, JavaScript and Python divide integers exactly
         return Value(pc.divide(pc.cast(left, pa.float64()), pc.cast(right, pa.float64())))
     if op == "%":
         return Value(pc.subtract(left, pc.multiply(pc.floor(pc.divide(left, right)).cast(pa.int64()), right)))
     return Value(getattr(pc, _ARITHMETIC[op])(left, right))
+
+
+def _operand(v: Value) -> Any:
+    """A value as a compute function's argument."""
+    if v.column:
+        return v.data
+    return pa.scalar(v.data, pa.float64()) if isinstance(v.data, float) else lit(v.data)
+
+
+def _kind(v: Value) -> str:
+    """string, number, boolean or other: what may be compared with what."""
+    if v.column:
+        t = v.data.type
+        return ("string" if pa.types.is_string(t) else "boolean" if pa.types.is_boolean(t) else
+                "number" if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t) else "other")
+    d = v.data
+    return ("string" if isinstance(d, str) else "boolean" if isinstance(d, bool) else
+            "number" if isinstance(d, (int, float)) else "other")
 
 
 def _comparable(a: pa.Array, b: pa.Array) -> tuple[pa.Array, pa.Array]:

@@ -147,3 +147,31 @@ def test_a_condition_on_a_missing_field_fails_with_the_event():
 def test_bad_expressions_and_options_are_refused(props, message):
     with pytest.raises(ConfigErrors, match=re.escape(message)):
         parse_chain(props)
+
+
+def test_temporal_and_decimal_fields_compare_as_their_numbers_and_other_types_are_never_equal():
+    import base64
+
+    from headwater.events.connect import INT64
+    ts = primitive(INT64, optional=True, name="io.debezium.time.MicroTimestamp", version=1)
+    price = primitive("bytes", optional=True, name="org.apache.kafka.connect.data.Decimal", version=1,
+                      parameters={"scale": "2", "connect.decimal.precision": "10"})
+    row = row_schema(TOPIC, id=primitive(INT32), at=ts, price=price)
+
+    def cents(n: int) -> str:
+        return base64.b64encode(n.to_bytes(2, "big", signed=True)).decode()
+
+    def ev() -> Events:
+        return (Events().add("c", None, {"id": 1, "at": 1_000_000, "price": cents(125)}, row=row)
+                .add("c", None, {"id": 2, "at": 5_000_000, "price": cents(300)}, row=row))
+
+    def ids(condition: str, language: str = "jsr223.groovy") -> list[int]:
+        return [e["key"]["id"] for e in as_json(run(ev(), filter_props(condition, language)))]
+
+    assert ids("value.after.at > 2000000") == [2]
+    assert ids("value.after.price >= 3") == [2]
+    assert ids("value.after.price < 1.5", "python") == [1]
+    assert ids("value.after.id == '2'") == []
+    assert ids("value.after.id != '2'") == [1, 2]
+    with pytest.raises(TransformError, match="cannot compare a number with a string"):
+        run(ev(), filter_props("value.after.id < 'x'"))
