@@ -1,6 +1,8 @@
 """The pipeline's YAML file: `name`, `source` (connector properties), `transforms`, `sink`, `spark`.
 
-`${VAR}` (or `${VAR:-default}`) in any value is replaced from the environment. Everything is
+`${VAR}` (or `${VAR:-default}`) in any value is replaced from the environment (in a transformation's
+option, a `${name}` whose variable is not set is left for the transformation: Java's replacement
+syntax). Everything is
 validated before anything connects; all problems are reported together as `ConfigErrors`. The
 file spans the layers (the source block is validated by the connector registry), so it is read
 here, above `config/` and `connectors/`, not in `config/`, which imports no connector.
@@ -71,7 +73,9 @@ class PipelineConfig(BaseModel):
 
 
 def resolve_env(value: Any, where: str, errors: list[ConfigError]) -> Any:
-    """Replace ${VAR} references in strings (recursively) from the environment."""
+    """Replace ${VAR} references in strings (recursively) from the environment. In a transformation's
+    option (`source.transforms.*`) a reference to a variable that is not set stays as written: it is
+    a group of a Java regex replacement (the outbox router's `${routedByValue}`)."""
     if isinstance(value, str):
         def sub(m: re.Match[str]) -> str:
             var, default = m.group(1), m.group(2)
@@ -79,6 +83,8 @@ def resolve_env(value: Any, where: str, errors: list[ConfigError]) -> Any:
                 return os.environ[var]
             if default is not None:
                 return default
+            if where.startswith("source.transforms."):  # Java's group reference, e.g. ${routedByValue}
+                return m.group(0)
             errors.append(ConfigError(where, f"environment variable {var} is not set",
                                       f"export {var}=... or write ${{{var}:-default}}"))
             return ""

@@ -84,7 +84,7 @@ COMMON: list[Property] = [
         "signal.kafka.groupid", "signal.kafka.bootstrap.servers", "signal.kafka.poll.timeout.ms",
         "notification.enabled.channels", "notification.sink.topic.name",
         "incremental.snapshot.chunk.size", "incremental.snapshot.watermarking.strategy",
-        "incremental.snapshot.allow.schema.changes", "converters", "post.processors",
+        "incremental.snapshot.allow.schema.changes", "converters",
         "kafka.consumer.offset.commit.enabled", "snapshot.custom.class",
     )],
 ]

@@ -6,9 +6,10 @@ name), Debezium properties headwater does not implement (with the reason and wha
 wrong types, values outside the allowed set or range, missing required properties, include and
 exclude lists given together, and the transformation chain's properties (`transforms`,
 `transforms.<alias>.*`, `predicates`, `predicates.<alias>.*`, `errors.tolerance`: checked by
-`headwater.transforms.chain`, kept as given in `ConnectorConfig.transforms`). Which connector's
-definitions apply is decided by the caller (`headwater.connectors.registry`); this module knows no
-connector.
+`headwater.transforms.chain`, kept as given in `ConnectorConfig.transforms`; and the post
+processors' `post.processors` and `<alias>.*`, checked by `headwater.transforms.reselect`, kept in
+`extra`). Which connector's definitions apply is decided by the caller
+(`headwater.connectors.registry`); this module knows no connector.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.patterns import PatternError, SelectOverride, hide_salt, parse_pattern
 from headwater.config.properties import ConnectorConfig, Property, parse_value, refusal
 from headwater.transforms.chain import parse_chain, split_properties
+from headwater.transforms.reselect import parse_post_processors, split_post_processors
 
 Check = Callable[[dict[str, Any], list[ConfigError]], None]
 
@@ -88,6 +90,12 @@ def validate_properties(connector: str, props: Mapping[str, Any], own: PropertyS
     props, transforms = split_properties(props)
     try:
         parse_chain(transforms)
+    except ConfigErrors as exc:
+        errors.extend(exc.errors)
+    props, post = split_post_processors(props)  # kept among `extra`, read by reselect.post_processors
+    try:
+        parse_post_processors(post, connector)
+        extra.update(post)
     except ConfigErrors as exc:
         errors.extend(exc.errors)
     for key, raw in props.items():

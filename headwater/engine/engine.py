@@ -9,8 +9,9 @@
 `events()` gives the events one at a time as JSON text rows; with `output="typed"` the connector
 builds typed blocks (`events.typed`), which `blocks()` hands over as they are, and `events()`
 writes as JSON (`events.formats.json`, with the engine's JsonConverter settings). The
-connector's transformation chain (`transforms`, `headwater.transforms`) runs on every batch; the
-connector then builds typed blocks whatever the output, and JSON output is written after it.
+connector's post processors (`post.processors`) and transformation chain (`transforms`,
+`headwater.transforms`) run on every batch; the connector then builds typed blocks whatever the
+output, and JSON output is written after it.
 
 Work units run here, in order (snapshot chunks optionally on threads). The offset file is written
 atomically after the caller has processed a batch, then the connector commits that offset to the
@@ -38,6 +39,7 @@ from headwater.events.batch import Event, Events
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents
 from headwater.transforms.chain import parse_chain
+from headwater.transforms.reselect import post_processors
 
 log = logging.getLogger("headwater.engine")
 
@@ -78,9 +80,11 @@ class Engine:
             config = with_history_file(config, offsets.path.with_name(f"{offsets.path.name}.schema_history.jsonl"))
         self.config = config
         self.chain = parse_chain(config.transforms)
+        self.post = post_processors(config)
+        self.transforms = self.chain is not None or self.post is not None
         self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
                                                     replace_null_with_default=replace_null_with_default,
-                                                    output="typed" if self.chain is not None else output)
+                                                    output="typed" if self.transforms else output)
         self.stopping = threading.Event()
         self.offset: Offset | None = None
 
@@ -111,14 +115,15 @@ class Engine:
                     return
                 continue
             for unit in connector.plan(start, end):
-                yield from (self._transformed(batch) for batch in unit.read()) if self.chain else unit.read()
+                yield from (self._transformed(batch) for batch in unit.read()) if self.transforms else unit.read()
             self._commit(end)
             start = end
 
     def _transformed(self, batch: Events) -> Events:
         """A batch through the transformation chain, in the engine's output."""
-        assert self.chain is not None and isinstance(batch, TypedEvents)
-        out = self.chain.apply(batch)
+        assert isinstance(batch, TypedEvents)
+        out = self.post.apply(batch) if self.post is not None else batch  # post processors run first
+        out = self.chain.apply(out) if self.chain is not None else out
         return out if self.output == "typed" else to_event_batch(out, self.json)
 
     def blocks(self, once: bool = False) -> Iterator[TypedEvents]:

@@ -17,9 +17,9 @@ Options are the connector's properties (Debezium's names) plus `maxEventsPerTrig
   `headwater.row.schema` holds its row's Connect schema; the schema of the rows is given by the
   query: `headwater.spark.tables.table_changes` sets all three).
 
-The connector's transformation chain (`transforms`, `headwater.transforms`) runs in `read()`, on
-the executors, on the typed blocks the connector then builds whatever the layout, before they are
-written as rows of the layout.
+The connector's post processors (`post.processors`) and transformation chain (`transforms`,
+`headwater.transforms`) run in `read()`, on the executors, on the typed blocks the connector then
+builds whatever the layout, before they are written as rows of the layout.
 
 Offsets are the connector's positions; the database is told a position is
 consumed only in `commit(end)`, which Spark calls once the batch ending there is committed (and,
@@ -59,6 +59,7 @@ from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents, ipc_bytes
 from headwater.spark.columns import spark_columns
 from headwater.transforms.chain import TransformChain, parse_chain
+from headwater.transforms.reselect import PostProcessors, post_processors
 
 log = logging.getLogger("headwater.spark")
 
@@ -126,12 +127,18 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         state["_connector"] = None  # connections and threads stay on the driver
         state["_opened"] = False
         state.pop("chain", None)  # parsed again where it runs
+        state.pop("post", None)  # its database connection is opened where it runs
         return state
 
     @cached_property
     def chain(self) -> TransformChain | None:
         """The connector's transformation chain (None without `transforms`)."""
         return parse_chain(connector_config(self.options).transforms)
+
+    @cached_property
+    def post(self) -> PostProcessors | None:
+        """The connector's post processors (None without `post.processors`), run before the chain."""
+        return post_processors(connector_config(self.options))
 
     @property
     def connector(self) -> SourceConnector:
@@ -142,7 +149,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 cfg, parallelism=int(self.options.get("parallelism", 2)),
                 schemas_enable=_flag(self.options, "schemas.enable", False),
                 replace_null_with_default=_flag(self.options, "replace.null.with.default", True),
-                output="json" if self.layout == "json" and self.chain is None else "typed")
+                output="json" if self.layout == "json" and self.chain is None and self.post is None else "typed")
             atexit.register(self._close)
         return self._connector
 
@@ -188,7 +195,9 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def read(self, partition: InputPartition) -> Iterator:
         assert isinstance(partition, UnitPartition)
         batches = partition.unit.read()
-        chain = self.chain
+        post, chain = self.post, self.chain
+        if post is not None:
+            batches = (post.apply(batch) for batch in batches if isinstance(batch, TypedEvents))
         if chain is not None:
             batches = (chain.apply(batch) for batch in batches if isinstance(batch, TypedEvents))
         if self.layout == "json":
