@@ -1,0 +1,182 @@
+"""The `iceberg` sink: an Apache Iceberg table per captured table, written with pyiceberg.
+
+The catalog is a SQL catalog (`catalog.uri` a SQLAlchemy URL: SQLite by default, at
+`<catalog.warehouse>/catalog.db`; a PostgreSQL URL such as `postgresql+psycopg2://...` lets several
+writers share it) or a REST catalog (an `http://` or `https://` URL). A table's identifier is its
+`table.name.format` (default `${topic}`): the parts before the last dot are its namespace (created
+when missing), so `dbserver1.public.customers` is table `customers` in namespace `dbserver1.public`.
+
+In `merge` mode (the default) a micro-batch is reduced to the last change of each key
+(`sinks.changes`, `sinks.lake`) and applied copy-on-write in one Iceberg transaction: the rows of
+every key the batch touches are deleted (pyiceberg rewrites the data files that hold them; it
+writes no equality deletes) and the upserted rows appended; a truncate in the batch deletes every
+row first. In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
+`_commit_version`, `_commit_timestamp` and `_source_ts_ms` (a truncate is a row with `_op` `t`).
+A table is created by its first batch, in the same commit, partitioned (identity) by the
+`partition.by` columns it has; columns the source adds are added (`union_by_name`), and a column
+the source drops stays, null in later rows.
+
+Exactly once: each snapshot the sink commits carries `headwater.app-id` and `headwater.batch-id` in
+its summary; before writing, the sink walks back from the table's current snapshot to the last one
+of its application id, and skips a batch whose id is not beyond it: a replayed batch changes nothing.
+
+Types: the row image's Arrow types (`events.arrow`) as Iceberg has them: 8- and 16-bit integers as
+`int`, timestamps and times in microseconds (a ZonedTimestamp as `timestamptz`), a column without a
+type as text; UUIDs and JSON stay text, as the events hold them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog, load_catalog
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.table import Table, Transaction
+from pyiceberg.table.upsert_util import create_match_filter
+
+from headwater.events.typed import TypedBlock
+from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
+
+MODES = ("merge", "changelog")
+APP_ID = "headwater.app-id"
+BATCH_ID = "headwater.batch-id"
+
+
+@dataclass(frozen=True)
+class IcebergOptions:
+    """The `iceberg` sink's settings."""
+
+    warehouse: str  # where the tables' files go (a path or URI)
+    catalog_uri: str | None = None  # None: a SQLite catalog in the warehouse
+    catalog_name: str = "headwater"
+    table_name_format: str = "${topic}"
+    mode: str = "merge"
+    partition_by: tuple[str, ...] = ()
+    catalog_properties: dict[str, str] = field(default_factory=dict)  # more of pyiceberg's catalog properties
+
+
+def iceberg_type(t: pa.DataType) -> pa.DataType:
+    """The type Iceberg holds for a row image's (scalar) Arrow type."""
+    if pa.types.is_int8(t) or pa.types.is_int16(t):
+        return pa.int32()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz=t.tz)
+    if pa.types.is_time(t):
+        return pa.time64("us")
+    if pa.types.is_null(t):
+        return pa.string()
+    return t
+
+
+def open_catalog(options: IcebergOptions) -> Catalog:
+    """The catalog the options name (see the module's docstring)."""
+    warehouse = options.warehouse
+    if "://" not in warehouse:
+        Path(warehouse).mkdir(parents=True, exist_ok=True)
+        warehouse = Path(warehouse).resolve().as_uri()
+    uri = options.catalog_uri or f"sqlite:///{Path(options.warehouse).resolve() / 'catalog.db'}"
+    kind = "rest" if uri.startswith(("http://", "https://")) else "sql"
+    props: dict[str, Any] = {"type": kind, "uri": uri, "warehouse": warehouse, **options.catalog_properties}
+    if kind == "sql":
+        props.setdefault("init_catalog_tables", "true")
+    return load_catalog(options.catalog_name, **props)
+
+
+class IcebergSink:
+    """Applies batches of typed blocks to Iceberg tables, exactly once per (application id, batch id)."""
+
+    def __init__(self, options: IcebergOptions, app_id: str):
+        if options.mode not in MODES:
+            raise ValueError(f"mode {options.mode!r}: allowed {', '.join(MODES)}")
+        self.options = options
+        self.app_id = app_id
+        self.catalog = open_catalog(options)
+
+    def identifier(self, changes: TopicChanges) -> str:
+        """The table's identifier: namespace parts and name, each made of letters, digits and `_`."""
+        name = table_name(self.options.table_name_format, changes)
+        return ".".join(safe_name(part, "_") for part in name.split("."))
+
+    def write(self, blocks: list[TypedBlock], batch_id: int) -> dict[str, int]:
+        """Apply one batch; the rows written per table identifier, none for a table that already
+        holds this batch."""
+        written = {}
+        for changes in batch_changes(blocks, reduced=self.options.mode == "merge").values():
+            identifier = self.identifier(changes)
+            n = self._write_table(identifier, changes, batch_id)
+            if n is not None:
+                written[identifier] = n
+        return written
+
+    def applied_batch(self, identifier: str) -> int | None:
+        """The last batch id the table holds for this sink, None if none (or no table)."""
+        try:
+            return applied_batch(self.catalog.load_table(identifier), self.app_id)
+        except NoSuchTableError:
+            return None
+
+    def _write_table(self, identifier: str, changes: TopicChanges, batch_id: int) -> int | None:
+        props = {APP_ID: self.app_id, BATCH_ID: str(batch_id)}
+        try:
+            table: Table | None = self.catalog.load_table(identifier)
+        except NoSuchTableError:
+            table = None
+        if table is not None:
+            done = applied_batch(table, self.app_id)
+            if done is not None and done >= batch_id:
+                return None
+        if self.options.mode == "changelog":
+            rows = cast_types(changes.rows, iceberg_type)
+            tx = self._transaction(identifier, table, rows.schema)
+            deleted = 0
+        else:
+            upserts, deletes = changes.upserts_and_deletes()
+            rows = cast_types(upserts, iceberg_type)
+            tx = self._transaction(identifier, table, rows.schema)
+            deleted = len(deletes)
+            if table is not None and changes.truncated:
+                tx.delete(AlwaysTrue(), snapshot_properties=props)
+            elif table is not None:  # every key the batch touches: the upserted rows replace theirs
+                touched = pa.concat_tables([rows.select(changes.key), cast_types(deletes, iceberg_type)])
+                if len(touched):
+                    tx.delete(create_match_filter(touched, changes.key), snapshot_properties=props)
+        tx.append(rows, snapshot_properties=props)  # an empty append still records the batch
+        tx.commit_transaction()
+        return len(rows) + deleted
+
+    def _transaction(self, identifier: str, table: Table | None, schema: pa.Schema) -> Transaction:
+        """A transaction on the table, created (with its partitioning) if missing, with the columns of
+        `schema` it lacks added."""
+        if table is None:
+            namespace = identifier.rpartition(".")[0]
+            if namespace:
+                self.catalog.create_namespace_if_not_exists(namespace)
+            tx: Transaction = self.catalog.create_table_transaction(identifier, schema)
+            partition_by = [c for c in self.options.partition_by if c in schema.names]
+            if partition_by:
+                with tx.update_spec() as spec:
+                    for column in partition_by:
+                        spec.add_identity(column)
+            return tx
+        tx = table.transaction()
+        known = {f.name for f in table.schema().fields}
+        if any(name not in known for name in schema.names):
+            with tx.update_schema() as update:
+                update.union_by_name(schema)
+        return tx
+
+
+def applied_batch(table: Table, app_id: str) -> int | None:
+    """The batch id of the last snapshot, walking back from the current one, that `app_id` committed."""
+    snapshot = table.current_snapshot()
+    while snapshot is not None:
+        summary = snapshot.summary
+        batch = summary.get(BATCH_ID) if summary is not None and summary.get(APP_ID) == app_id else None
+        if batch is not None:
+            return int(batch)
+        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
+    return None
