@@ -5,7 +5,8 @@ digits and `._-` replaced by `_`). In `merge` mode (the default) a micro-batch i
 change of each key (`sinks.changes`, `sinks.lake`) and applied as one Delta `MERGE`: matched keys are updated or
 deleted, new ones inserted; a truncate in the batch makes it one overwrite with the rows that follow
 it. In `changelog` mode every change is appended as a row: the row image plus `_op`, `_change_type`,
-`_commit_version`, `_commit_timestamp` and `_source_ts_ms` (a truncate is a row with `_op` `t`).
+`_commit_version`, `_commit_timestamp`, `_source_ts_ms`, `_batch_id` and `_batch_order` (the order of
+the changes; a truncate is a row with `_op` `t`).
 A table is created by its first batch, partitioned by the `partition.by` columns it has; columns the
 source adds are added to the table (Delta schema evolution), and a column the source drops stays,
 null in later inserts.
@@ -110,7 +111,7 @@ class DeltaSink:
         commit = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)],
                                   custom_metadata={"headwater.batch": str(batch_id)})
         if self.options.mode == "changelog":
-            rows = delta_table(changes.rows)
+            rows = delta_table(changes.changelog(batch_id))
             self._append(table or location, rows, "append", commit)
             return len(rows)
         upserts, deletes = changes.upserts_and_deletes()

@@ -11,7 +11,8 @@ In `merge` mode (the default) a micro-batch is reduced to the last change of eac
 every key the batch touches are deleted (pyiceberg rewrites the data files that hold them; it
 writes no equality deletes) and the upserted rows appended; a truncate in the batch deletes every
 row first. In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
-`_commit_version`, `_commit_timestamp` and `_source_ts_ms` (a truncate is a row with `_op` `t`).
+`_commit_version`, `_commit_timestamp`, `_source_ts_ms`, `_batch_id` and `_batch_order` (the order of
+the changes; a truncate is a row with `_op` `t`).
 A table is created by its first batch, in the same commit, partitioned (identity) by the
 `partition.by` columns it has; columns the source adds are added (`union_by_name`), and a column
 the source drops stays, null in later rows.
@@ -130,7 +131,7 @@ class IcebergSink:
             if done is not None and done >= batch_id:
                 return None
         if self.options.mode == "changelog":
-            rows = cast_types(changes.rows, iceberg_type)
+            rows = cast_types(changes.changelog(batch_id), iceberg_type)
             tx = self._transaction(identifier, table, rows.schema)
             deleted = 0
         else:

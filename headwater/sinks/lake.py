@@ -23,10 +23,11 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import lit, string_array
+from headwater.events.arrays import int64_array, lit, string_array
 from headwater.events.arrow import META, RowImages, arrow_type, row_schema
 from headwater.events.typed import TypedBlock
 from headwater.sinks.changes import by_topic, reduce
@@ -56,6 +57,14 @@ class TopicChanges:
         upserts = self.rows.filter(pc.is_in(op, value_set=string_array(list(UPSERT_OPS)))).drop_columns(CHANGE_COLUMNS)
         deletes = self.rows.filter(pc.fill_null(pc.equal(op, lit("d")), lit(False))).select(self.key)
         return upserts, deletes
+
+
+    def changelog(self, batch_id: int) -> pa.Table:
+        """The rows as change-log rows: `_batch_id` and `_batch_order` (the change's place in the batch)
+        after the row's and the change columns, so that readers can order the changes of a commit."""
+        n = len(self.rows)
+        return self.rows.append_column("_batch_id", int64_array(np.full(n, batch_id))).append_column(
+            "_batch_order", int64_array(np.arange(n)))
 
 
 def batch_changes(blocks: Iterable[TypedBlock], reduced: bool) -> dict[str, TopicChanges]:
