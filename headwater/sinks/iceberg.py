@@ -3,8 +3,10 @@
 The catalog is a SQL catalog (`catalog.uri` a SQLAlchemy URL: SQLite by default, at
 `<catalog.warehouse>/catalog.db`; a PostgreSQL URL such as `postgresql+psycopg2://...` lets several
 writers share it) or a REST catalog (an `http://` or `https://` URL). A table's identifier is its
-`table.name.format` (default `${topic}`): the parts before the last dot are its namespace (created
-when missing), so `dbserver1.public.customers` is table `customers` in namespace `dbserver1.public`.
+`table.name.format` (default `${topic}`): what comes before the last dot is its namespace (created
+when missing; pyiceberg's catalogs take one level, so dots in it become `_`, as does any character
+other than letters, digits and `_`), so `dbserver1.public.customers` is table `customers` in
+namespace `dbserver1_public`; a name without a dot is in namespace `default`.
 
 In `merge` mode (the default) a micro-batch is reduced to the last change of each key
 (`sinks.changes`, `sinks.lake`) and applied copy-on-write in one Iceberg transaction: the rows of
@@ -43,6 +45,7 @@ from headwater.events.typed import TypedBlock
 from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
 
 MODES = ("merge", "changelog")
+DEFAULT_NAMESPACE = "default"
 APP_ID = "headwater.app-id"
 BATCH_ID = "headwater.batch-id"
 
@@ -98,9 +101,10 @@ class IcebergSink:
         self.catalog = open_catalog(options)
 
     def identifier(self, changes: TopicChanges) -> str:
-        """The table's identifier: namespace parts and name, each made of letters, digits and `_`."""
-        name = table_name(self.options.table_name_format, changes)
-        return ".".join(safe_name(part, "_") for part in name.split("."))
+        """The table's identifier, `namespace.name`, each made of letters, digits and `_` (see the
+        module's docstring)."""
+        namespace, _, name = table_name(self.options.table_name_format, changes).rpartition(".")
+        return f"{safe_name(namespace or DEFAULT_NAMESPACE, '_')}.{safe_name(name, '_')}"
 
     def write(self, blocks: list[TypedBlock], batch_id: int) -> dict[str, int]:
         """Apply one batch; the rows written per table identifier, none for a table that already
@@ -153,9 +157,7 @@ class IcebergSink:
         """A transaction on the table, created (with its partitioning) if missing, with the columns of
         `schema` it lacks added."""
         if table is None:
-            namespace = identifier.rpartition(".")[0]
-            if namespace:
-                self.catalog.create_namespace_if_not_exists(namespace)
+            self.catalog.create_namespace_if_not_exists(identifier.partition(".")[0])
             tx: Transaction = self.catalog.create_table_transaction(identifier, schema)
             partition_by = [c for c in self.options.partition_by if c in schema.names]
             if partition_by:
