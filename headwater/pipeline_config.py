@@ -1,6 +1,7 @@
 """The pipeline's YAML file: `name`, `source` (connector properties), `transforms`, `sink`, `spark`.
 
-`${VAR}` (or `${VAR:-default}`) in any value is replaced from the environment. Everything is
+`${VAR}` (or `${VAR:-default}`) in any value is replaced from the environment (in a sink's
+`table.name.format`, `${topic}` is left for the sink when the environment has no `topic`). Everything is
 validated before anything connects; all problems are reported together as `ConfigErrors`. The
 file spans the layers (the source block is validated by the connector registry), so it is read
 here, above `config/` and `connectors/`, not in `config/`, which imports no connector.
@@ -20,7 +21,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.registry import validate_connector
+from headwater.sinks.lake_config import LAKE_SINKS, DeltaOptions, IcebergOptions, parse_lake_sink
 
+TABLE_NAME_PLACEHOLDERS = ("topic",)  # what a sink's table.name.format fills in, unless the environment has it
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TOP_LEVEL = ("name", "source", "transforms", "sink", "spark")
 SECTION_KEYS = {
@@ -30,13 +33,15 @@ SECTION_KEYS = {
 
 
 class SinkConfig(BaseModel):
-    """Where events go: `jsonl` files, `parquet` datasets, or the `console`."""
+    """Where events go: `jsonl` files, `parquet` datasets, the `console`, or `delta`/`iceberg` tables
+    (their settings in `lake`, checked by `sinks.lake_config`)."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    type: Literal["jsonl", "parquet", "console"]
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True)
+    type: Literal["jsonl", "parquet", "console", "delta", "iceberg"]
     path: str | None = None
     schemas_enable: bool = Field(False, alias="schemas.enable")
     replace_null_with_default: bool = Field(True, alias="replace.null.with.default")
+    lake: DeltaOptions | IcebergOptions | None = None
 
 
 class SparkConfig(BaseModel):
@@ -74,6 +79,8 @@ def resolve_env(value: Any, where: str, errors: list[ConfigError]) -> Any:
             var, default = m.group(1), m.group(2)
             if var in os.environ:
                 return os.environ[var]
+            if where.endswith("table.name.format") and var in TABLE_NAME_PLACEHOLDERS:
+                return m.group(0)  # filled in per table by the sink
             if default is not None:
                 return default
             errors.append(ConfigError(where, f"environment variable {var} is not set",
@@ -146,6 +153,11 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
     sink = None
     if not isinstance(data.get("sink"), dict):
         errors.append(ConfigError("sink", "is required", "add sink: {type: jsonl, path: out/}"))
+    elif data["sink"].get("type") in LAKE_SINKS:
+        try:
+            sink = SinkConfig.model_validate({"type": data["sink"]["type"], "lake": parse_lake_sink(data["sink"])})
+        except ConfigErrors as exc:
+            errors.extend(exc.errors)
     else:
         try:
             sink = SinkConfig.model_validate(data["sink"])

@@ -25,7 +25,6 @@ within the retention still needs; both for every Delta table under the sink's pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -35,21 +34,10 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
 from headwater.events.typed import TypedBlock
 from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
+from headwater.sinks.lake_config import MODES, DeltaOptions
 
-MODES = ("merge", "changelog")
 DELETE_FLAG = "__headwater_delete"  # the merge source's column that tells a delete from an upsert
 _DAY_US = 86_400_000_000
-
-
-@dataclass(frozen=True)
-class DeltaOptions:
-    """The `delta` sink's settings."""
-
-    path: str  # the directory (or URI) under which the tables live
-    table_name_format: str = "${topic}"
-    mode: str = "merge"
-    partition_by: tuple[str, ...] = ()
-    storage_options: dict[str, str] = field(default_factory=dict)
 
 
 def delta_type(t: pa.DataType) -> pa.DataType:

@@ -30,7 +30,6 @@ type as text; UUIDs and JSON stay text, as the events hold them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,24 +42,11 @@ from pyiceberg.table.upsert_util import create_match_filter
 
 from headwater.events.typed import TypedBlock
 from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
+from headwater.sinks.lake_config import MODES, IcebergOptions
 
-MODES = ("merge", "changelog")
 DEFAULT_NAMESPACE = "default"
 APP_ID = "headwater.app-id"
 BATCH_ID = "headwater.batch-id"
-
-
-@dataclass(frozen=True)
-class IcebergOptions:
-    """The `iceberg` sink's settings."""
-
-    warehouse: str  # where the tables' files go (a path or URI)
-    catalog_uri: str | None = None  # None: a SQLite catalog in the warehouse
-    catalog_name: str = "headwater"
-    table_name_format: str = "${topic}"
-    mode: str = "merge"
-    partition_by: tuple[str, ...] = ()
-    catalog_properties: dict[str, str] = field(default_factory=dict)  # more of pyiceberg's catalog properties
 
 
 def iceberg_type(t: pa.DataType) -> pa.DataType:

@@ -102,8 +102,8 @@ def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> di
     props = with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME).as_properties()
     opts = {
         "headwater.properties": json.dumps(props),
-        # the parquet sink takes the events apart: typed blocks; the others write JSON text
-        "headwater.output": "blocks" if cfg.sink.type == "parquet" else "json",
+        # the parquet, delta and iceberg sinks take the events apart: typed blocks; the others write JSON text
+        "headwater.output": "blocks" if cfg.sink.type in ("parquet", "delta", "iceberg") else "json",
         "schemas.enable": "true" if cfg.sink.schemas_enable else "false",
         "replace.null.with.default": "true" if cfg.sink.replace_null_with_default else "false",
         "parallelism": str(parallelism),
@@ -128,6 +128,10 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     elif sink.type == "parquet":
         writer = (df.writeStream.format("headwater-parquet").option("path", sink.path)
                   .option("replace.null.with.default", "true" if sink.replace_null_with_default else "false"))
+    elif sink.lake is not None:  # delta, iceberg
+        from headwater.spark.lakesink import lake_batch
+
+        writer = df.writeStream.foreachBatch(lake_batch(sink.lake, checkpoint))
     else:
         from headwater.spark.console import console_batch
 
