@@ -9,10 +9,10 @@ other than letters, digits and `_`), so `dbserver1.public.customers` is table `c
 namespace `dbserver1_public`; a name without a dot is in namespace `default`.
 
 In `merge` mode (the default) a micro-batch is reduced to the last change of each key
-(`sinks.changes`, `sinks.lake`) and applied copy-on-write in one Iceberg transaction: the rows of
-every key the batch touches are deleted (pyiceberg rewrites the data files that hold them; it
-writes no equality deletes) and the upserted rows appended; a truncate in the batch deletes every
-row first. In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
+(`sinks.changes`, `sinks.lake`) and applied copy-on-write in one Iceberg transaction: the rows in
+the range of the first key column that the batch touches are deleted (pyiceberg rewrites the data
+files that hold them; it writes no equality deletes), and the upserted rows appended with the rows
+of that range whose key the batch does not touch; a truncate in the batch deletes every row first. In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
 `_commit_version`, `_commit_timestamp`, `_source_ts_ms`, `_batch_id` and `_batch_order` (the order of
 the changes; a truncate is a row with `_op` `t`).
 A table is created by its first batch, in the same commit, partitioned (identity) by the
@@ -33,13 +33,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThanOrEqual
 from pyiceberg.table import Table, Transaction
-from pyiceberg.table.upsert_util import create_match_filter
 
+from headwater.events.arrays import int64_array
 from headwater.events.typed import TypedBlock
 from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
 from headwater.sinks.lake_config import MODES, IcebergOptions
@@ -123,21 +125,21 @@ class IcebergSink:
         if self.options.mode == "changelog":
             rows = cast_types(changes.changelog(batch_id), iceberg_type)
             tx = self._transaction(identifier, table, rows.schema)
-            deleted = 0
+            written = len(rows)
         else:
             upserts, deletes = changes.upserts_and_deletes()
             rows = cast_types(upserts, iceberg_type)
             tx = self._transaction(identifier, table, rows.schema)
-            deleted = len(deletes)
             if table is not None and changes.truncated:
                 tx.delete(AlwaysTrue(), snapshot_properties=props)
-            elif table is not None:  # every key the batch touches: the upserted rows replace theirs
+            elif table is not None:
                 touched = pa.concat_tables([rows.select(changes.key), cast_types(deletes, iceberg_type)])
                 if len(touched):
-                    tx.delete(create_match_filter(touched, changes.key), snapshot_properties=props)
+                    rows = _replace_keys(tx, table, touched, changes.key, rows, props)
+            written = len(upserts) + len(deletes)
         tx.append(rows, snapshot_properties=props)  # an empty append still records the batch
         tx.commit_transaction()
-        return len(rows) + deleted
+        return written
 
     def _transaction(self, identifier: str, table: Table | None, schema: pa.Schema) -> Transaction:
         """A transaction on the table, created (with its partitioning) if missing, with the columns of
@@ -157,6 +159,30 @@ class IcebergSink:
             with tx.update_schema() as update:
                 update.union_by_name(schema)
         return tx
+
+
+def _replace_keys(tx: Transaction, table: Table, touched: pa.Table, key: list[str], rows: pa.Table,
+                  props: dict[str, str]) -> pa.Table:
+    """Delete in `tx` the rows of every key in `touched`; the rows to append: `rows` and the table's
+    untouched rows the delete took along.
+
+    The delete goes by the range of the key's first column in `touched` (pyiceberg binds an `In` of
+    many values slowly: ~0.2 s per 10,000 keys, each time it plans); the table's rows in that range
+    whose key the batch does not touch are read (an anti join on the key) and written back. A batch
+    of new keys only (a snapshot's) finds no rows in its range, and deletes nothing."""
+    lo, hi = pc.min_max(touched.column(key[0])).values()
+    within = And(GreaterThanOrEqual(key[0], lo.as_py()),  # type: ignore[call-arg, arg-type]
+                 LessThanOrEqual(key[0], hi.as_py()))  # type: ignore[call-arg, arg-type]
+    existing = table.scan(row_filter=within).to_arrow()
+    if not len(existing):
+        return rows
+    positions = existing.select(key).append_column("__row", int64_array(np.arange(len(existing))))
+    untouched = positions.join(touched.cast(positions.select(key).schema), keys=key, join_type="left anti")
+    tx.delete(within, snapshot_properties=props)
+    names = [n for n in existing.column_names if n in rows.schema.names]
+    kept = existing.take(untouched.column("__row")).select(names)
+    kept = kept.cast(pa.schema([rows.schema.field(n) for n in names]))
+    return pa.concat_tables([kept, rows], promote_options="default")
 
 
 def applied_batch(table: Table, app_id: str) -> int | None:

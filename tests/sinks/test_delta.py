@@ -31,7 +31,9 @@ def test_mirror_equals_the_source_and_replays_change_nothing(pg_server, pg_db, t
     assert max(sink.applied_batch(str(root / t)) or -1 for t in TABLES) == len(batches) - 1
     for table in TABLES:  # DuckDB reads the tables as they are after the replays
         dataset = DeltaTable(str(root / table)).to_pyarrow_dataset()  # noqa: F841 - DuckDB finds it by name
-        got = duckdb.sql("SELECT * FROM dataset").to_arrow_table().to_pylist()
+        relation = duckdb.sql("SELECT * FROM dataset")
+        assert relation is not None
+        got = relation.to_arrow_table().to_pylist()
         assert lake_rows(got, table) == source_rows(pg_server, pg_db, table)
 
     # another application id is another writer: it applies the batches

@@ -22,15 +22,17 @@ def test_mirror_equals_the_source_and_replays_change_nothing(pg_server, pg_db, t
     assert "extra" in tables["kinds"].schema().column_names  # the added column
     assert {f.name: str(f.field_type) for f in tables["kinds"].schema().fields}["tstz"] == "timestamptz"
 
-    snapshots = {t: table.current_snapshot().snapshot_id for t, table in tables.items()}
+    snapshots = {t: table.current_snapshot() for t, table in tables.items()}
     for batch_id, blocks in enumerate(batches):  # the snapshot again would bring back deleted rows
         assert sink.write(blocks, batch_id) == {}
     tables = {t: catalog.load_table(f"lake_public.{t}") for t in TABLES}
-    assert {t: table.current_snapshot().snapshot_id for t, table in tables.items()} == snapshots
+    assert {t: table.current_snapshot() for t, table in tables.items()} == snapshots
     assert max(applied_batch(table, "mirror") or -1 for table in tables.values()) == len(batches) - 1
     for name, table in tables.items():
         arrow = table.scan().to_arrow()  # noqa: F841 - DuckDB finds it by name
-        got = duckdb.sql("SELECT * FROM arrow").to_arrow_table().to_pylist()
+        relation = duckdb.sql("SELECT * FROM arrow")
+        assert relation is not None
+        got = relation.to_arrow_table().to_pylist()
         assert lake_rows(got, name) == source_rows(pg_server, pg_db, name)
 
 
