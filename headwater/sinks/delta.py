@@ -9,7 +9,7 @@ it. In `changelog` mode every change is appended as a row: the row image plus `_
 the changes; a truncate is a row with `_op` `t`).
 A table is created by its first batch, partitioned by the `partition.by` columns it has; columns the
 source adds are added to the table (Delta schema evolution), and a column the source drops stays,
-null in later inserts.
+null in the rows written after the drop.
 
 Exactly once: every commit carries a Delta application transaction (`txn` action) with the sink's
 application id and the batch id, in the same commit as the data, so a batch whose id the table
@@ -108,6 +108,9 @@ class DeltaSink:
             self._append(table or location, upserts, "overwrite" if table is not None else "append", commit)
             return len(upserts)
         deletes = delta_table(deletes)
+        dropped = [f for f in pa.schema(table.schema().to_arrow()) if f.name not in upserts.schema.names]
+        for f in dropped:  # columns the source no longer has: null in the rows the batch writes
+            upserts = upserts.append_column(f, pa.nulls(len(upserts), f.type))
         source = pa.concat_tables([
             upserts.append_column(DELETE_FLAG, pa.array([False] * len(upserts), pa.bool_())),
             deletes.append_column(DELETE_FLAG, pa.array([True] * len(deletes), pa.bool_())),

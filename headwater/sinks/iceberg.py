@@ -17,7 +17,7 @@ of that range whose key the batch does not touch; a truncate in the batch delete
 the changes; a truncate is a row with `_op` `t`).
 A table is created by its first batch, in the same commit, partitioned (identity) by the
 `partition.by` columns it has; columns the source adds are added (`union_by_name`), and a column
-the source drops stays, null in later rows.
+the source drops stays, null in the rows written after the drop.
 
 Exactly once: each snapshot the sink commits carries `headwater.app-id` and `headwater.batch-id` in
 its summary; before writing, the sink walks back from the table's current snapshot to the last one
@@ -179,9 +179,8 @@ def _replace_keys(tx: Transaction, table: Table, touched: pa.Table, key: list[st
     positions = existing.select(key).append_column("__row", int64_array(np.arange(len(existing))))
     untouched = positions.join(touched.cast(positions.select(key).schema), keys=key, join_type="left anti")
     tx.delete(within, snapshot_properties=props)
-    names = [n for n in existing.column_names if n in rows.schema.names]
-    kept = existing.take(untouched.column("__row")).select(names)
-    kept = kept.cast(pa.schema([rows.schema.field(n) for n in names]))
+    kept = existing.take(untouched.column("__row"))  # with the columns the batch's rows lack (dropped ones)
+    kept = kept.cast(pa.schema([rows.schema.field(f.name) if f.name in rows.schema.names else f for f in kept.schema]))
     return pa.concat_tables([kept, rows], promote_options="default")
 
 
