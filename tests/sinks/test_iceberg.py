@@ -4,9 +4,12 @@ a catalog kept in PostgreSQL."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import duckdb
 
-from headwater.sinks.iceberg import IcebergOptions, IcebergSink, applied_batch, open_catalog
+from headwater.sinks.iceberg import IcebergSink, applied_batch, expire_snapshots, open_catalog
+from headwater.sinks.lake_config import IcebergOptions
 from tests.sinks.lake_support import TABLES, lake_rows, run_workload, source_rows
 
 
@@ -37,6 +40,14 @@ def test_mirror_equals_the_source_and_replays_change_nothing(pg_server, pg_db, t
         assert relation is not None
         got = relation.to_arrow_table().to_pylist()
         assert lake_rows(got, name) == source_rows(pg_server, pg_db, name)
+
+    expired = expire_snapshots(options, datetime.now(UTC))
+    assert expired["lake_public.kinds"] > 5
+    for name in TABLES:
+        table = catalog.load_table(f"lake_public.{name}")
+        assert len(table.metadata.snapshots) == 1
+        assert lake_rows(table.scan().to_arrow().to_pylist(), name) == source_rows(pg_server, pg_db, name)
+    assert max(applied_batch(catalog.load_table(f"lake_public.{t}"), "mirror") or -1 for t in TABLES) == len(batches) - 1
 
 
 def test_changelog_in_a_postgresql_catalog(pg_server, pg_db, tmp_path):
