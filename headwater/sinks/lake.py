@@ -58,7 +58,6 @@ class TopicChanges:
         deletes = self.rows.filter(pc.fill_null(pc.equal(op, lit("d")), lit(False))).select(self.key)
         return upserts, deletes
 
-
     def changelog(self, batch_id: int) -> pa.Table:
         """The rows as change-log rows: `_batch_id` and `_batch_order` (the change's place in the batch)
         after the row's and the change columns, so that readers can order the changes of a commit."""
