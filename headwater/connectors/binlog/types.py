@@ -162,11 +162,11 @@ _ALIASES = {
     "LONG VARBINARY": "MEDIUMBLOB",
 }
 _MODIFIERS = {"SIGNED", "UNSIGNED", "ZEROFILL", "BINARY", "PRECISION"}
-_INTEGERS = {  # type -> (bits, signed schema, unsigned schema)
+INTEGERS = {  # type -> (bits, signed schema, unsigned schema)
     "TINYINT": (8, INT16, INT16), "SMALLINT": (16, INT16, INT32), "MEDIUMINT": (24, INT32, INT32),
     "INT": (32, INT32, INT64), "BIGINT": (64, INT64, INT64),
 }
-_STRINGS = {"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT"}
+STRINGS = {"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT"}
 _BINARIES = {"BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"}
 _GEOMETRIES = {"GEOMETRY", "LINESTRING", "POLYGON", "MULTIPOINT", "MULTILINESTRING", "MULTIPOLYGON",
                "GEOMETRYCOLLECTION"}
@@ -537,8 +537,8 @@ def _kind_timestamp(column: Column) -> _Kind:
 
 def _kind_for(column: Column, s: TypeSettings) -> _Kind:
     name, unsigned = base_type(column.type_name)
-    if name in _INTEGERS:
-        bits, signed_type, unsigned_type = _INTEGERS[name]
+    if name in INTEGERS:
+        bits, signed_type, unsigned_type = INTEGERS[name]
         return _kind_integer(bits, unsigned, unsigned_type if unsigned else signed_type, s)
     if name == "BOOLEAN":
         return _Kind(Schema(BOOLEAN), lambda t: int(t) != 0, lambda b: int(b) != 0, lambda t: int(t) != 0,
@@ -553,7 +553,7 @@ def _kind_for(column: Column, s: TypeSettings) -> _Kind:
         return _numeric(Schema(FLOAT32), lambda t: _java_float(float(t)), _java_float, zero=0.0)
     if name == "BIT":
         return _kind_bit(column)
-    if name in _STRINGS:
+    if name in STRINGS:
         return _kind_string(column)
     if name in _BINARIES:
         return _kind_binary(column, s)
@@ -606,7 +606,7 @@ def _default(column: Column, kind: _Kind) -> Any:
     try:
         if name == "BOOLEAN":
             return expr.upper() in ("TRUE", "1") or (expr.isdigit() and int(expr) != 0)
-        if name in _INTEGERS and not expr.lstrip("-").isdigit():
+        if name in INTEGERS and not expr.lstrip("-").isdigit():
             expr = str(java.java_round(float(expr)))  # a decimal default of an integer column: rounded
         value = kind.text(expr)
     except (ValueError, ArithmeticError, KeyError, IndexError):
