@@ -53,6 +53,11 @@ def table_id(event: bytes) -> int:
     return int.from_bytes(event[HEADER_SIZE:HEADER_SIZE + 6], "little")
 
 
+def framed_table_id(payload: bytes) -> int:
+    """`table_id` of a framed event (type byte + event), without copying it."""
+    return int.from_bytes(payload[1 + HEADER_SIZE:7 + HEADER_SIZE], "little")
+
+
 def rotate_file(event: bytes) -> tuple[str, int]:
     """A ROTATE event's next file and position."""
     pos = struct.unpack_from("<Q", event, HEADER_SIZE)[0]

@@ -36,6 +36,8 @@ COM_BINLOG_DUMP = 0x12
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 2
 HEARTBEAT_S = 1.0
 FLUSH_EVERY = 512  # messages received before they are handed to the buffer (fewer lock round trips)
+READ_SIZE = 1 << 20  # bytes asked of the socket at once
+MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
 PURGED = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG: the position asked for is gone
 
 
@@ -46,7 +48,7 @@ class BinlogKinds:
     layout_kind = fr.TABLE_MAP
 
     def layout_id(self, payload: bytes) -> int:
-        return fr.table_id(payload[1:])
+        return fr.framed_table_id(payload)
 
 
 @dataclass
@@ -59,6 +61,57 @@ class Retry:
 
 class _Restart(Exception):
     """The planner asked for another position (or the reader is closing)."""
+
+
+class Packets:
+    """The replication stream's packets, read from the connection's socket a megabyte at a time (where
+    pymysql makes two reads of its buffered file and a packet object for each) and split here; the
+    payload of an error packet is raised as pymysql raises it."""
+
+    def __init__(self, conn: pymysql.Connection):
+        if conn._sock.gettimeout() != conn._read_timeout:
+            conn._sock.settimeout(conn._read_timeout)
+        self.rfile = conn._rfile  # (anything it holds already is read first)
+        self.seq = conn._next_seq_id
+        self.data = b""
+        self.at = 0
+
+    def buffered(self) -> bool:
+        """Whether a whole packet is here without reading the socket."""
+        left = len(self.data) - self.at
+        return left >= 4 and left >= 4 + int.from_bytes(self.data[self.at:self.at + 3], "little")
+
+    def _fill(self, need: int) -> None:
+        """At least `need` bytes from `at` on."""
+        while len(self.data) - self.at < need:
+            chunk = self.rfile.read1(max(READ_SIZE, need))
+            if not chunk:
+                raise pymysql.err.OperationalError(2013, "Lost connection to server during query")
+            self.data = self.data[self.at:] + chunk
+            self.at = 0
+
+    def next(self) -> bytes:
+        parts = []
+        while True:
+            self._fill(4)
+            at = self.at
+            n = int.from_bytes(self.data[at:at + 3], "little")
+            seq = self.data[at + 3]
+            if seq != self.seq:
+                if seq == 0:  # MariaDB sends an error packet numbered 0 when it shuts down
+                    raise pymysql.err.OperationalError(2013, "Lost connection to server during query")
+                raise pymysql.err.InternalError(f"Packet sequence number wrong - got {seq} expected {self.seq}")
+            self.seq = (seq + 1) % 256
+            self._fill(4 + n)
+            at = self.at
+            parts.append(self.data[at + 4:at + 4 + n])
+            self.at = at + 4 + n
+            if n < MAX_PACKET:
+                break
+        payload = parts[0] if len(parts) == 1 else b"".join(parts)
+        if payload[:1] == b"\xff":
+            pymysql.err.raise_mysql_exception(payload)
+        return payload
 
 
 class BinlogReader:
@@ -214,13 +267,17 @@ class BinlogReader:
         standalone = False  # the open transaction is one statement (no BEGIN)
         pending: list[tuple[int, bytes]] = []
         pending_data = 0
+        done: list[_Part] = []  # whole transactions received, handed on together when the socket has no more
         cut = -4 if self.checksum else None
         buf = self.buffer
+        packets = Packets(conn)
         while True:
             if self.stopping.is_set():
                 raise _Restart
-            pkt = conn._read_packet()
-            data = pkt.get_all_data()
+            if done and (len(done) >= FLUSH_EVERY or not packets.buffered()):
+                self._flush(gen, done)
+                done = []
+            data = packets.next()
             if data[0] == 0xFE and len(data) < 9:
                 raise SourceError("the server ended the binlog stream")
             h = fr.header(data[1:])
@@ -234,6 +291,9 @@ class BinlogReader:
             start = stream_pos(file, h.next_pos - h.size) if h.next_pos else stream_pos(file, 4)
             if kind == fr.HEARTBEAT:
                 if txn is None and h.next_pos:
+                    if done:
+                        self._flush(gen, done)
+                        done = []
                     with buf.cond:
                         if gen != self.generation:
                             raise _Restart
@@ -282,34 +342,48 @@ class BinlogReader:
                 if txn_gtid is not None:
                     gtids = self.gtids.add(gtids, txn_gtid)
             if ends or len(pending) >= FLUSH_EVERY:
-                self._flush(gen, txn, pending, pending_data, (gtids, txn_gtid, thread) if ends else None)
+                done.append(_Part(txn, pending, pending_data, (gtids, txn_gtid, thread) if ends else None))
                 pending, pending_data = [], 0
+                if not ends:  # a large transaction's part goes on at once
+                    self._flush(gen, done)
+                    done = []
             if ends:
                 txn, txn_gtid, standalone, thread = None, None, False, None
 
-    def _flush(self, gen: int, txn: Txn, msgs: list[tuple[int, bytes]], ndata: int,
-               ended: tuple[str, str | None, int | None] | None) -> None:
-        """Hand `msgs` of `txn` to the buffer; `ended`: the transaction is complete, with the GTID state
-        after it, its GTID and its thread."""
+    def _flush(self, gen: int, parts: list[_Part]) -> None:
+        """Hand the messages of `parts` to the buffer, in one turn of its lock."""
         buf = self.buffer
-        size = sum(len(p) for _, p in msgs)
         with buf.cond:
             while buf.full() and not self.stopping.is_set() and gen == self.generation:
                 buf.cond.wait(0.5)
             if gen != self.generation or self.stopping.is_set():
                 raise _Restart
-            if not buf.txns or buf.txns[-1] is not txn:
-                buf.txns.append(txn)
-            txn.msgs.extend(msgs)
-            txn.n_data += ndata
-            txn.nbytes += size
-            buf.add_bytes(size)
-            if ended is not None:
-                assert txn.end_pos is not None and txn.xid is not None
-                self.gtid_after[txn.xid] = ended[0]
-                self.txn_info[txn.xid] = ended[1:]
-                buf.received = txn.end_pos
+            for part in parts:
+                txn, msgs = part.txn, part.msgs
+                size = sum(len(p) for _, p in msgs)
+                if not buf.txns or buf.txns[-1] is not txn:
+                    buf.txns.append(txn)
+                txn.msgs.extend(msgs)
+                txn.n_data += part.ndata
+                txn.nbytes += size
+                buf.add_bytes(size)
+                if part.ended is not None:
+                    assert txn.end_pos is not None and txn.xid is not None
+                    self.gtid_after[txn.xid] = part.ended[0]
+                    self.txn_info[txn.xid] = part.ended[1:]
+                    buf.received = txn.end_pos
             buf.cond.notify_all()
+
+
+@dataclass
+class _Part:
+    """Messages of a transaction received, not yet in the buffer; `ended`: the transaction is complete,
+    with the GTID state after it, its GTID and its thread."""
+
+    txn: Txn
+    msgs: list[tuple[int, bytes]]
+    ndata: int
+    ended: tuple[str, str | None, int | None] | None
 
 
 def current_position(conn: pymysql.Connection, gtid_query: str) -> BinlogPosition:

@@ -331,7 +331,7 @@ class _Decoder:
         """Add a WRITE_ROWS event to the run (flushing a run of another table first); False for an event
         the row-wise path must take (a table not captured or not known, a column type `rows.py` leaves
         to the library)."""
-        table_id = fr.table_id(payload[1:])
+        table_id = fr.framed_table_id(payload)
         tm = self.table_map.get(table_id)
         if tm is None or plan_of(tm) is None:
             return False
@@ -357,7 +357,7 @@ class _Decoder:
         TABLE_MAP that maps the run's table id differently."""
         kind = payload[0]
         if kind == fr.TABLE_MAP:
-            return fr.table_id(payload[1:]) == self.run.table_id and \
+            return fr.framed_table_id(payload) == self.run.table_id and \
                 _TABLE_MAPS.get(payload[1 + fr.HEADER_SIZE:]) is not self.run.tm
         if kind == fr.QUERY:
             return pos in self.unit.steps
@@ -430,7 +430,7 @@ class _Decoder:
         return events, int(rows.counts[nonempty[-1]]) - 1 if len(nonempty) else None
 
     def _rows(self, pos: int, payload: bytes) -> None:
-        tm = self.table_map.get(fr.table_id(payload[1:]))
+        tm = self.table_map.get(fr.framed_table_id(payload))
         if tm is None:
             return
         key = (tm.schema, tm.table)
