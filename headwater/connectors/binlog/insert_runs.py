@@ -361,8 +361,9 @@ class ColumnValues:
         length = np.zeros(len(at), dtype=np.int64)
         for b in range(prefix):
             length |= buf[at + b].astype(np.int64) << (8 * b)
-        length[self.null] = 0
-        return _strings(buf, at + prefix, length), slow
+        length[self.null] = 0  # (a NULL as an empty text where its value would be: the starts stay in order)
+        first = np.where(self.null, self.rows.offsets[:, self.index], at + prefix)
+        return _strings(self.rows.data, first, length), slow
 
     def _per_value(self, col: ValueColumn, rows: np.ndarray | None) -> list[Any]:
         """Converted values (of `rows`, else all), as `compile_fill` converts a row's."""
@@ -417,35 +418,54 @@ class ColumnValues:
         """Each row's typed value of the column `col` (`events.typed`), for its Connect `schema`."""
         typ, convert = connect_type(schema)
         kind = self.kind(col)
-        fast = kind is not None and (col.optional or not self.null.any())  # a null stays null
-        if fast and kind in ("integer", "boolean", "text"):
-            values, _ = self._kernel(kind)
-            if isinstance(values, pa.Array):  # text
-                out = values
-            elif kind == "boolean":
-                out = bool_array(values != 0)
-            else:
-                out = int64_array(values).cast(typ)  # a value the type cannot hold: ArrowInvalid
-            if self.null.any():
-                out = pc.if_else(bool_array(self.null), pa.nulls(1, out.type)[0], out)
-            if out.type == typ:
-                return out
-        return pa.array([None if v is None else convert(v) for v in self._per_value(col, None)], type=typ)
+        fast = None
+        if kind is not None and (col.optional or not self.null.any()):  # (a null stays null)
+            fast = self._typed_kernel(kind, typ)
+        if fast is None:
+            return pa.array([None if v is None else convert(v) for v in self._per_value(col, None)], type=typ)
+        out, slow = fast
+        slow &= ~self.null
+        if slow.any():
+            rows = np.nonzero(slow)[0]
+            fixed = pa.array([None if v is None else convert(v) for v in self._per_value(col, rows)], type=typ)
+            out = pc.replace_with_mask(out, bool_array(slow), fixed)
+        if self.null.any():
+            out = pc.if_else(bool_array(self.null), pa.nulls(1, typ)[0], out)
+        return out
+
+    def _typed_kernel(self, kind: str, typ: pa.DataType) -> tuple[pa.Array, np.ndarray] | None:
+        """The kernel's values as the typed column of Arrow type `typ` and the rows it leaves to the
+        converter, or None where the kernel's values are not of that type."""
+        values, slow = self._kernel(kind)
+        if isinstance(values, pa.Array):  # text: the value is the text
+            return (values, slow) if typ == pa.string() else None
+        if kind == "boolean":
+            return (bool_array(values != 0), slow) if typ == pa.bool_() else None
+        if kind == "integer" and pa.types.is_integer(typ):
+            return int64_array(values).cast(typ), slow  # a value the type cannot hold: ArrowInvalid
+        if kind == "datetime" and pa.types.is_timestamp(typ):  # values in the schema's unit
+            return int64_array(values).cast(typ), slow
+        if kind == "decimal" and pa.types.is_decimal128(typ):
+            wide = np.empty((len(values), 2), dtype=np.int64)  # 16 little-endian bytes: the int64, its sign
+            wide[:, 0], wide[:, 1] = values, values >> 63
+            return pa.Array.from_buffers(typ, len(values), [None, pa.py_buffer(wide)]), slow
+        if kind == "timestamp" and typ == pa.string():
+            json = _iso_json(np.where(slow | self.null, 1, values), self.column.length or 0)
+            return pc.binary_slice(json, 1, -1).cast(pa.string()), slow
+        return None
 
 
-def _strings(buf: np.ndarray, first: np.ndarray, length: np.ndarray) -> pa.Array:
-    """A string array of the byte ranges [first, first + length) (ValueError: not UTF-8)."""
+def _strings(data: bytes, first: np.ndarray, length: np.ndarray) -> pa.Array:
+    """A string array of the byte ranges [first, first + length) of `data`, which follow each other
+    (ValueError: not UTF-8): Arrow's `take` of every other value of a binary array over all of `data`
+    whose values are the ranges and the gaps between them."""
     n = len(first)
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(length, out=offsets[1:])
-    total = int(offsets[-1])
-    index = np.repeat(first - offsets[:-1], length) + np.arange(total, dtype=np.int64)
-    array = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(buf[index])])
-    try:
-        array.validate(full=True)
-    except pa.ArrowInvalid as e:
-        raise ValueError(str(e)) from e
-    return array.cast(pa.string()) if total < 2**31 else array
+    bounds = np.empty(2 * n + 1, dtype=np.int64)
+    bounds[0:2 * n:2] = first
+    bounds[1:2 * n:2] = first + length
+    bounds[2 * n] = bounds[2 * n - 1] if n else 0
+    spans = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(data)])
+    return spans.take(int64_array(np.arange(0, 2 * n, 2, dtype=np.int64))).cast(pa.string())
 
 
 def run_columns(rows: RunRows, tm: Any, table: Table, settings: types.TypeSettings) -> list[ColumnValues]:
