@@ -44,8 +44,9 @@ class Header(NamedTuple):
     flags: int
 
 
-def header(event: bytes) -> Header:
-    return Header(*HEADER.unpack_from(event))
+def header(event: bytes, at: int = 0) -> Header:
+    """The header of the event at `at` of `event`."""
+    return Header(*HEADER.unpack_from(event, at))
 
 
 def table_id(event: bytes) -> int:

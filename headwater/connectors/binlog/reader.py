@@ -261,6 +261,7 @@ class BinlogReader:
                 raise _Restart
             self.conn = conn
         file, gtids = at.file, at.gtids
+        base = stream_pos(file, 0)  # the file's stream positions: base | position
         txn: Txn | None = None
         txn_gtid: str | None = None
         thread: int | None = None
@@ -280,15 +281,16 @@ class BinlogReader:
             data = packets.next()
             if data[0] == 0xFE and len(data) < 9:
                 raise SourceError("the server ended the binlog stream")
-            h = fr.header(data[1:])
+            h = fr.header(data, 1)
             kind = h.type
-            raw = data[1:cut]
-            if cut is not None:  # the event without its checksum, its size field saying so
-                raw = raw[:9] + struct.pack("<I", len(raw)) + raw[13:]
+            # framed: the type byte, then the event without its checksum, its size field saying so
+            framed = bytes((kind,)) + data[1:cut] if cut is None else \
+                b"".join((bytes((kind,)), data[1:10], struct.pack("<I", len(data) - 5), data[14:cut]))
             if kind == fr.ROTATE:
-                file = fr.rotate_file(raw)[0]
+                file = fr.rotate_file(framed[1:])[0]
+                base = stream_pos(file, 0)
                 continue
-            start = stream_pos(file, h.next_pos - h.size) if h.next_pos else stream_pos(file, 4)
+            start = base | (h.next_pos - h.size if h.next_pos else 4)
             if kind == fr.HEARTBEAT:
                 if txn is None and h.next_pos:
                     if done:
@@ -297,19 +299,19 @@ class BinlogReader:
                     with buf.cond:
                         if gen != self.generation:
                             raise _Restart
-                        buf.received = max(buf.received, stream_pos(file, h.next_pos))
+                        buf.received = max(buf.received, base | h.next_pos)
                         buf.cond.notify_all()
                 continue
             ends = False
             if kind in (fr.MARIADB_GTID, fr.GTID, fr.ANONYMOUS_GTID):
                 if kind == fr.MARIADB_GTID:
-                    txn_gtid, standalone = fr.mariadb_gtid(raw)
+                    txn_gtid, standalone = fr.mariadb_gtid(framed[1:])
                 else:
-                    txn_gtid, standalone = (fr.mysql_gtid(raw) if kind == fr.GTID else None), True
+                    txn_gtid, standalone = (fr.mysql_gtid(framed[1:]) if kind == fr.GTID else None), True
                 txn, thread = Txn(start, start, start, h.timestamp * 1_000_000), None
                 continue
             if kind == fr.QUERY:
-                q = fr.query(raw)
+                q = fr.query(framed[1:])
                 word = q.sql.strip().upper()
                 if word == "BEGIN":
                     if txn is None:
@@ -321,14 +323,14 @@ class BinlogReader:
                 else:
                     if txn is None:
                         txn, txn_gtid, standalone = Txn(start, start, start, h.timestamp * 1_000_000), None, True
-                    pending.append((start, bytes((kind,)) + raw))
+                    pending.append((start, framed))
                     ends = standalone
             elif kind == fr.XID:
                 ends = True
             elif kind in fr.ROWS_EVENTS or kind in (fr.TABLE_MAP, fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
                 if txn is None:
                     continue  # (not inside an event group: nothing a connector captures)
-                pending.append((start, bytes((kind,)) + raw))
+                pending.append((start, framed))
                 if kind in fr.ROWS_EVENTS:
                     pending_data += 1
             else:
@@ -337,7 +339,7 @@ class BinlogReader:
                 continue
             if ends:
                 txn.commit_pos = start
-                txn.end_pos = stream_pos(file, h.next_pos)
+                txn.end_pos = base | h.next_pos
                 txn.commit_ts = h.timestamp * 1_000_000
                 if txn_gtid is not None:
                     gtids = self.gtids.add(gtids, txn_gtid)
