@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import orjson
@@ -31,7 +31,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.insert_runs import decode_writes, run_columns
-from headwater.connectors.binlog.positions import BinlogPosition, split_pos
+from headwater.connectors.binlog.positions import FILE_SHIFT, BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.rows import plan_of, rows_of
@@ -183,8 +183,7 @@ MIN_RUN_BYTES = 2048  # a shorter run of WRITE_ROWS events costs less row by row
 MAX_RUN_BYTES = 8 << 20  # the events of one column-wise block
 
 
-@dataclass(frozen=True)
-class _RunEvent:
+class _RunEvent(NamedTuple):
     """A WRITE_ROWS event of a run, with the decoder's state where it was read (for its `source`)."""
 
     pos: int
@@ -192,7 +191,6 @@ class _RunEvent:
     seg: Segment
     gtid: str | None
     thread: int | None
-    tid: str
     query: str | None
 
 
@@ -209,6 +207,14 @@ class _WriteRun:
         self.te: TableRecords | None = None
         self.events: list[_RunEvent] = []
         self.nbytes = 0
+
+
+def _json_per_row(values: list[Any], per_row: pa.Array) -> pa.Array | bytes:
+    """Each row's JSON of its event's value (`per_row`: each row's event), or the JSON all share."""
+    known = {v: orjson.dumps(v) for v in set(values)}
+    if len(known) == 1:
+        return next(iter(known.values()))
+    return binary_array([known[v] for v in values]).take(per_row)
 
 
 def _optional_int64(values: list[int | None]) -> pa.Array:
@@ -248,8 +254,9 @@ class _Decoder:
     def segment(self, seg: Segment) -> None:
         self.seg = seg
         self.gtid, self.thread = self.unit.txn_info.get(seg.xid or 0, (None, None))
-        file, pos = split_pos(self.unit.file_like, seg.begin_pos)
-        self.tid = self.unit.transaction_id(self.gtid, file, pos)
+        if self.ctx.transaction_metadata:  # (the id is only in transaction blocks and records)
+            file, pos = split_pos(self.unit.file_like, seg.begin_pos)
+            self.tid = self.unit.transaction_id(self.gtid, file, pos)
         if self.fixed_counters is None:
             self.counters = TxnCounters.from_json(seg.counters) if self.ctx.transaction_metadata and \
                 seg.transactional else None
@@ -279,7 +286,8 @@ class _Decoder:
         if kind == fr.TABLE_MAP:
             map_table(payload, self.table_map, self.ctl)
         elif kind in (fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
-            self.query = fr.annotate(payload[1:])
+            if self.ctx.include_query:
+                self.query = fr.annotate(payload[1:])
         elif kind == fr.QUERY:
             self._query(pos, payload)
         elif kind in fr.ROWS_EVENTS:
@@ -347,8 +355,7 @@ class _Decoder:
             run.table_id, run.tm, run.table, run.te = table_id, tm, table, self._records(table)
         seg = self.seg
         assert seg is not None
-        run.events.append(_RunEvent(pos, payload, seg, self.gtid, self.thread, self.tid,
-                                    self.query if self.ctx.include_query else None))
+        run.events.append(_RunEvent(pos, payload, seg, self.gtid, self.thread, self.query))
         run.nbytes += len(payload)
         return True
 
@@ -376,13 +383,13 @@ class _Decoder:
             except (ValueError, IndexError, UnicodeDecodeError):
                 block = None
         if block is None:
-            state = (self.seg, self.gtid, self.thread, self.tid, self.query)
+            state = (self.seg, self.gtid, self.thread, self.query)
             for e in run.events:
-                self.seg, self.gtid, self.thread, self.tid, self.query = e.seg, e.gtid, e.thread, e.tid, e.query
+                self.seg, self.gtid, self.thread, self.query = e.seg, e.gtid, e.thread, e.query
                 self._rows(e.pos, e.payload)
                 if len(self.maker.out) >= self.ctx.batch_rows:
                     self.ready.append(self.maker.take())
-            self.seg, self.gtid, self.thread, self.tid, self.query = state
+            self.seg, self.gtid, self.thread, self.query = state
         else:
             events, last_row = block
             if len(self.maker.out):
@@ -403,15 +410,18 @@ class _Decoder:
         te, table = run.te, run.table
         assert te is not None and table is not None
         columns = run_columns(rows, run.tm, table, self.ctx.type_settings)
-        headers = [fr.header(e.payload[1:]) for e in run.events]
-        where = [split_pos(self.unit.file_like, e.pos) for e in run.events]
+        headers = [fr.header(e.payload, 1) for e in run.events]
         per_row = int64_array(rows.event)
         ts_us = np.array([h.timestamp for h in headers], dtype=np.int64)[rows.event] * 1_000_000
         versions = np.array([e.seg.commit_pos for e in run.events], dtype=np.int64)[rows.event]
-        texts: dict[str, list[Any]] = {"gtid": [e.gtid for e in run.events], "file": [f for f, _ in where],
-                 "query": [e.query for e in run.events]}
-        ints: dict[str, list[Any]] = {"server_id": [h.server_id for h in headers], "pos": [at for _, at in where],
-                "thread": [e.thread for e in run.events]}
+        stream = np.array([e.pos for e in run.events], dtype=np.int64)
+        files = {i: split_pos(self.unit.file_like, i << FILE_SHIFT)[0] for i in set((stream >> FILE_SHIFT).tolist())}
+        texts: dict[str, list[Any]] = {"gtid": [e.gtid for e in run.events],
+                                       "file": [files[i] for i in (stream >> FILE_SHIFT).tolist()],
+                                       "query": [e.query for e in run.events]}
+        ints: dict[str, list[Any]] = {"server_id": [h.server_id for h in headers],
+                                      "pos": (stream & ((1 << FILE_SHIFT) - 1)).tolist(),
+                                      "thread": [e.thread for e in run.events]}
         if self.ctx.output != "json":
             fields = {k: string_array(v).take(per_row) for k, v in texts.items()}
             fields.update({k: _optional_int64(v).take(per_row) for k, v in ints.items()})
@@ -420,8 +430,8 @@ class _Decoder:
             events: Events = TypedEvents([typed_insert_block(te, [], source, "c", versions, ts_us,
                                                              typed_of=lambda c, s: columns[c.index].typed(c, s))])
         else:
-            fields = {k: binary_array([orjson.dumps(v) for v in vs]).take(per_row)
-                      for k, vs in (*texts.items(), *ints.items())}
+            fields = {k: _json_per_row(vs, per_row) for k, vs in (*texts.items(), *ints.items()) if k != "pos"}
+            fields["pos"] = decimal_text(np.array(ints["pos"], dtype=np.int64)[rows.event])
             fields["row"] = decimal_text(rows.row)
             source = source_column(self.maker, te, ts_us, {"sequence": b"null", **fields})
             events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,

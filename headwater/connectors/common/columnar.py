@@ -386,10 +386,11 @@ def typed_insert_block(te: TableRecords, columns: Sequence[pa.Array], source: pa
                       np.asarray(ts_us, dtype=np.int64))
 
 
-def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array],
+def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array | bytes],
                   snapshot: str = "false") -> pa.Array:
     """The `source` blocks of streamed records: the commit time per row (`ts_us`) and the JSON of
-    the connector's other open slots per row (`fields`: `sequence` and the tail's)."""
+    the connector's other open slots per row (`fields`: `sequence` and the tail's; bytes: the JSON
+    of every row)."""
     values = {"ts_ms": decimal_text(ts_us // 1000), "ts_us": decimal_text(ts_us),
               "ts_ns": decimal_text(ts_us * 1000), **fields}
     return join_parts([values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)])
