@@ -31,6 +31,7 @@ from headwater.connectors.common.txbuffer import StreamBuffer, Txn
 from headwater.connectors.errors import ConnectError, PositionLost, SourceError
 
 log = logging.getLogger("headwater.binlog")
+unpack_header = fr.HEADER.unpack_from
 
 COM_BINLOG_DUMP = 0x12
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 2
@@ -91,6 +92,17 @@ class Packets:
             self.at = 0
 
     def next(self) -> bytes:
+        data, at = self.data, self.at
+        if len(data) - at >= 4:  # the usual case: a whole packet of one part here, not an error
+            n = data[at] | data[at + 1] << 8 | data[at + 2] << 16
+            end = at + 4 + n
+            if end <= len(data) and n < MAX_PACKET and data[at + 3] == self.seq and n and data[at + 4] != 0xFF:
+                self.seq = (self.seq + 1) & 255
+                self.at = end
+                return data[at + 4:end]
+        return self._next()
+
+    def _next(self) -> bytes:
         parts = []
         while True:
             self._fill(4)
@@ -281,8 +293,7 @@ class BinlogReader:
             data = packets.next()
             if data[0] == 0xFE and len(data) < 9:
                 raise SourceError("the server ended the binlog stream")
-            h = fr.header(data, 1)
-            kind = h.type
+            timestamp, kind, _, size, next_pos, _ = unpack_header(data, 1)
             # framed: the type byte, then the event without its checksum, its size field saying so
             framed = bytes((kind,)) + data[1:cut] if cut is None else \
                 b"".join((bytes((kind,)), data[1:10], struct.pack("<I", len(data) - 5), data[14:cut]))
@@ -290,16 +301,16 @@ class BinlogReader:
                 file = fr.rotate_file(framed[1:])[0]
                 base = stream_pos(file, 0)
                 continue
-            start = base | (h.next_pos - h.size if h.next_pos else 4)
+            start = base | (next_pos - size if next_pos else 4)
             if kind == fr.HEARTBEAT:
-                if txn is None and h.next_pos:
+                if txn is None and next_pos:
                     if done:
                         self._flush(gen, done)
                         done = []
                     with buf.cond:
                         if gen != self.generation:
                             raise _Restart
-                        buf.received = max(buf.received, base | h.next_pos)
+                        buf.received = max(buf.received, base | next_pos)
                         buf.cond.notify_all()
                 continue
             ends = False
@@ -308,21 +319,21 @@ class BinlogReader:
                     txn_gtid, standalone = fr.mariadb_gtid(framed[1:])
                 else:
                     txn_gtid, standalone = (fr.mysql_gtid(framed[1:]) if kind == fr.GTID else None), True
-                txn, thread = Txn(start, start, start, h.timestamp * 1_000_000), None
+                txn, thread = Txn(start, start, start, timestamp * 1_000_000), None
                 continue
             if kind == fr.QUERY:
                 q = fr.query(framed[1:])
                 word = q.sql.strip().upper()
                 if word == "BEGIN":
                     if txn is None:
-                        txn, txn_gtid = Txn(start, start, start, h.timestamp * 1_000_000), None
+                        txn, txn_gtid = Txn(start, start, start, timestamp * 1_000_000), None
                     standalone, thread = False, q.thread
                     continue
                 if word in ("COMMIT", "ROLLBACK"):
                     ends = True
                 else:
                     if txn is None:
-                        txn, txn_gtid, standalone = Txn(start, start, start, h.timestamp * 1_000_000), None, True
+                        txn, txn_gtid, standalone = Txn(start, start, start, timestamp * 1_000_000), None, True
                     pending.append((start, framed))
                     ends = standalone
             elif kind == fr.XID:
@@ -339,8 +350,8 @@ class BinlogReader:
                 continue
             if ends:
                 txn.commit_pos = start
-                txn.end_pos = base | h.next_pos
-                txn.commit_ts = h.timestamp * 1_000_000
+                txn.end_pos = base | next_pos
+                txn.commit_ts = timestamp * 1_000_000
                 if txn_gtid is not None:
                     gtids = self.gtids.add(gtids, txn_gtid)
             if ends or len(pending) >= FLUSH_EVERY:
