@@ -275,9 +275,9 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
 
 
 class SnapshotBlockEncoder:
-    """Turns blocks of one table's snapshot rows into change events: column-wise into JSON rows
-    (`ArrowEvents`), or, for typed output, row by row through the maker; the snapshot's position
-    (`position`, e.g. PostgreSQL's lsn, txid and sequence) goes to the maker's `snapshot_source`."""
+    """Turns blocks of one table's snapshot rows into change events, column-wise: JSON rows
+    (`ArrowEvents`) or a typed block; the snapshot's position (`position`, e.g. PostgreSQL's lsn,
+    txid and sequence) goes to the maker's `snapshot_source`."""
 
     def __init__(self, te: TableRecords, maker: RecordMaker, *, ts_us: int, version: int, **position: Any):
         self.te = te
@@ -286,10 +286,13 @@ class SnapshotBlockEncoder:
         self.source_json = [maker.snapshot_source(te, ts_us, m, position) for m in MARKERS]
         self.sources = binary_array(self.source_json)
 
-    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> Events:
-        """Events for rows whose values (in the table's layout order) are `columns`; `markers` gives
-        the `source.snapshot` value of the rows that are not plain "true" (first and last rows)."""
-        which = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], *, rows: int | None = None,
+               json_of: ColumnJson | None = None, typed_of: ColumnTyped | None = None) -> Events:
+        """Events for rows whose values (in the table's layout order) are `columns` (text), or, for
+        a connector that makes each column's JSON or typed values itself (`json_of`, `typed_of`), `rows`
+        rows; `markers` gives the `source.snapshot` value of the rows that are not plain "true"
+        (first and last rows)."""
+        which = np.zeros(len(columns[0]) if columns else rows or 0, dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
         if self.te.ctx.output != "json":
@@ -297,9 +300,9 @@ class SnapshotBlockEncoder:
             typ, convert = connect_type(source_schema)
             sources = pa.array([convert(orjson.loads(s)) for s in self.source_json], type=typ)
             return TypedEvents([typed_insert_block(self.te, columns, sources.take(int64_array(which)), "r",
-                                                   self.version, self.ts_us)])
+                                                   self.version, self.ts_us, typed_of)])
         return ArrowEvents(encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r",
-                                        self.version, self.ts_us))
+                                        self.version, self.ts_us, json_of))
 
 
 def typed_column(values: pa.Array, col: ValueColumn, schema: dict, kernels: Mapping[str, TextKernel]) -> pa.Array:
