@@ -20,7 +20,7 @@ import orjson
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.binlog import types
 from headwater.connectors.binlog.schema import Column, Table
-from headwater.connectors.common.columnar import COMMON_KERNELS
+from headwater.connectors.binlog.text_kernels import BINLOG_KERNELS
 from headwater.connectors.common.filters import SystemTables, TableFilters, patterns
 from headwater.connectors.common.records import (
     ColumnConverter,
@@ -69,7 +69,7 @@ class BinlogContext(RecordContext):
     include_query: bool
     include_schema_changes: bool
     # the snapshot's text columns written column-wise (snapshot_rows.py); streamed runs have their own kernels
-    text_kernels: ClassVar[Mapping[str, Callable[..., Any]]] = COMMON_KERNELS
+    text_kernels: ClassVar[Mapping[str, Callable[..., Any]]] = BINLOG_KERNELS
 
     @classmethod
     def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,

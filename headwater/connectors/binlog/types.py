@@ -627,10 +627,13 @@ def _or_missing(fn: Callable[[Any], Any], missing: Any) -> Callable[[Any], Any]:
     return guarded
 
 
-def _text_kind(text: Callable[[str], Any], column: Column, s: TypeSettings) -> tuple[str, int] | None:
+def _text_kind(text: Callable[[str], Any], column: Column, s: TypeSettings, snapshot: bool) -> tuple[str, int] | None:
     """How a column's text maps to its JSON without a Python object (common/columnar.py's kernels):
     ("integer", 0) the text is the JSON number, ("text", 0) the JSON string of the text, ("decimal",
-    scale) a DECIMAL in precise mode (MySQL writes exactly `scale` fraction digits); None otherwise."""
+    scale) a DECIMAL in precise mode (MySQL writes exactly `scale` fraction digits), ("timestamp", 0)
+    a snapshot's TIMESTAMP (`text_kernels.timestamp_json`); None otherwise."""
+    if snapshot and base_type(column.type_name)[0] == "TIMESTAMP":
+        return "timestamp", 0
     if text is int:
         return None if "ZEROFILL" in column.type_name.upper() else ("integer", 0)  # '000042' is no JSON
     if text is _passthrough:
@@ -662,6 +665,6 @@ def converter(column: Column, settings: TypeSettings) -> ColumnConverter:
         column=column, settings=settings, schema=schema, stream_schema=schema,
         from_text=text, from_stream_text=stream_text, from_binary=binary, from_stream_binary=stream,
         fallback=fallback, null_value=null_value,
-        text_kind=_text_kind(kind.text, column, settings),
-        stream_text_kind=_text_kind(kind.stream_text, column, settings),
+        text_kind=_text_kind(kind.text, column, settings, snapshot=True),
+        stream_text_kind=_text_kind(kind.stream_text, column, settings, snapshot=False),
     )

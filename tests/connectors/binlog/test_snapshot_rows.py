@@ -50,7 +50,9 @@ def test_column_wise_snapshot_equals_row_by_row(mariadb_server, mariadb_db, monk
     mariadb_server.execute("SET SESSION sql_mode = ''; SET time_zone = '+00:00'; " + DECODED.format(db=db) + "; "
                            + OTHER.format(db=db) + f"; INSERT INTO {db}.fast VALUES "
                            + ", ".join(rows[i % 3].format(id=i) for i in range(50))
-                           + f"; INSERT INTO {db}.other VALUES (1, 'a', 'x,y', '-12:00:00.5', b'101', '[1]')")
+                           + f"; INSERT INTO {db}.other VALUES (1, 'a', 'x,y', '-12:00:00.5', b'101', '[1]')"
+                           + f"; UPDATE {db}.fast SET ts = '0000-00-00 00:00:00', ts6 = '2020-01-01 00:00:00.100000', "
+                           "ts2 = '2020-01-01 00:00:00' WHERE id = 4")
     got = {}
     for column_wise in (False, True):
         monkeypatch.setattr(snapshot_rows, "COLUMN_WISE", column_wise)
