@@ -5,11 +5,13 @@ positions (`BinlogPosition`), the position after a transaction (with the GTID st
 slices. A slice carries its raw events, the TABLE_MAPs in force at its start, the tables as the
 schema history knows them where the slice starts, and what each DDL statement inside it changes
 (`SchemaStep`, worked out on the driver, in stream order, by the `SchemaTracker`), so it decodes
-anywhere: rows events through `rows.py` (pymysqlreplication's decoders for the column types it
-leaves to them), each row into a Debezium record of
-the table as it stood at that position. A rows event's columns are matched by position to the
-tracked table's; the source block is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`,
-`thread`, and with `include.query` the statement of the preceding annotate / rows-query event).
+anywhere: a run of WRITE_ROWS events of one table (across transactions, at least `MIN_RUN_BYTES`,
+without transaction metadata or the lock-free snapshot's filter) column-wise into one block
+(`insert_runs.py`), other rows events through `rows.py` (pymysqlreplication's decoders for the column
+types it leaves to them), each row into a Debezium record of the table as it stood at that
+position. A rows event's columns are matched by position to the tracked table's; the source block
+is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`, `thread`, and with `include.query` the
+statement of the preceding annotate / rows-query event).
 """
 
 from __future__ import annotations
