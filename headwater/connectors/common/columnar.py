@@ -50,7 +50,7 @@ _NEEDS_ESCAPE = '["\\\\\\x00-\\x1f]'
 _NUMBER_BYTE = np.zeros(256, dtype=bool)  # what a decimal of fixed scale is written with
 _NUMBER_BYTE[[*b"0123456789-."]] = True
 
-MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
+MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection", "incremental")
 
 def column_json(values: pa.Array, col: ValueColumn, kernels: Mapping[str, TextKernel]) -> pa.Array:
     """The JSON text of every value of one column (binary, no nulls), as the row-wise path writes it:
@@ -279,10 +279,10 @@ class SnapshotBlockEncoder:
         self.source_json = [maker.snapshot_source(te, ts_us, m, position) for m in MARKERS]
         self.sources = binary_array(self.source_json)
 
-    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> Events:
+    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], default: str = "true") -> Events:
         """Events for rows whose values (in the table's layout order) are `columns`; `markers` gives
-        the `source.snapshot` value of the rows that are not plain "true" (first and last rows)."""
-        which = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+        the `source.snapshot` value of the rows that are not `default` (first and last rows)."""
+        which = np.full(len(columns[0]) if columns else 0, MARKERS.index(default), dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
         if self.te.ctx.output != "json":

@@ -31,6 +31,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.common.incremental import OFFSET_KEYS, Incremental
 from headwater.connectors.errors import PositionLost
 
 log = logging.getLogger("headwater.connectors")
@@ -105,6 +106,7 @@ class SnapshotThenStream(SourceConnector):
         self.snapshot_mode = SNAPSHOT_MODES[name]
         self.resnapshot = False  # the next batch is a new snapshot
         self.opened = False
+        self.incremental: Incremental | None = None  # signals and incremental snapshots, when the connector has them
         self._warned_no_tables = False
 
     # ------------------------------------------------------------------ hooks
@@ -220,6 +222,11 @@ class SnapshotThenStream(SourceConnector):
             self.stop_stream()
             self.position_lost(str(exc))
             return self._snapshot_offset(n + 1)
+        if self.incremental is not None:
+            here = _without_heartbeat(_position(start))
+            out = self.incremental.latest(start, _position(start), end,
+                                          {"snapshot": STREAMING, **(end if end is not None else here), "epoch": n})
+            return start if out is None else out
         if end is None:
             return start
         return {"snapshot": STREAMING, **end, "epoch": n}
@@ -240,8 +247,12 @@ class SnapshotThenStream(SourceConnector):
         if phase(end) != STREAMING:
             return []
         self._open_once(start)
+        first, last = _position(start), _position(end)
         try:
-            return self.stream_plan(_position(start), _position(end))
+            chunk = [] if self.incremental is None else self.incremental.units(first, end, last)
+            if self.incremental is not None and _without_heartbeat(first) == last:
+                return chunk  # a signal or a chunk with nothing new in the stream
+            return self.stream_plan(first, last) + chunk
         except PositionLost as exc:
             raise PositionLost(lost_message(str(exc))) from None
 
@@ -252,7 +263,16 @@ class SnapshotThenStream(SourceConnector):
 
 def _position(offset: Offset) -> Offset:
     """The database's position fields of an offset: `{}` before a snapshot, and after one (phase
-    `completed`) those `snapshot_position` gave, `{}` when it gave none."""
+    `completed`) those `snapshot_position` gave, `{}` when it gave none (never the incremental
+    snapshot's and the signals' fields)."""
     if phase(offset) == SNAPSHOT_PENDING:
         return {}
-    return {k: v for k, v in offset.items() if k not in ("snapshot", "epoch")}
+    return {k: v for k, v in offset.items() if k not in _LIFECYCLE_KEYS}
+
+
+_LIFECYCLE_KEYS = frozenset(("snapshot", "epoch", *OFFSET_KEYS))
+
+
+def _without_heartbeat(position: Offset) -> Offset:
+    """A stream position that moves nothing: `position` without the heartbeat its batch carried."""
+    return {k: v for k, v in position.items() if k != "heartbeat_ms"}

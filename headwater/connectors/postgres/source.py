@@ -29,8 +29,10 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common.incremental import Incremental
 from headwater.connectors.common.phases import STREAMING, SnapshotThenStream, phase
 from headwater.connectors.common.records import table_records
+from headwater.connectors.common.signals import split_table
 from headwater.connectors.postgres import catalog, slots
 from headwater.connectors.postgres.connection import (
     ConnectionParams,
@@ -40,6 +42,7 @@ from headwater.connectors.postgres.connection import (
     connect,
     connect_replication,
 )
+from headwater.connectors.postgres.incremental import PostgresIncremental
 from headwater.connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext
@@ -71,6 +74,7 @@ class PostgresSource(SnapshotThenStream):
         self.base_lsn: int | None = None  # where streaming after a snapshot starts: the slot's consistent point
         self.db = Reconnecting(self._reset_connection, config["errors.max.retries"],
                                config["retriable.restart.connector.wait.ms"] / 1000)
+        self.incremental = Incremental(config, PostgresIncremental(self))
 
     # ------------------------------------------------------------------ connections
     def _connection(self):
@@ -92,6 +96,9 @@ class PostgresSource(SnapshotThenStream):
             self.server_version = int(cur.fetchone()[0])
         tables = catalog.list_tables(conn, self.context.filters)
         signal_like = [(t.schema, t.name) for t in tables]
+        signal_table = self.config.get("signal.data.collection")
+        if signal_table:  # its inserts (signals, watermarks) must reach the stream
+            signal_like.append(split_table(signal_table))
         slots.ensure_publication(conn, self.publication, self.config["publication.autocreate.mode"], signal_like)
         autoset = self.config.get("replica.identity.autoset.values")
         if autoset:

@@ -1,0 +1,447 @@
+"""Incremental snapshots (Debezium's watermark algorithm, from Netflix's DBLog), for every stream connector.
+
+`Incremental` runs on the driver beside the streaming planner; the shared lifecycle
+(`common.phases.SnapshotThenStream`) calls it for each streaming batch, and a connector fills in
+`IncrementalHooks` (PostgreSQL: `connectors.postgres.incremental`). For a batch (start, end] of
+the change log it
+
+1. reads the file channels (`signal.file`, and the command line's file) and scans the batch's
+   messages (`scan_stream`) for inserts into the signalling table (the `source` channel), acting
+   on the signals in log order: `execute-snapshot`, `stop-snapshot`, `pause-snapshot`,
+   `resume-snapshot`, `log`;
+2. while a chunk's window is open, notes the keys of the streamed changes to the chunk's table
+   that supersede the chunk's rows: every change after the window's open watermark (watermarking
+   strategies `insert_insert` and `insert_delete`), or, in the read-only mode, every change whose
+   transaction the chunk's snapshot did not see;
+3. once the window may close (the open watermark is in the batch; read-only: the stream has passed
+   every transaction the chunk's snapshot saw), emits the chunk's rows that were not superseded, as
+   `op: r` events with `source.snapshot: incremental`, after the batch's streamed events;
+4. opens the next chunk's window (`incremental.snapshot.chunk.size` rows, by key, after the last
+   key emitted, up to the table's maximum key read when the table's turn came).
+
+Emitting the chunk at the end of the batch rather than at the close watermark is the same
+algorithm: every change between the open watermark and the batch's end supersedes a row it
+touches, so the window reaches to the batch's end. The progress is in the offsets under
+Debezium's names (`incremental_snapshot_collections`, `..._primary_key`, `..._maximum_key`,
+`..._correlation_id`, keys as JSON arrays of text, not Java serialization) plus
+`incremental_snapshot_paused`, the chunk a batch emits (`incremental_snapshot_chunk`) and the
+bytes read of each signal file (`signal_file_positions`): a restart resumes at the chunk after the
+last one delivered, and a batch replayed from Spark's checkpoint reads its chunk's key range again
+(state-exact: the rows are as new as or newer than the window's, and the changes after follow).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common import signals as sig
+
+log = logging.getLogger("headwater.incremental")
+
+COLLECTIONS = "incremental_snapshot_collections"
+PRIMARY_KEY = "incremental_snapshot_primary_key"
+MAXIMUM_KEY = "incremental_snapshot_maximum_key"
+CORRELATION_ID = "incremental_snapshot_correlation_id"
+PAUSED = "incremental_snapshot_paused"
+CHUNK = "incremental_snapshot_chunk"
+FILE_POSITIONS = "signal_file_positions"
+OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, CHUNK, FILE_POSITIONS)
+
+Key = tuple[Any, ...]  # a row's key values, as the database writes them as text
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A table an incremental snapshot reads: `schema.table`, its condition and surrogate key."""
+
+    id: str
+    condition: str | None = None
+    surrogate_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"incremental_snapshot_collections_id": self.id,
+                "incremental_snapshot_collections_additional_condition": self.condition,
+                "incremental_snapshot_collections_surrogate_key": self.surrogate_key}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Collection:
+        return cls(d["incremental_snapshot_collections_id"],
+                   d.get("incremental_snapshot_collections_additional_condition"),
+                   d.get("incremental_snapshot_collections_surrogate_key"))
+
+
+@dataclass(frozen=True)
+class State:
+    """A running incremental snapshot: the tables left (the first is being read), the last key
+    emitted and the maximum key of the current table."""
+
+    collections: tuple[Collection, ...] = ()
+    last_key: list[Any] | None = None
+    max_key: list[Any] | None = None
+    correlation_id: str | None = None
+    paused: bool = False
+
+    @property
+    def active(self) -> bool:
+        return bool(self.collections)
+
+    def to_offset(self) -> Offset:
+        if not self.collections:
+            return {}
+        out: Offset = {COLLECTIONS: json.dumps([c.to_json() for c in self.collections]),
+                       PRIMARY_KEY: None if self.last_key is None else json.dumps(self.last_key),
+                       MAXIMUM_KEY: None if self.max_key is None else json.dumps(self.max_key),
+                       CORRELATION_ID: self.correlation_id}
+        if self.paused:
+            out[PAUSED] = True
+        return out
+
+    @classmethod
+    def from_offset(cls, offset: Offset) -> State:
+        raw = offset.get(COLLECTIONS)
+        if not raw:
+            return cls()
+
+        def key(name: str) -> list[Any] | None:
+            v = offset.get(name)
+            return None if v is None else json.loads(v)
+
+        return cls(tuple(Collection.from_json(c) for c in json.loads(raw)), key(PRIMARY_KEY), key(MAXIMUM_KEY),
+                   offset.get(CORRELATION_ID), bool(offset.get(PAUSED)))
+
+    def next_table(self) -> State:
+        return State(self.collections[1:], None, None, self.correlation_id if len(self.collections) > 1 else None,
+                     self.paused and len(self.collections) > 1)
+
+
+@dataclass
+class Change:
+    """A streamed change the scan reports: a change to a watched table (its keys before and after),
+    or an insert into the signalling table (`row`: its id, type and data)."""
+
+    table: str
+    op: str  # c, u, d, or t (a truncate)
+    xid: int | None
+    keys: list[Key] = field(default_factory=list)
+    row: tuple[Any, ...] | None = None
+
+
+@dataclass
+class Window:
+    """One chunk read under an open window: its rows and what supersedes them."""
+
+    id: str
+    collection: Collection
+    key_columns: list[str]
+    from_key: list[Any] | None
+    to_key: list[Any]  # the key of the chunk's last row
+    columns: list[pa.Array]  # the rows, as the database's text, in the table's column order
+    key_index: list[int]  # where the key columns are among `columns`
+    opened: bool = False  # the open watermark has been seen in the stream (always, read-only)
+    snapshot: Any = None  # the read-only mode's visibility (connector's own)
+    evicted: set[Key] = field(default_factory=set)
+    truncated: bool = False
+
+    def evict(self, keys: Sequence[Key]) -> None:
+        self.evicted.update(keys)
+
+    def remaining(self) -> list[pa.Array]:
+        """The chunk's rows that no streamed change superseded."""
+        if self.truncated:
+            return [c.slice(0, 0) for c in self.columns]
+        if not self.evicted:
+            return self.columns
+        mask = pc.invert(pc.is_in(_joined([self.columns[i] for i in self.key_index]),
+                                  value_set=pa.array([_join(k) for k in self.evicted], pa.string())))
+        return [c.filter(mask) for c in self.columns]
+
+    def chunk_offset(self) -> dict[str, Any]:
+        c = self.collection
+        return {"id": self.id, "table": c.id, "condition": c.condition, "surrogate_key": c.surrogate_key,
+                "from": self.from_key, "to": self.to_key}
+
+
+_SEP = "\x1f"
+
+
+def _join(key: Key) -> str:
+    return _SEP.join("\x00" if v is None else str(v) for v in key)
+
+
+def _joined(columns: list[pa.Array]) -> pa.Array:
+    if len(columns) == 1:
+        return pc.fill_null(columns[0], "\x00")
+    return pc.binary_join_element_wise(*[pc.fill_null(c, "\x00") for c in columns], _SEP)
+
+
+class IncrementalHooks(Protocol):
+    """What a connector gives incremental snapshots. Stream positions are its own (the offset's
+    position fields)."""
+
+    def resolve_collections(self, patterns: Sequence[str]) -> list[str]:
+        """The captured tables (`schema.table`) the regexes match, in snapshot order."""
+        ...
+
+    def scan_stream(self, start: Offset, end: Offset, watched: Mapping[str, list[str]]) -> Iterator[Change]:
+        """The changes in (start, end] to the tables `watched` (their keys: the columns given), and the
+        inserts into the signalling table when it is set, in log order, decoded on the driver."""
+        ...
+
+    def key_columns(self, collection: Collection) -> list[str] | None:
+        """The columns a table's chunks are ordered by (the surrogate key, else the primary key);
+        None when it has none."""
+        ...
+
+    def max_key(self, collection: Collection, key_columns: list[str]) -> list[Any] | None:
+        """The table's largest key (under the collection's condition); None when it has no rows."""
+        ...
+
+    def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
+                    upto: list[Any], size: int, window_id: str) -> Window | None:
+        """Open a window and read the chunk: at most `size` rows with keys in (after, upto], by key
+        (watermarks written as configured); None when there are no such rows (no window stays open)."""
+        ...
+
+    def window_ready(self, window: Window, end: Offset) -> bool:
+        """Whether the window's rows may be emitted at stream position `end`."""
+        ...
+
+    def visible(self, window: Window, xid: int | None) -> bool:
+        """Read-only mode: whether the chunk's snapshot saw transaction `xid`'s changes."""
+        ...
+
+    def chunk_unit(self, window: Window, columns: list[pa.Array], at: Offset) -> WorkUnit:
+        """The unit emitting the rows `columns` of `window` as incremental snapshot events, at `at`."""
+        ...
+
+    def reread_unit(self, chunk: dict[str, Any], evicted: set[Key], at: Offset) -> WorkUnit:
+        """A replayed batch's chunk: its key range read again, minus the keys `evicted`."""
+        ...
+
+    def log_position(self, at: Offset) -> str:
+        """The streaming coordinates a `log` signal's `{}` stands for."""
+        ...
+
+
+class Incremental:
+    """Signals and incremental snapshots over one connector's stream (driver-side)."""
+
+    def __init__(self, config: ConnectorConfig, hooks: IncrementalHooks):
+        self.hooks = hooks
+        self.signal_table = config.get("signal.data.collection")
+        channels = config.get("signal.enabled.channels") or ["source"]
+        self.source_channel = "source" in channels and bool(self.signal_table)
+        self.files: list[tuple[Path, str]] = []
+        if "file" in channels:
+            self.files.append((Path(config["signal.file"]), "file"))
+        if config.get(sig.CLI_FILE):
+            self.files.append((Path(config[sig.CLI_FILE]), "cli"))
+        self.poll_s = config["signal.poll.interval.ms"] / 1000
+        self.chunk_size = config["incremental.snapshot.chunk.size"]
+        self.read_only = bool(config.get(sig.READ_ONLY))
+        self.last_poll = 0.0
+        self.window: Window | None = None
+        self.pending: dict[str, Window] = {}  # chunk id -> window, emitted by the batch planned next
+        self.keys: dict[str, list[str] | None] = {}
+
+    # ------------------------------------------------------------------ the batch's end
+    def latest(self, start: Offset, start_pos: Offset, end_pos: Offset | None, stream_offset: Offset) -> Offset | None:
+        """The incremental-snapshot and signal fields of the batch from `start` (an offset) whose
+        stream range ends at `end_pos` (None: nothing new in the stream), merged into
+        `stream_offset`; None when the batch has nothing to do."""
+        state = State.from_offset(start)
+        files = dict(start.get(FILE_POSITIONS) or {})
+        signals: list[sig.Signal] = []
+        if self.files and time.monotonic() - self.last_poll >= self.poll_s:
+            self.last_poll = time.monotonic()
+            for path, channel in self.files:
+                pos = int(files.get(str(path), 0))
+                for signal, after in sig.read_file(path, pos, channel):
+                    files[str(path)] = after
+                    if signal is not None:
+                        signals.append(signal)
+        window = self.window
+        if end_pos is not None and (self.source_channel or window is not None):
+            watched = {window.collection.id: window.key_columns} if window is not None else {}
+            for change in self.hooks.scan_stream(start_pos, end_pos, watched):
+                if change.table == self.signal_table and change.op == "c" and change.row is not None:
+                    s = self._source_signal(change.row, window)
+                    if s is not None:
+                        signals.append(s)
+                elif window is not None and change.table == window.collection.id:
+                    self._supersede(window, change)
+        for s in signals:
+            state = self._act(state, s, end_pos or start_pos)
+        chunk: dict[str, Any] | None = None
+        window = self.window  # (a stop-snapshot may have closed it)
+        at = end_pos if end_pos is not None else start_pos
+        if window is not None and window.opened and self.hooks.window_ready(window, at):
+            chunk = window.chunk_offset()
+            self.pending = {window.id: window}
+            self.window = None
+            state = State(state.collections, window.to_key, state.max_key, state.correlation_id, state.paused)
+        if self.window is None and state.active and not state.paused and chunk is None:
+            state = self._open_next(state)
+        changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
+                   or chunk is not None)
+        if end_pos is None and not changed:
+            return None
+        out = {**stream_offset, **state.to_offset()}
+        if files:
+            out[FILE_POSITIONS] = files
+        if chunk is not None:
+            out[CHUNK] = chunk
+        return out
+
+    def _source_signal(self, row: tuple[Any, ...], window: Window | None) -> sig.Signal | None:
+        if len(row) < 2:
+            log.warning("skipping a signal: the signalling table %s has fewer than 2 columns", self.signal_table)
+            return None
+        id_, type_ = row[0], row[1]
+        if type_ in (sig.WINDOW_OPEN, sig.WINDOW_CLOSE):
+            if window is not None and type_ == sig.WINDOW_OPEN and id_ == f"{window.id}-open":
+                window.opened = True
+            return None  # a watermark (of this window, or of one a restart abandoned)
+        try:
+            return sig.parse_signal(id_, type_, row[2] if len(row) > 2 else None, "source")
+        except sig.BadSignal as exc:
+            log.warning("skipping a malformed signal %r from %s: %s", id_, self.signal_table, exc)
+            return None
+
+    def _supersede(self, window: Window, change: Change) -> None:
+        if self.read_only:
+            if self.hooks.visible(window, change.xid):
+                return
+        elif not window.opened:
+            return
+        if change.op == "t":
+            window.truncated = True
+        window.evict(change.keys)
+
+    # ------------------------------------------------------------------ signals
+    def _act(self, state: State, s: sig.Signal, at: Offset) -> State:
+        log.info("%s: %s", s.describe(), json.dumps(s.data))
+        if s.type == sig.LOG:
+            log.warning("%s", s.data["message"].replace("{}", self.hooks.log_position(at), 1))
+            return state
+        if s.type == sig.EXECUTE_SNAPSHOT:
+            return self._execute(state, s)
+        if not state.active:
+            log.warning("%s: no incremental snapshot is running", s.describe())
+            return state
+        if s.type == sig.PAUSE_SNAPSHOT:
+            log.info("incremental snapshot paused")
+            return State(state.collections, state.last_key, state.max_key, state.correlation_id, True)
+        if s.type == sig.RESUME_SNAPSHOT:
+            log.info("incremental snapshot resumed")
+            return State(state.collections, state.last_key, state.max_key, state.correlation_id, False)
+        # stop-snapshot: all tables, or those the regexes match
+        patterns = s.data.get("data-collections")
+        if not patterns:
+            self.window = None
+            log.info("incremental snapshot stopped")
+            return State()
+        regexes = [re.compile(p) for p in patterns]
+        keep = tuple(c for c in state.collections if not any(r.fullmatch(c.id) for r in regexes))
+        if keep and keep[0] == state.collections[0]:
+            return State(keep, state.last_key, state.max_key, state.correlation_id, state.paused)
+        self.window = None  # the table being read was removed
+        return State(keep, None, None, state.correlation_id if keep else None, state.paused and bool(keep))
+
+    def _execute(self, state: State, s: sig.Signal) -> State:
+        d = s.data
+        patterns = d["data-collections"]
+        if not patterns:
+            log.info("%s lists no data-collections: nothing to snapshot", s.describe())
+            return state
+        conditions: dict[str, str] = {}
+        for c in _as_list(d.get("additional-conditions")):
+            conditions[c["data-collection"]] = c["filter"]
+        tables = self.hooks.resolve_collections(patterns)
+        if not tables:
+            log.warning("%s: data-collections %s match no captured table", s.describe(), patterns)
+            return state
+        legacy = d.get("additional-condition")
+        new = []
+        for t in tables:
+            cond = next((f for name, f in conditions.items() if re.fullmatch(name, t) or name == t), legacy)
+            new.append(Collection(t, cond or None, d.get("surrogate-key")))
+        known = {c.id for c in state.collections}
+        added = tuple(c for c in new if c.id not in known)
+        log.info("incremental snapshot %s of %s", s.id, ", ".join(c.id for c in added))
+        if state.active:
+            return State(state.collections + added, state.last_key, state.max_key, state.correlation_id, state.paused)
+        return State(added, None, None, s.id, False)
+
+    # ------------------------------------------------------------------ chunks
+    def _open_next(self, state: State) -> State:
+        """Open the window of the next chunk, moving past tables that are done (or cannot be read)."""
+        while state.active:
+            c = state.collections[0]
+            cols = self._key_columns(c)
+            if cols is None:
+                log.warning("incremental snapshot: %s has no primary key (and no surrogate-key): skipped", c.id)
+                state = state.next_table()
+                continue
+            if state.max_key is None:
+                top = self.hooks.max_key(c, cols)
+                if top is None:
+                    log.info("incremental snapshot: %s is empty", c.id)
+                    state = state.next_table()
+                    continue
+                state = State(state.collections, state.last_key, top, state.correlation_id, state.paused)
+            assert state.max_key is not None
+            window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
+                                            str(uuid.uuid4()))
+            if window is None:
+                log.info("incremental snapshot: %s done", c.id)
+                state = state.next_table()
+                continue
+            if self.read_only:
+                window.opened = True
+            self.window = window
+            return state
+        return state
+
+    def _key_columns(self, c: Collection) -> list[str] | None:
+        if c.id + "/" + str(c.surrogate_key) not in self.keys:
+            self.keys[c.id + "/" + str(c.surrogate_key)] = self.hooks.key_columns(c)
+        return self.keys[c.id + "/" + str(c.surrogate_key)]
+
+    # ------------------------------------------------------------------ the batch's units
+    def units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:
+        """The unit emitting the chunk the batch ending at `end` carries (none when it carries none)."""
+        chunk = end.get(CHUNK)
+        if not chunk:
+            return []
+        window = self.pending.get(chunk["id"])
+        if window is not None:
+            return [self.hooks.chunk_unit(window, window.remaining(), end_pos)]
+        # a batch replayed (after a restart): the chunk's key range again, minus what the batch supersedes
+        evicted: set[Key] = set()
+        c = Collection(chunk["table"], chunk.get("condition"), chunk.get("surrogate_key"))
+        key = self._key_columns(c)
+        if start_pos != end_pos and key:
+            for change in self.hooks.scan_stream(start_pos, end_pos, {c.id: key}):
+                if change.table == chunk["table"]:
+                    evicted.update(change.keys)
+        return [self.hooks.reread_unit(chunk, evicted, end_pos)]
+
+
+def _as_list(v: Any) -> list[Any]:
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]

@@ -1,0 +1,384 @@
+"""Signals and incremental snapshots on a real PostgreSQL server, through the embedded engine.
+
+The main check replays every event a run delivers (creates, updates, deletes, and the snapshot's
+`op: r` rows) into a map by key and compares it with the table as it is at the end, while a
+workload thread inserts, updates, deletes and changes the primary keys of the rows the snapshot
+reads: with each watermarking strategy and with the read-only mode. Then: a restart in the
+middle of a snapshot, stop/pause/resume, additional-conditions, malformed signals, the file
+channel and the command line.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from headwater.connectors.common import incremental as inc
+from headwater.connectors.common.signals import append_signal, with_cli_file
+from headwater.connectors.postgres.source import PostgresSource
+from headwater.connectors.registry import validate_connector
+from headwater.devservers.postgres import PostgresServer
+from headwater.engine.engine import Engine, OffsetFile
+from headwater.events.batch import Event
+
+SIGNALS = "public.dbz_signal"
+
+
+def props(server: PostgresServer, db: str, **extra: str) -> dict[str, str]:
+    return {**server.connector_properties(db), "connector.class": "postgres", "topic.prefix": "s",
+            "slot.name": "inc", "snapshot.mode": "no_data", "status.update.interval.ms": "500",
+            "signal.data.collection": SIGNALS, "incremental.snapshot.chunk.size": "500",
+            "signal.poll.interval.ms": "0", **extra}
+
+
+def setup(server: PostgresServer, db: str, rows: int) -> None:
+    server.execute("CREATE TABLE dbz_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, "
+                   "data varchar(2048))", db)
+    server.execute("CREATE TABLE items (id int PRIMARY KEY, v int NOT NULL, color text)", db)
+    server.execute("CREATE TABLE done (id int PRIMARY KEY)", db)
+    server.execute(f"INSERT INTO items SELECT g, g * 10, CASE WHEN g % 3 = 0 THEN 'blue' ELSE 'red' END "
+                   f"FROM generate_series(1, {rows}) g", db)
+
+
+def signal(server: PostgresServer, db: str, type_: str, data: dict[str, Any] | str | None, id_: str) -> None:
+    conn = server.connect(db)
+    try:
+        with conn.cursor() as cur:
+            text = data if isinstance(data, str) or data is None else json.dumps(data)
+            cur.execute("INSERT INTO dbz_signal VALUES (%s, %s, %s)", (id_, type_, text))
+    finally:
+        conn.close()
+
+
+class Run:
+    """An engine on a thread, collecting events until told to stop."""
+
+    def __init__(self, config, offsets: Path | None = None):
+        self.connector = PostgresSource(config)
+        self.engine = Engine(config, OffsetFile(offsets) if offsets else None, connector=self.connector)
+        self.events: list[Event] = []
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            for ev in self.engine.events():
+                self.events.append(ev)
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def wait(self, what: Callable[[], bool], timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while not what():
+            if self.error is not None:
+                raise self.error
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.1)
+
+    def offset(self) -> dict[str, Any]:
+        return self.engine.offset or {}
+
+    def snapshot_done(self) -> bool:
+        return self.engine.offset is not None and not self.offset().get(inc.COLLECTIONS)
+
+    def saw_done(self, n: int) -> bool:
+        return any(_table(e) == "done" and _value(e)["after"]["id"] == n for e in list(self.events))
+
+    def stop(self) -> None:
+        self.engine.stop()
+        self.thread.join(60)
+        self.engine.close()
+        if self.error is not None:
+            raise self.error
+
+
+def _value(e: Event) -> dict[str, Any]:
+    return json.loads(e.value) if e.value else {}
+
+
+def _table(e: Event) -> str | None:
+    v = _value(e)
+    return v.get("source", {}).get("table") if v else None
+
+
+def replay(events: list[Event], table: str) -> dict[int, dict[str, Any]]:
+    state: dict[int, dict[str, Any]] = {}
+    for e in events:
+        v = _value(e)
+        if not v or v.get("source", {}).get("table") != table:
+            continue
+        if v["op"] == "d":
+            state.pop(v["before"]["id"], None)
+        else:
+            state[v["after"]["id"]] = v["after"]
+    return state
+
+
+def table_state(server: PostgresServer, db: str, where: str = "") -> dict[int, dict[str, Any]]:
+    return {r[0]: {"id": r[0], "v": r[1], "color": r[2]}
+            for r in server.query(f"SELECT id, v, color FROM items {where}", db)}
+
+
+def workload(server: PostgresServer, db: str, rows: int, stop: threading.Event, seed: int) -> None:
+    """Transactions of inserts, updates, deletes and primary-key changes on the snapshot's keys until
+    `stop` (a transaction whose key change collides is rolled back, and the workload goes on)."""
+    rnd = random.Random(seed)
+    conn = server.connect(db, autocommit=False)
+    top = rows * 3
+    try:
+        with conn.cursor() as cur:
+            while not stop.is_set():
+                try:
+                    for _ in range(rnd.randint(1, 5)):
+                        k = rnd.randint(1, rows)
+                        op = rnd.random()
+                        if op < 0.4:
+                            cur.execute("UPDATE items SET v = v + 1 WHERE id = %s", (k,))
+                        elif op < 0.6:
+                            cur.execute("DELETE FROM items WHERE id = %s", (k,))
+                        elif op < 0.8:
+                            cur.execute("INSERT INTO items VALUES (%s, 1, 'green') ON CONFLICT (id) DO UPDATE "
+                                        "SET v = items.v + 100", (k,))
+                        elif op < 0.9:  # a key beyond the table's end
+                            top += 1
+                            cur.execute("UPDATE items SET id = %s WHERE id = %s", (top, k))
+                        else:  # a key inside the table: a later chunk's, or one already read
+                            cur.execute("UPDATE items SET id = %s WHERE id = %s", (rnd.randint(1, rows), k))
+                    conn.commit()
+                except Exception:
+                    conn.rollback()
+                time.sleep(0.002)
+    finally:
+        conn.close()
+
+
+def start_workload(server: PostgresServer, db: str, rows: int, seed: int = 7) -> tuple[threading.Thread, threading.Event]:
+    stop = threading.Event()
+    t = threading.Thread(target=workload, args=(server, db, rows, stop, seed), daemon=True)
+    t.start()
+    return t, stop
+
+
+def started(server: PostgresServer, db: str, run: Run) -> None:
+    """Wait until the engine streams from its slot (changes before it are not captured)."""
+    run.wait(lambda: bool(server.query(f"SELECT 1 FROM pg_replication_slots WHERE slot_name = 'inc' "
+                                       f"AND database = '{db}' AND active", db)))
+
+
+def finish(server: PostgresServer, db: str, run: Run, n: int) -> None:
+    """Wait for the snapshot to end and the stream to deliver a marker written after the workload."""
+    run.wait(run.snapshot_done, 300)
+    server.execute(f"INSERT INTO done VALUES ({n})", db)
+    run.wait(lambda: run.saw_done(n))
+
+
+@pytest.mark.parametrize("extra", [
+    {"incremental.snapshot.watermarking.strategy": "insert_insert"},
+    {"incremental.snapshot.watermarking.strategy": "insert_delete"},
+    {"headwater.incremental.snapshot.read.only": "true"},
+], ids=["insert_insert", "insert_delete", "read_only"])
+def test_snapshot_under_concurrent_changes_replays_to_the_table(pg_server, pg_db, extra):
+    rows = 6000
+    setup(pg_server, pg_db, rows)
+    run = Run(validate_connector(props(pg_server, pg_db, **extra)))
+    try:
+        started(pg_server, pg_db, run)
+        worker, stop = start_workload(pg_server, pg_db, rows)
+        time.sleep(0.3)
+        signal(pg_server, pg_db, "execute-snapshot", {"data-collections": ["public.items"]}, "s1")
+        run.wait(lambda: any(_value(e).get("source", {}).get("snapshot") == "incremental" for e in run.events))
+        time.sleep(2.0)
+        stop.set()
+        worker.join(30)
+        finish(pg_server, pg_db, run, 1)
+    finally:
+        run.stop()
+    reads = [e for e in run.events if _value(e).get("op") == "r"]
+    assert reads and all(_value(e)["source"]["snapshot"] == "incremental" for e in reads)
+    assert replay(run.events, "items") == table_state(pg_server, pg_db)
+    watermarks = pg_server.query("SELECT type, count(*) FROM dbz_signal GROUP BY type ORDER BY type", pg_db)
+    kinds = dict(watermarks)
+    if "headwater.incremental.snapshot.read.only" in extra:
+        assert "snapshot-window-open" not in kinds
+    elif extra["incremental.snapshot.watermarking.strategy"] == "insert_insert":
+        assert kinds["snapshot-window-open"] == kinds["snapshot-window-close"] >= rows // 500
+    else:
+        assert "snapshot-window-open" not in kinds and "snapshot-window-close" not in kinds
+
+
+
+def reads(events: list[Event]) -> list[int]:
+    """The ids of the incremental snapshot's rows, in order."""
+    out = []
+    for e in events:
+        v = _value(e)
+        if v.get("op") == "r" and v["source"]["snapshot"] == "incremental":
+            out.append(v["after"]["id"])
+    return out
+
+
+def small(server: PostgresServer, db: str, rows: int = 2000, **extra: str):
+    setup(server, db, rows)
+    return validate_connector(props(server, db, **{"incremental.snapshot.chunk.size": "200", **extra}))
+
+
+def test_a_restart_resumes_at_the_chunk_it_was_in(pg_server, pg_db, tmp_path):
+    config = small(pg_server, pg_db)
+    offsets = tmp_path / "offsets.json"
+    run = Run(config, offsets)
+    started(pg_server, pg_db, run)
+    signal(pg_server, pg_db, "pause-snapshot", None, "p0")  # (no snapshot running: logged, ignored)
+    signal(pg_server, pg_db, "execute-snapshot", {"data-collections": ["public.items"]}, "s1")
+    run.wait(lambda: len(reads(run.events)) >= 600)
+    run.stop()
+    first = reads(run.events)
+    stored = json.loads(offsets.read_text())["offset"]
+    assert stored[inc.COLLECTIONS] and json.loads(stored[inc.PRIMARY_KEY]) == [str(max(first))]
+    assert stored[inc.CORRELATION_ID] == "s1"
+    assert len(first) < 2000
+
+    again = Run(config, offsets)
+    started(pg_server, pg_db, again)
+    finish(pg_server, pg_db, again, 1)
+    again.stop()
+    second = reads(again.events)
+    assert min(second) == max(first) + 1  # the chunk after the last one delivered: none read twice
+    assert sorted(first + second) == list(range(1, 2001))
+
+
+def test_a_batch_replayed_in_a_fresh_connector_reads_its_chunk_again(pg_server, pg_db):
+    """What Spark does after a crash: plan() of a checkpointed (start, end] in a new source."""
+    config = small(pg_server, pg_db)
+    src = PostgresSource(config)
+    fresh = PostgresSource(config)
+    try:
+        start = src.initial_offset()
+        src.open(start)
+        signal(pg_server, pg_db, "execute-snapshot", {"data-collections": ["public.items"]}, "s1")
+        planned = None
+        for _ in range(50):
+            end = src.latest_offset(start)
+            units = src.plan(start, end)
+            if end.get(inc.CHUNK):
+                planned = (start, end, [e for u in units for b in u.read() for e in b.rows()])
+                break
+            start = end
+        assert planned is not None
+        start, end, events = planned
+        src.close()  # (it holds the slot)
+        fresh.open(start)
+        replayed = [e for u in fresh.plan(start, end) for b in u.read() for e in b.rows()]
+        assert reads(replayed) == reads(events) == list(range(1, 201))
+        assert [_value(e)["after"] for e in replayed] == [_value(e)["after"] for e in events]
+    finally:
+        src.close()
+        fresh.close()
+
+
+def test_pause_resume_and_stop(pg_server, pg_db):
+    run = Run(small(pg_server, pg_db))
+    try:
+        started(pg_server, pg_db, run)
+        signal(pg_server, pg_db, "execute-snapshot", {"data-collections": ["public.items"]}, "s1")
+        signal(pg_server, pg_db, "pause-snapshot", None, "p1")
+        run.wait(lambda: bool(run.offset().get(inc.PAUSED)))
+        paused_at = run.offset().get(inc.PRIMARY_KEY)
+        n = len(reads(run.events))
+        pg_server.execute("INSERT INTO done VALUES (1)", pg_db)
+        run.wait(lambda: run.saw_done(1))
+        time.sleep(1.0)
+        assert len(reads(run.events)) == n and run.offset().get(inc.PRIMARY_KEY) == paused_at
+        signal(pg_server, pg_db, "resume-snapshot", None, "r1")
+        run.wait(lambda: len(reads(run.events)) >= n + 400)
+        signal(pg_server, pg_db, "stop-snapshot", {"type": "incremental"}, "x1")
+        run.wait(run.snapshot_done)
+        stopped = len(reads(run.events))
+        pg_server.execute("INSERT INTO done VALUES (2)", pg_db)
+        run.wait(lambda: run.saw_done(2))
+        assert len(reads(run.events)) == stopped < 2000
+        assert len(set(reads(run.events))) == stopped
+    finally:
+        run.stop()
+
+
+def test_additional_conditions_and_malformed_signals(pg_server, pg_db, caplog):
+    run = Run(small(pg_server, pg_db))
+    try:
+        started(pg_server, pg_db, run)
+        signal(pg_server, pg_db, "execute-snapshot", "{not json", "bad1")
+        signal(pg_server, pg_db, "no-such-signal", None, "bad2")
+        signal(pg_server, pg_db, "execute-snapshot", {"type": "incremental"}, "bad3")
+        signal(pg_server, pg_db, "log", {"message": "hello from a signal at {}"}, "l1")
+        signal(pg_server, pg_db, "execute-snapshot", {
+            "data-collections": ["public\\.ite.*"],
+            "additional-conditions": [{"data-collection": "public.items", "filter": "color = 'blue'"}]}, "s1")
+        finish(pg_server, pg_db, run, 1)
+    finally:
+        run.stop()
+    assert reads(run.events) == list(range(3, 2001, 3))
+    text = caplog.text
+    assert "bad1" in text and "not JSON" in text
+    assert "bad2" in text and "no-such-signal" in text
+    assert "bad3" in text and "data-collections" in text
+    assert "hello from a signal at {lsn=" in text
+
+
+def test_file_channel_acts_once_across_restarts(pg_server, pg_db, tmp_path):
+    signals = tmp_path / "signals.txt"
+    config = small(pg_server, pg_db, **{"signal.enabled.channels": "source,file", "signal.file": str(signals)})
+    offsets = tmp_path / "offsets.json"
+    signals.write_text("this is not a signal\n")
+    append_signal(signals, "execute-snapshot", {"data-collections": ["public.items"]}, "f1")
+    run = Run(config, offsets)
+    try:
+        started(pg_server, pg_db, run)
+        run.wait(lambda: len(reads(run.events)) == 2000)
+        finish(pg_server, pg_db, run, 1)
+    finally:
+        run.stop()
+    assert json.loads(offsets.read_text())["offset"][inc.FILE_POSITIONS] == {str(signals): signals.stat().st_size}
+    again = Run(config, offsets)
+    try:
+        started(pg_server, pg_db, again)
+        pg_server.execute("INSERT INTO done VALUES (2)", pg_db)
+        again.wait(lambda: again.saw_done(2))
+    finally:
+        again.stop()
+    assert reads(again.events) == []
+
+
+def test_the_command_line_signal_reaches_a_stopped_pipeline(pg_server, pg_db, tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from headwater.cli.main import cli
+
+    setup(pg_server, pg_db, 500)
+    source = {k: v for k, v in props(pg_server, pg_db).items()}
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump({
+        "name": "t", "source": source, "sink": {"type": "jsonl", "path": str(tmp_path / "out")},
+        "spark": {"master": "local[1]", "checkpoint": str(tmp_path / "ckpt")}}))
+    bad = CliRunner().invoke(cli, ["signal", str(config_file), "execute-snapshot", "--data", "{}"])
+    assert bad.exit_code == 2 and "data-collections" in bad.output
+    ok = CliRunner().invoke(cli, ["signal", str(config_file), "execute-snapshot", "--data",
+                                 '{"data-collections": ["public.items"]}'])
+    assert ok.exit_code == 0, ok.output
+    cli_signals = tmp_path / "ckpt" / "signals.jsonl"
+    assert json.loads(cli_signals.read_text())["type"] == "execute-snapshot"
+
+    run = Run(with_cli_file(validate_connector(source), cli_signals))
+    try:
+        started(pg_server, pg_db, run)
+        finish(pg_server, pg_db, run, 1)
+    finally:
+        run.stop()
+    assert reads(run.events) == list(range(1, 501))
