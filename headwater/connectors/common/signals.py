@@ -32,6 +32,7 @@ from typing import Any
 
 from headwater.config.errors import ConfigError
 from headwater.config.properties import ConnectorConfig, Property, prop
+from headwater.connectors.common.filters import matches_any
 
 log = logging.getLogger("headwater.signals")
 
@@ -87,6 +88,19 @@ def with_cli_file(config: ConnectorConfig, path: str | Path) -> ConnectorConfig:
     if CLI_FILE not in config.definitions or config.get(CLI_FILE):
         return config
     return dataclasses.replace(config, values={**config.values, CLI_FILE: str(path)})
+
+
+def with_signal_table(config: ConnectorConfig) -> ConnectorConfig:
+    """`config` capturing the signalling table too, as Debezium does (its rows are change events
+    like any other table's) when `table.include.list` would leave it out."""
+    table = config.get("signal.data.collection")
+    include = config.get("table.include.list")
+    if not table or not include:
+        return config
+    name = ".".join(split_table(table))
+    if matches_any(include, name):
+        return config
+    return dataclasses.replace(config, values={**config.values, "table.include.list": [*include, re.escape(name)]})
 
 
 def cli_file(config: ConnectorConfig, checkpoint: str | Path) -> Path | None:

@@ -6,9 +6,10 @@
   ORDER BY key LIMIT n) TO STDOUT (FORMAT csv)`: the rows as PostgreSQL's text, as the initial
   snapshot reads them, so the same column-wise encoder makes their events (`op: r`,
   `source.snapshot: incremental`).
-- Watermarks: `INSERT INTO <signal table> VALUES ('<id>-open', 'snapshot-window-open', NULL)` before
-  the chunk's SELECT, and after it `('<id>-close', 'snapshot-window-close', NULL)` (`insert_insert`)
-  or `DELETE ... WHERE <first column> = '<id>-open'` (`insert_delete`).
+- Watermarks, as Debezium writes them: `INSERT INTO <signal table> VALUES ('<id>-open',
+  'snapshot-window-open', '{"openWindowTimestamp": ...}')` before the chunk's SELECT, and after it
+  `('<id>-close', 'snapshot-window-close', '{"openWindowTimestamp": ..., "closeWindowTimestamp": ...}')`
+  (`insert_insert`) or `DELETE ... WHERE <first column> = '<id>-open'` (`insert_delete`).
 - The read-only mode (`headwater.incremental.snapshot.read.only`) writes nothing: the chunk's SELECT
   runs in a REPEATABLE READ transaction whose first statement takes `pg_current_snapshot()`; a
   streamed change supersedes a chunk row when its transaction is not visible to that snapshot (xid
@@ -18,7 +19,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
+import json
 import logging
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -203,11 +206,11 @@ class PostgresIncremental:
             q = q + sql.SQL(" LIMIT {}").format(sql.Literal(size))
         return q
 
-    def _watermark(self, cur: Any, id_: str, kind: str) -> None:
+    def _watermark(self, cur: Any, id_: str, kind: str, data: dict[str, str]) -> None:
         assert self.signal_table is not None
         schema, table = split_table(self.signal_table)
-        cur.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, NULL)").format(sql.Identifier(schema, table)),
-                    (id_, kind))
+        cur.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(sql.Identifier(schema, table)),
+                    (id_, kind, json.dumps(data)))
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
                     upto: list[Any], size: int, window_id: str) -> Window | None:
@@ -222,12 +225,14 @@ class PostgresIncremental:
             try:
                 with conn.cursor() as cur:
                     vis = None
+                    opened: dict[str, str] = {}
                     if self.read_only:
                         cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
                         cur.execute("SELECT pg_current_snapshot()::text")
                         snap = cur.fetchone()[0]
                     else:
-                        self._watermark(cur, f"{window_id}-open", "snapshot-window-open")
+                        opened = {"openWindowTimestamp": _now()}
+                        self._watermark(cur, f"{window_id}-open", "snapshot-window-open", opened)
                     columns = copy_rows(cur, conn, q, len(t.columns))
                     if self.read_only:
                         cur.execute("SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
@@ -240,7 +245,8 @@ class PostgresIncremental:
                         cur.execute(sql.SQL("DELETE FROM {} WHERE {} = %s").format(
                             sql.Identifier(s_schema, s_table), sql.Identifier(first)), (f"{window_id}-open",))
                     else:
-                        self._watermark(cur, f"{window_id}-close", "snapshot-window-close")
+                        self._watermark(cur, f"{window_id}-close", "snapshot-window-close",
+                                        {**opened, "closeWindowTimestamp": _now()})
                     return columns, vis
             finally:
                 conn.close()
@@ -284,7 +290,7 @@ class PostgresIncremental:
         t = self._table(collection_id)
         q = None if query is None else query.as_string(self.source._connection())
         return IncrementalChunk(self.source.context, t, columns, self.source.params, q, evicted, key_index,
-                                pos.lsn_commit, pos.last_commit_lsn)
+                                pos.lsn_commit)
 
     def chunk_unit(self, window: Window, columns: list[pa.Array], at: Offset) -> WorkUnit:
         return self._unit(window.collection.id, columns, None, set(), window.key_index, at)
@@ -300,6 +306,11 @@ class PostgresIncremental:
     def log_position(self, at: Offset) -> str:
         pos: StreamPosition = self.source._position(at)
         return f"{{lsn={lsn_to_str(pos.lsn_commit)}}}"
+
+
+def _now() -> str:
+    """The time now as Debezium writes a watermark's (an ISO instant in UTC)."""
+    return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def copy_rows(cur: Any, conn: Any, query: sql.Composable, ncols: int) -> list[pa.Array]:
@@ -321,11 +332,11 @@ class IncrementalChunk(WorkUnit):
 
     def __init__(self, ctx: EventContext, table: TableSchema, columns: list[pa.Array] | None,
                  params: ConnectionParams, query: str | None, evicted: set[Key], key_index: list[int],
-                 lsn: int, last_commit: int | None):
+                 lsn: int):
         self.ctx, self.table, self.columns = ctx, table, columns
         self.params, self.query = params, query
         self.evicted, self.key_index = evicted, key_index
-        self.lsn, self.last_commit = lsn, last_commit
+        self.lsn = lsn
 
     def describe(self) -> str:
         return f"incremental snapshot chunk of {self.table.schema}.{self.table.name}"
@@ -351,8 +362,10 @@ class IncrementalChunk(WorkUnit):
         if not columns or len(columns[0]) == 0:
             return
         te = table_records(self.ctx, self.table, self.table.columns, streaming=False)
-        encoder = SnapshotBlockEncoder(te, RecordMaker(self.ctx), lsn=self.lsn, txid=None,
-                                       ts_us=time.time_ns() // 1000, sequence=sequence(self.last_commit, self.lsn),
+        # as Debezium writes them: no lsn and no txId; the sequence names the position where the chunk
+        # is emitted (Debezium's: the close watermark's), twice
+        encoder = SnapshotBlockEncoder(te, RecordMaker(self.ctx), lsn=None, txid=None,
+                                       ts_us=time.time_ns() // 1000, sequence=sequence(self.lsn, self.lsn),
                                        version=self.lsn)
         n = len(columns[0])
         limit = self.ctx.batch_rows

@@ -32,7 +32,7 @@ from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common.incremental import Incremental
 from headwater.connectors.common.phases import STREAMING, SnapshotThenStream, phase
 from headwater.connectors.common.records import table_records
-from headwater.connectors.common.signals import split_table
+from headwater.connectors.common.signals import split_table, with_signal_table
 from headwater.connectors.postgres import catalog, slots
 from headwater.connectors.postgres.connection import (
     ConnectionParams,
@@ -58,6 +58,7 @@ class PostgresSource(SnapshotThenStream):
 
     def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
                  replace_null_with_default: bool = True, output: str = "json"):
+        config = with_signal_table(config)
         super().__init__(config)
         self.params = ConnectionParams.from_config(config)
         self.context = EventContext.from_config(config, schemas_enable, replace_null_with_default, output)
