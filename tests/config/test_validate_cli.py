@@ -82,8 +82,13 @@ def test_debezium_class_name_and_defaults(tmp_path):
     ("include and exclude", {"table.exclude.list": "inventory.x"}, "source.table.include.list / table.exclude.list",
      ["cannot be used together"]),
     ("bad slot name", {"slot.name": "My-Slot"}, "source.slot.name", ["lower-case"]),
-    ("not implemented", {"signal.data.collection": "public.sig"}, "source.signal.data.collection",
+    ("not implemented", {"notification.enabled.channels": "log"}, "source.notification.enabled.channels",
      ["does not implement"]),
+    ("signal channel", {"signal.enabled.channels": "source,kafka"}, "source.signal.enabled.channels",
+     ["kafka not allowed"]),
+    ("signal table", {"signal.data.collection": "sig"}, "source.signal.data.collection", ["<schema>.<table>"]),
+    ("watermarking", {"incremental.snapshot.watermarking.strategy": "none"},
+     "source.incremental.snapshot.watermarking.strategy", ["insert_insert"]),
     ("bad regex", {"table.include.list": "inv(("}, "source.table.include.list", ["regular expression"]),
 ])
 def test_bad_source_properties_are_refused(tmp_path, case, change, prop, words):
