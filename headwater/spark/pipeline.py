@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from headwater.connectors.common.signals import with_cli_file
+from headwater.connectors.common.signals import CLI_FILE_NAME, with_cli_file
 from headwater.connectors.history_file import HISTORY_FILE_NAME, with_history_file
 from headwater.pipeline_config import PipelineConfig
 from headwater.spark import classcache, gateway
@@ -101,7 +101,8 @@ def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> di
     """The headwater source's options for `cfg`; a schema history (binlog connectors) is kept in the
     `checkpoint` directory unless the configuration names its file, and so is the file `headwater
     signal` writes to (connectors that take signals)."""
-    source = with_cli_file(with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME), checkpoint)
+    source = with_cli_file(with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME),
+                           Path(checkpoint) / CLI_FILE_NAME)
     props = source.as_properties()
     opts = {
         "headwater.properties": json.dumps(props),

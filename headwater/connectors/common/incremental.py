@@ -441,6 +441,17 @@ class Incremental:
         return [self.hooks.reread_unit(chunk, evicted, end_pos)]
 
 
+def status(offset: Offset | None) -> dict[str, Any]:
+    """A running incremental snapshot's progress in `offset`, for `headwater status` (nothing when none runs)."""
+    state = State.from_offset(offset or {})
+    if not state.active:
+        return {}
+    return {"incremental_snapshot": "paused" if state.paused else "running",
+            "incremental_snapshot_signal": state.correlation_id,
+            "incremental_snapshot_tables_left": ", ".join(c.id for c in state.collections),
+            "incremental_snapshot_last_key": state.last_key, "incremental_snapshot_maximum_key": state.max_key}
+
+
 def _as_list(v: Any) -> list[Any]:
     if v is None:
         return []

@@ -30,6 +30,7 @@ from typing import Any
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common.incremental import Incremental
+from headwater.connectors.common.incremental import status as incremental_status
 from headwater.connectors.common.phases import STREAMING, SnapshotThenStream, phase
 from headwater.connectors.common.records import table_records
 from headwater.connectors.common.signals import split_table, with_signal_table
@@ -274,7 +275,7 @@ class PostgresSource(SnapshotThenStream):
         with conn.cursor() as cur:
             cur.execute("SELECT pg_current_wal_lsn()::text")
             current = str_to_lsn(cur.fetchone()[0])
-        out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_to_str(current)}
+        out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_to_str(current), **incremental_status(offset)}
         if state is None:
             out["slot_exists"] = False
             return out

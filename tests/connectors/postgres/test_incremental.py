@@ -292,6 +292,9 @@ def test_pause_resume_and_stop(pg_server, pg_db):
         signal(pg_server, pg_db, "pause-snapshot", None, "p1")
         run.wait(lambda: bool(run.offset().get(inc.PAUSED)))
         paused_at = run.offset().get(inc.PRIMARY_KEY)
+        shown = inc.status(run.offset())
+        assert shown["incremental_snapshot"] == "paused" and shown["incremental_snapshot_signal"] == "s1"
+        assert shown["incremental_snapshot_tables_left"] == "public.items"
         n = len(reads(run.events))
         pg_server.execute("INSERT INTO done VALUES (1)", pg_db)
         run.wait(lambda: run.saw_done(1))
