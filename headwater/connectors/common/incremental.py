@@ -37,7 +37,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -258,11 +258,17 @@ class Incremental:
         self.keys: dict[str, list[str] | None] = {}
 
     # ------------------------------------------------------------------ the batch's end
-    def latest(self, start: Offset, start_pos: Offset, end_pos: Offset | None, stream_offset: Offset) -> Offset | None:
-        """The incremental-snapshot and signal fields of the batch from `start` (an offset) whose
-        stream range ends at `end_pos` (None: nothing new in the stream), merged into
-        `stream_offset`; None when the batch has nothing to do."""
+    def latest(self, start: Offset, start_pos: Offset, stream: Callable[[], Offset | None],
+               stream_offset: Callable[[Offset], Offset]) -> Offset | None:
+        """The end of the batch from `start` (an offset; `start_pos` its stream position): the next
+        chunk's window is opened first (so that its open watermark is likely in this batch), then
+        `stream()` gives the end of the batch's stream range (None: nothing new), and
+        `stream_offset` makes an offset of a stream position; the incremental-snapshot and signal
+        fields are added to it. None when the batch has nothing to do."""
         state = State.from_offset(start)
+        if self.window is None and state.active and not state.paused:
+            state = self._open_next(state)
+        end_pos = stream()
         files = dict(start.get(FILE_POSITIONS) or {})
         signals: list[sig.Signal] = []
         if self.files and time.monotonic() - self.last_poll >= self.poll_s:
@@ -283,23 +289,23 @@ class Incremental:
                         signals.append(s)
                 elif window is not None and change.table == window.collection.id:
                     self._supersede(window, change)
-        for s in signals:
-            state = self._act(state, s, end_pos or start_pos)
-        chunk: dict[str, Any] | None = None
-        window = self.window  # (a stop-snapshot may have closed it)
         at = end_pos if end_pos is not None else start_pos
+        chunk: dict[str, Any] | None = None
         if window is not None and window.opened and self.hooks.window_ready(window, at):
             chunk = window.chunk_offset()
             self.pending = {window.id: window}
             self.window = None
             state = State(state.collections, window.to_key, state.max_key, state.correlation_id, state.paused)
-        if self.window is None and state.active and not state.paused and chunk is None:
-            state = self._open_next(state)
+        for s in signals:
+            state = self._act(state, s, at)
+        if chunk is not None and not state.active:
+            chunk = None  # stopped: the chunk's rows are not emitted
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
                    or chunk is not None)
         if end_pos is None and not changed:
             return None
-        out = {**stream_offset, **state.to_offset()}
+        out = {**stream_offset(end_pos if end_pos is not None else without_heartbeat(start_pos)),
+               **state.to_offset()}
         if files:
             out[FILE_POSITIONS] = files
         if chunk is not None:
@@ -450,6 +456,11 @@ def status(offset: Offset | None) -> dict[str, Any]:
             "incremental_snapshot_signal": state.correlation_id,
             "incremental_snapshot_tables_left": ", ".join(c.id for c in state.collections),
             "incremental_snapshot_last_key": state.last_key, "incremental_snapshot_maximum_key": state.max_key}
+
+
+def without_heartbeat(position: Offset) -> Offset:
+    """A stream position that moves nothing: `position` without the heartbeat its batch carried."""
+    return {k: v for k, v in position.items() if k != "heartbeat_ms"}
 
 
 def _as_list(v: Any) -> list[Any]:

@@ -31,7 +31,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
-from headwater.connectors.common.incremental import OFFSET_KEYS, Incremental
+from headwater.connectors.common.incremental import OFFSET_KEYS, Incremental, without_heartbeat
 from headwater.connectors.errors import PositionLost
 
 log = logging.getLogger("headwater.connectors")
@@ -216,17 +216,21 @@ class SnapshotThenStream(SourceConnector):
         self.end_snapshot()  # the snapshot batch is over once the next batch is planned
         self._open_once(start)
         cap = self.config["headwater.max.batch.events"]
+        here = _position(start)
+
+        def stream() -> Offset | None:
+            return self.stream_latest(here, min(max_events, cap) if max_events else cap)
+
         try:
-            end = self.stream_latest(_position(start), min(max_events, cap) if max_events else cap)
+            if self.incremental is not None:
+                out = self.incremental.latest(start, here, stream,
+                                              lambda end: {"snapshot": STREAMING, **end, "epoch": n})
+                return start if out is None else out
+            end = stream()
         except PositionLost as exc:
             self.stop_stream()
             self.position_lost(str(exc))
             return self._snapshot_offset(n + 1)
-        if self.incremental is not None:
-            here = _without_heartbeat(_position(start))
-            out = self.incremental.latest(start, _position(start), end,
-                                          {"snapshot": STREAMING, **(end if end is not None else here), "epoch": n})
-            return start if out is None else out
         if end is None:
             return start
         return {"snapshot": STREAMING, **end, "epoch": n}
@@ -250,7 +254,7 @@ class SnapshotThenStream(SourceConnector):
         first, last = _position(start), _position(end)
         try:
             chunk = [] if self.incremental is None else self.incremental.units(first, end, last)
-            if self.incremental is not None and _without_heartbeat(first) == last:
+            if self.incremental is not None and without_heartbeat(first) == last:
                 return chunk  # a signal or a chunk with nothing new in the stream
             return self.stream_plan(first, last) + chunk
         except PositionLost as exc:
@@ -272,7 +276,3 @@ def _position(offset: Offset) -> Offset:
 
 _LIFECYCLE_KEYS = frozenset(("snapshot", "epoch", *OFFSET_KEYS))
 
-
-def _without_heartbeat(position: Offset) -> Offset:
-    """A stream position that moves nothing: `position` without the heartbeat its batch carried."""
-    return {k: v for k, v in position.items() if k != "heartbeat_ms"}

@@ -216,6 +216,38 @@ def test_snapshot_under_concurrent_changes_replays_to_the_table(pg_server, pg_db
 
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("extra", [
+    {"incremental.snapshot.watermarking.strategy": "insert_insert"},
+    {"incremental.snapshot.watermarking.strategy": "insert_delete"},
+    {"headwater.incremental.snapshot.read.only": "true"},
+], ids=["insert_insert", "insert_delete", "read_only"])
+def test_100k_rows_under_concurrent_changes(pg_server, pg_db, extra):
+    """The issue's size: 100,000 rows in chunks of Debezium's default 1024, the workload running
+    throughout the snapshot."""
+    rows = 100_000
+    setup(pg_server, pg_db, rows)
+    run = Run(validate_connector({**props(pg_server, pg_db, **extra), "incremental.snapshot.chunk.size": "1024"}))
+    try:
+        started(pg_server, pg_db, run)
+        worker, stop = start_workload(pg_server, pg_db, rows)
+        began = time.monotonic()
+        signal(pg_server, pg_db, "execute-snapshot", {"data-collections": ["public.items"]}, "s1")
+        run.wait(lambda: bool(reads(run.events)))
+        run.wait(run.snapshot_done, 600)
+        took = time.monotonic() - began
+        stop.set()
+        worker.join(30)
+        finish(pg_server, pg_db, run, 1)
+    finally:
+        run.stop()
+    n = len(reads(run.events))
+    print(f"{extra}: {n} rows read in {took:.1f}s ({n / took:,.0f} rows/s) while streaming "
+          f"{sum(1 for e in run.events if _value(e).get('op') in ('c', 'u', 'd'))} changes")
+    assert n > rows * 0.9
+    assert replay(run.events, "items") == table_state(pg_server, pg_db)
+
+
 def reads(events: list[Event]) -> list[int]:
     """The ids of the incremental snapshot's rows, in order."""
     out = []
