@@ -127,6 +127,11 @@ class State:
                      self.paused and len(self.collections) > 1)
 
 
+class TableSkipped(Exception):
+    """A table an incremental snapshot cannot read (its condition is not valid SQL, a column is
+    missing, ...): the message says why; the table is skipped, as Debezium's SQL_EXCEPTION status."""
+
+
 @dataclass
 class Change:
     """A streamed change the scan reports: a change to a watched table (its keys before and after),
@@ -397,21 +402,24 @@ class Incremental:
         """Open the window of the next chunk, moving past tables that are done (or cannot be read)."""
         while state.active:
             c = state.collections[0]
-            cols = self._key_columns(c)
-            if cols is None:
-                log.warning("incremental snapshot: %s has no primary key (and no surrogate-key): skipped", c.id)
+            try:
+                cols = self._key_columns(c)
+                if cols is None:
+                    raise TableSkipped("it has no primary key (and the signal gave no surrogate-key)")
+                if state.max_key is None:
+                    top = self.hooks.max_key(c, cols)
+                    if top is None:
+                        log.info("incremental snapshot: %s is empty", c.id)
+                        state = state.next_table()
+                        continue
+                    state = State(state.collections, state.last_key, top, state.correlation_id, state.paused)
+                assert state.max_key is not None
+                window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
+                                                str(uuid.uuid4()))
+            except TableSkipped as exc:
+                log.warning("incremental snapshot: skipping %s: %s", c.id, exc)
                 state = state.next_table()
                 continue
-            if state.max_key is None:
-                top = self.hooks.max_key(c, cols)
-                if top is None:
-                    log.info("incremental snapshot: %s is empty", c.id)
-                    state = state.next_table()
-                    continue
-                state = State(state.collections, state.last_key, top, state.correlation_id, state.paused)
-            assert state.max_key is not None
-            window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
-                                            str(uuid.uuid4()))
             if window is None:
                 log.info("incremental snapshot: %s done", c.id)
                 state = state.next_table()

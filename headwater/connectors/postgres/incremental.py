@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import psycopg2
 import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg2 import sql
@@ -35,7 +36,15 @@ from psycopg2 import sql
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common.columnar import SnapshotBlockEncoder
 from headwater.connectors.common.filters import matches_any
-from headwater.connectors.common.incremental import Change, Collection, Key, Window, _join, _joined
+from headwater.connectors.common.incremental import (
+    Change,
+    Collection,
+    Key,
+    TableSkipped,
+    Window,
+    _join,
+    _joined,
+)
 from headwater.connectors.common.records import table_records
 from headwater.connectors.common.signals import split_table
 from headwater.connectors.common.snapshot import snapshot_order
@@ -91,6 +100,7 @@ class PostgresIncremental:
         self.strategy = cfg["incremental.snapshot.watermarking.strategy"]
         self.read_only = bool(cfg.get("headwater.incremental.snapshot.read.only"))
         self.tables: dict[str, TableSchema] = {}
+        self.warned_no_signal_table = False
 
     # ---- catalog
     def _table(self, name: str) -> TableSchema:
@@ -100,16 +110,22 @@ class PostgresIncremental:
         return self.tables[name]
 
     def resolve_collections(self, patterns: Sequence[str]) -> list[str]:
+        self.tables.clear()  # a new snapshot reads the tables as they are now
         names = [str(t) for t in catalog.list_tables(self.source._connection(), self.source.context.filters)]
         chosen = [n for n in names if matches_any(list(patterns), n) and n != self.signal_table]
         include = self.source.config.get("table.include.list")
         return sorted(chosen, key=lambda n: snapshot_order(n, include))
 
     def key_columns(self, collection: Collection) -> list[str] | None:
+        try:
+            t = self._table(collection.id)
+        except Exception as exc:
+            raise TableSkipped(f"it cannot be read: {str(exc).strip()}") from None
         if collection.surrogate_key:
+            if collection.surrogate_key not in t.column_names():
+                raise TableSkipped(f"surrogate-key {collection.surrogate_key!r} is not one of its columns")
             return [collection.surrogate_key]
-        pk = self._table(collection.id).primary_key
-        return list(pk) if pk else None
+        return list(t.primary_key) if t.primary_key else None
 
     # ---- the stream scan
     def scan_stream(self, start: Offset, end: Offset, watched: Mapping[str, list[str]]) -> Iterator[Change]:
@@ -121,8 +137,14 @@ class PostgresIncremental:
             cols = [c.name for c in t.columns]
             by_oid[t.oid.to_bytes(4, "big")] = (name, [cols.index(k) for k in key])
         if self.signal_table:
-            t = self._table(self.signal_table)
-            by_oid[t.oid.to_bytes(4, "big")] = (self.signal_table, list(range(len(t.columns))))
+            try:
+                t = self._table(self.signal_table)
+                by_oid[t.oid.to_bytes(4, "big")] = (self.signal_table, list(range(len(t.columns))))
+            except Exception as exc:
+                if not self.warned_no_signal_table:
+                    self.warned_no_signal_table = True
+                    log.warning("the signalling table %s cannot be read (%s): its signals are not seen",
+                                self.signal_table, str(exc).strip())
         if not by_oid:
             return
         first = src._position(start)
@@ -194,7 +216,12 @@ class PostgresIncremental:
             conn.commit()
             return row
 
-        row = self.source.db(f"reading the largest key of {collection.id}", read)
+        try:
+            row = self.source.db(f"reading the largest key of {collection.id}", read)
+        except (psycopg2.ProgrammingError, psycopg2.DataError) as exc:
+            self.source._reset_connection()
+            raise TableSkipped(f"its largest key cannot be read ({str(exc).strip()}); check the "
+                               "signal's additional-conditions") from None
         return None if row is None else list(row)
 
     def chunk_query(self, t: TableSchema, key: list[str], after: list[Any] | None, upto: list[Any] | None,
@@ -251,7 +278,10 @@ class PostgresIncremental:
             finally:
                 conn.close()
 
-        columns, vis = self.source.db(f"reading a chunk of {collection.id}", read)
+        try:
+            columns, vis = self.source.db(f"reading a chunk of {collection.id}", read)
+        except (psycopg2.ProgrammingError, psycopg2.DataError) as exc:
+            raise TableSkipped(f"a chunk cannot be read ({str(exc).strip()})") from None
         if not columns or len(columns[0]) == 0:
             return None
         names = [c.name for c in t.columns]

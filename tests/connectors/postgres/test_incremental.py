@@ -349,6 +349,10 @@ def test_additional_conditions_and_malformed_signals(pg_server, pg_db, caplog):
     run = Run(small(pg_server, pg_db))
     try:
         started(pg_server, pg_db, run)
+        signal(pg_server, pg_db, "execute-snapshot", {
+            "data-collections": ["public.items"],
+            "additional-conditions": [{"data-collection": "public.items", "filter": "no_such_column = 1"}]}, "bad0")
+        run.wait(lambda: "skipping public.items" in caplog.text)
         signal(pg_server, pg_db, "execute-snapshot", "{not json", "bad1")
         signal(pg_server, pg_db, "no-such-signal", None, "bad2")
         signal(pg_server, pg_db, "execute-snapshot", {"type": "incremental"}, "bad3")
@@ -361,6 +365,7 @@ def test_additional_conditions_and_malformed_signals(pg_server, pg_db, caplog):
         run.stop()
     assert reads(run.events) == list(range(3, 2001, 3))
     text = caplog.text
+    assert "no_such_column" in text
     assert "bad1" in text and "not JSON" in text
     assert "bad2" in text and "no-such-signal" in text
     assert "bad3" in text and "data-collections" in text
