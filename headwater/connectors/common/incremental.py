@@ -32,6 +32,7 @@ last one delivered, and a batch replayed from Spark's checkpoint reads its chunk
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -48,6 +49,7 @@ import pyarrow.compute as pc
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common import signals as sig
+from headwater.connectors.common.notifications import Notifier
 
 log = logging.getLogger("headwater.incremental")
 
@@ -56,9 +58,12 @@ PRIMARY_KEY = "incremental_snapshot_primary_key"
 MAXIMUM_KEY = "incremental_snapshot_maximum_key"
 CORRELATION_ID = "incremental_snapshot_correlation_id"
 PAUSED = "incremental_snapshot_paused"
+ROWS_SCANNED = "incremental_snapshot_rows_scanned"
 CHUNK = "incremental_snapshot_chunk"
 FILE_POSITIONS = "signal_file_positions"
-OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, CHUNK, FILE_POSITIONS)
+NOTIFICATIONS = "notifications"
+OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, ROWS_SCANNED, CHUNK, FILE_POSITIONS,
+               NOTIFICATIONS)
 
 Key = tuple[Any, ...]  # a row's key values, as the database writes them as text
 
@@ -93,6 +98,7 @@ class State:
     max_key: list[Any] | None = None
     correlation_id: str | None = None
     paused: bool = False
+    rows: int = 0  # rows read of the current table
 
     @property
     def active(self) -> bool:
@@ -107,6 +113,8 @@ class State:
                        CORRELATION_ID: self.correlation_id}
         if self.paused:
             out[PAUSED] = True
+        if self.rows:
+            out[ROWS_SCANNED] = self.rows
         return out
 
     @classmethod
@@ -120,16 +128,27 @@ class State:
             return None if v is None else json.loads(v)
 
         return cls(tuple(Collection.from_json(c) for c in json.loads(raw)), key(PRIMARY_KEY), key(MAXIMUM_KEY),
-                   offset.get(CORRELATION_ID), bool(offset.get(PAUSED)))
+                   offset.get(CORRELATION_ID), bool(offset.get(PAUSED)), int(offset.get(ROWS_SCANNED) or 0))
 
     def next_table(self) -> State:
         return State(self.collections[1:], None, None, self.correlation_id if len(self.collections) > 1 else None,
                      self.paused and len(self.collections) > 1)
 
+    def with_(self, **changes: Any) -> State:
+        return dataclasses.replace(self, **changes)
+
+    def names(self) -> str:
+        return ",".join(c.id for c in self.collections)
+
 
 class TableSkipped(Exception):
     """A table an incremental snapshot cannot read (its condition is not valid SQL, a column is
-    missing, ...): the message says why; the table is skipped, as Debezium's SQL_EXCEPTION status."""
+    missing, ...): the message says why; the table is skipped with Debezium's status (`SQL_EXCEPTION`,
+    `NO_PRIMARY_KEY`, `UNKNOWN_SCHEMA`) in its TABLE_SCAN_COMPLETED notification."""
+
+    def __init__(self, message: str, status: str = "SQL_EXCEPTION"):
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass
@@ -240,6 +259,10 @@ class IncrementalHooks(Protocol):
         """The streaming coordinates a `log` signal's `{}` stands for."""
         ...
 
+    def notification_unit(self, notifications: list[dict[str, Any]], at: Offset) -> WorkUnit:
+        """The unit writing the sink channel's records of `notifications`, at `at`."""
+        ...
+
 
 class Incremental:
     """Signals and incremental snapshots over one connector's stream (driver-side)."""
@@ -261,6 +284,9 @@ class Incremental:
         self.window: Window | None = None
         self.pending: dict[str, Window] = {}  # chunk id -> window, emitted by the batch planned next
         self.keys: dict[str, list[str] | None] = {}
+        self._last_id: str | None = None  # the snapshot's signal id, when its last table is done
+        self.notify = Notifier(config.get("notification.enabled.channels"),
+                               config.get("name") or config["topic.prefix"])
 
     # ------------------------------------------------------------------ the batch's end
     def latest(self, start: Offset, start_pos: Offset, stream: Callable[[], Offset | None],
@@ -300,13 +326,16 @@ class Incremental:
             chunk = window.chunk_offset()
             self.pending = {window.id: window}
             self.window = None
-            state = State(state.collections, window.to_key, state.max_key, state.correlation_id, state.paused)
+            state = state.with_(last_key=window.to_key, rows=state.rows + len(window.columns[0]))
+            self.notify(state.correlation_id, "IN_PROGRESS", current_collection_in_progress=window.collection.id,
+                        data_collections=state.names(), last_processed_key=_key_text(window.to_key),
+                        maximum_key=_key_text(state.max_key))
         for s in signals:
             state = self._act(state, s, at)
         if chunk is not None and not state.active:
             chunk = None  # stopped: the chunk's rows are not emitted
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
-                   or chunk is not None)
+                   or chunk is not None or bool(self.notify.pending))
         if end_pos is None and not changed:
             return None
         out = {**stream_offset(end_pos if end_pos is not None else without_heartbeat(start_pos)),
@@ -315,6 +344,9 @@ class Incremental:
             out[FILE_POSITIONS] = files
         if chunk is not None:
             out[CHUNK] = chunk
+        notes = self.notify.take()
+        if notes:
+            out[NOTIFICATIONS] = notes
         return out
 
     def _source_signal(self, row: tuple[Any, ...], window: Window | None) -> sig.Signal | None:
@@ -355,21 +387,26 @@ class Incremental:
             return state
         if s.type == sig.PAUSE_SNAPSHOT:
             log.info("incremental snapshot paused")
-            return State(state.collections, state.last_key, state.max_key, state.correlation_id, True)
+            self.notify(state.correlation_id, "PAUSED", data_collections=state.names())
+            return state.with_(paused=True)
         if s.type == sig.RESUME_SNAPSHOT:
             log.info("incremental snapshot resumed")
-            return State(state.collections, state.last_key, state.max_key, state.correlation_id, False)
+            self.notify(state.correlation_id, "RESUMED", data_collections=state.names())
+            return state.with_(paused=False)
         # stop-snapshot: all tables, or those the regexes match
         patterns = s.data.get("data-collections")
         if not patterns:
             self.window = None
             log.info("incremental snapshot stopped")
+            self.notify(state.correlation_id, "ABORTED")
             return State()
         regexes = [re.compile(p) for p in patterns]
         keep = tuple(c for c in state.collections if not any(r.fullmatch(c.id) for r in regexes))
         if keep and keep[0] == state.collections[0]:
-            return State(keep, state.last_key, state.max_key, state.correlation_id, state.paused)
+            return state.with_(collections=keep)
         self.window = None  # the table being read was removed
+        if not keep:
+            self.notify(state.correlation_id, "ABORTED")
         return State(keep, None, None, state.correlation_id if keep else None, state.paused and bool(keep))
 
     def _execute(self, state: State, s: sig.Signal) -> State:
@@ -393,42 +430,53 @@ class Incremental:
         known = {c.id for c in state.collections}
         added = tuple(c for c in new if c.id not in known)
         log.info("incremental snapshot %s of %s", s.id, ", ".join(c.id for c in added))
+        self.notify(s.id, "STARTED", data_collections=",".join(c.id for c in added))
         if state.active:
-            return State(state.collections + added, state.last_key, state.max_key, state.correlation_id, state.paused)
+            return state.with_(collections=state.collections + added)
         return State(added, None, None, s.id, False)
 
     # ------------------------------------------------------------------ chunks
     def _open_next(self, state: State) -> State:
         """Open the window of the next chunk, moving past tables that are done (or cannot be read)."""
+        was_active = state.active
         while state.active:
             c = state.collections[0]
             try:
                 cols = self._key_columns(c)
                 if cols is None:
-                    raise TableSkipped("it has no primary key (and the signal gave no surrogate-key)")
+                    raise TableSkipped("it has no primary key (and the signal gave no surrogate-key)",
+                                       "NO_PRIMARY_KEY")
                 if state.max_key is None:
                     top = self.hooks.max_key(c, cols)
                     if top is None:
                         log.info("incremental snapshot: %s is empty", c.id)
-                        state = state.next_table()
+                        state = self._table_done(state, "EMPTY")
                         continue
-                    state = State(state.collections, state.last_key, top, state.correlation_id, state.paused)
+                    state = state.with_(max_key=top)
                 assert state.max_key is not None
                 window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
                                                 str(uuid.uuid4()))
             except TableSkipped as exc:
                 log.warning("incremental snapshot: skipping %s: %s", c.id, exc)
-                state = state.next_table()
+                state = self._table_done(state, exc.status)
                 continue
             if window is None:
                 log.info("incremental snapshot: %s done", c.id)
-                state = state.next_table()
+                state = self._table_done(state, "SUCCEEDED")
                 continue
             if self.read_only:
                 window.opened = True
             self.window = window
             return state
+        if was_active:
+            self.notify(state.correlation_id or self._last_id, "COMPLETED")
         return state
+
+    def _table_done(self, state: State, status: str) -> State:
+        self._last_id = state.correlation_id
+        self.notify(state.correlation_id, "TABLE_SCAN_COMPLETED", data_collections=state.names(),
+                    scanned_collection=state.collections[0].id, total_rows_scanned=str(state.rows), status=status)
+        return state.next_table()
 
     def _key_columns(self, c: Collection) -> list[str] | None:
         if c.id + "/" + str(c.surrogate_key) not in self.keys:
@@ -437,7 +485,13 @@ class Incremental:
 
     # ------------------------------------------------------------------ the batch's units
     def units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:
-        """The unit emitting the chunk the batch ending at `end` carries (none when it carries none)."""
+        """The units emitting the chunk the batch ending at `end` carries, and the sink channel's
+        notifications it carries (none when it carries none)."""
+        notes = end.get(NOTIFICATIONS)
+        tail = [self.hooks.notification_unit(notes, end_pos)] if notes and self.notify.sink else []
+        return self._chunk_units(start_pos, end, end_pos) + tail
+
+    def _chunk_units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:
         chunk = end.get(CHUNK)
         if not chunk:
             return []
@@ -469,6 +523,14 @@ def status(offset: Offset | None) -> dict[str, Any]:
 def without_heartbeat(position: Offset) -> Offset:
     """A stream position that moves nothing: `position` without the heartbeat its batch carried."""
     return {k: v for k, v in position.items() if k != "heartbeat_ms"}
+
+
+def _key_text(key: list[Any] | None) -> str:
+    """A key as Debezium's notifications write it: the value of a one-column key, else the values
+    as a JSON array."""
+    if key is None:
+        return ""
+    return str(key[0]) if len(key) == 1 else json.dumps(key)
 
 
 def _as_list(v: Any) -> list[Any]:

@@ -45,6 +45,7 @@ from headwater.connectors.common.incremental import (
     _join,
     _joined,
 )
+from headwater.connectors.common.notifications import NotificationUnit
 from headwater.connectors.common.records import table_records
 from headwater.connectors.common.signals import split_table
 from headwater.connectors.common.snapshot import snapshot_order
@@ -332,6 +333,10 @@ class PostgresIncremental:
         q = self.chunk_query(t, key, chunk.get("from"), chunk["to"], c.condition, None)
         names = [col.name for col in t.columns]
         return self._unit(c.id, None, q, evicted, [names.index(k) for k in key], at)
+
+    def notification_unit(self, notifications: list[dict[str, Any]], at: Offset) -> WorkUnit:
+        topic = self.source.config["notification.sink.topic.name"]
+        return NotificationUnit(topic, notifications, self.source.context, self.source._position(at).lsn_commit)
 
     def log_position(self, at: Offset) -> str:
         pos: StreamPosition = self.source._position(at)

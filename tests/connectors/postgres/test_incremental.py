@@ -316,8 +316,8 @@ def test_a_batch_replayed_in_a_fresh_connector_reads_its_chunk_again(pg_server, 
         fresh.close()
 
 
-def test_pause_resume_and_stop(pg_server, pg_db):
-    run = Run(small(pg_server, pg_db))
+def test_pause_resume_and_stop(pg_server, pg_db, caplog):
+    run = Run(small(pg_server, pg_db, **{"notification.enabled.channels": "log"}))
     try:
         started(pg_server, pg_db, run)
         signal(pg_server, pg_db, "execute-snapshot", {"data-collections": ["public.items"]}, "s1")
@@ -343,6 +343,10 @@ def test_pause_resume_and_stop(pg_server, pg_db):
         assert len(set(reads(run.events))) == stopped
     finally:
         run.stop()
+    kinds = [json.loads(line.split("notification: ", 1)[1])["type"]
+             for line in caplog.text.splitlines() if "notification: " in line]
+    assert kinds[0] == "STARTED" and kinds[-1] == "ABORTED"
+    assert kinds.index("PAUSED") < kinds.index("RESUMED") and "COMPLETED" not in kinds
 
 
 def test_additional_conditions_and_malformed_signals(pg_server, pg_db, caplog):
@@ -425,16 +429,14 @@ def test_the_command_line_signal_reaches_a_stopped_pipeline(pg_server, pg_db, tm
     assert reads(run.events) == list(range(1, 501))
 
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "postgres_signals" / "incremental"
+GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "postgres_signals"
 
 
-def test_incremental_events_equal_debezium(pg_server):
-    """The scenario recorded from Debezium 3.6.3 (scripts/record_debezium.py): the captured table's
-    events, key and value with schemas, equal after normalization; the signalling table's events
-    too, apart from the watermark rows (their ids and times are random)."""
-    from tests.golden_support import assert_events_equal, load_scenario, run_psql_script
+def run_golden(pg_server, name: str, until: Callable[[list[dict[str, Any]]], bool]):
+    """A recorded scenario replayed through the engine until `until(events)`: (scenario, events)."""
+    from tests.golden_support import load_scenario, run_psql_script
 
-    scenario = load_scenario(GOLDEN)
+    scenario = load_scenario(GOLDEN / name)
     db = "golden"
     pg_server.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
     pg_server.create_database(db)
@@ -446,13 +448,11 @@ def test_incremental_events_equal_debezium(pg_server):
         connector = PostgresSource(config, schemas_enable=True)
         engine = Engine(config, schemas_enable=True, connector=connector)
         events: list[dict[str, Any]] = []
-        done = threading.Event()
 
         def collect() -> None:
             for ev in engine.events():
                 events.append({"topic": ev.topic, "key": json.loads(ev.key) if ev.key else None,
                                "value": json.loads(ev.value) if ev.value else None})
-            done.set()
 
         thread = threading.Thread(target=collect, daemon=True)
         thread.start()
@@ -463,22 +463,65 @@ def test_incremental_events_equal_debezium(pg_server):
             time.sleep(0.1)
         assert scenario.during is not None
         run_psql_script(pg_server, db, scenario.during)
-        while not any(e["topic"] == "golden.public.items" and e["value"]["payload"]["op"] == "u" for e in events):
+        while not until(events):
             assert time.monotonic() < deadline
             time.sleep(0.1)
         engine.stop()
         thread.join(60)
         engine.close()
+        return scenario, events
     finally:
         pg_server.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                           "WHERE slot_name = 'golden_slot'")
         pg_server.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
-    def kept(e: dict[str, Any]) -> bool:
-        return e["topic"] == "golden.public.items" or (e["key"] or {}).get("payload", {}).get("id") == "ad-hoc-1"
 
-    assert_events_equal([e for e in scenario.events if kept(e)], [e for e in events if kept(e)])
+def _table_events(e: dict[str, Any]) -> bool:
+    """A captured table's event, or the signal's own row (not the watermarks: random ids and times)."""
+    return e["topic"] == "golden.public.items" or (
+        e["topic"] == "golden.public.dbz_signal" and (e["key"] or {}).get("payload", {}).get("id") == "ad-hoc-1")
 
+
+def test_incremental_events_equal_debezium(pg_server):
+    """The scenario recorded from Debezium 3.6.3 (scripts/record_debezium.py): the captured table's
+    events, key and value with schemas, equal after normalization; the signal's row too."""
+    from tests.golden_support import assert_events_equal
+
+    def updated(events: list[dict[str, Any]]) -> bool:
+        return any(e["topic"] == "golden.public.items" and e["value"]["payload"]["op"] == "u" for e in events)
+
+    scenario, events = run_golden(pg_server, "incremental", updated)
+    assert_events_equal([e for e in scenario.events if _table_events(e)], [e for e in events if _table_events(e)])
+
+
+def test_notifications_equal_debezium(pg_server, caplog):
+    """The sink channel's records of an incremental snapshot (STARTED, IN_PROGRESS per chunk,
+    TABLE_SCAN_COMPLETED per table, SUCCEEDED and EMPTY, COMPLETED) equal Debezium's, schemas
+    included, apart from their timestamps; the log channel logs them. (Debezium's Initial
+    Snapshot notification, SKIPPED for snapshot.mode no_data, is not made by headwater.)"""
+    from tests.golden_support import assert_events_equal
+
+    def completed(events: list[dict[str, Any]]) -> bool:
+        return any(e["topic"] == "golden.notifications" and e["value"]["payload"]["type"] == "COMPLETED"
+                   for e in events)
+
+    scenario, events = run_golden(pg_server, "notifications", completed)
+
+    def notifications(evs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for e in evs:
+            if e["topic"] == "golden.notifications" and e["value"]["payload"]["aggregate_type"] != "Initial Snapshot":
+                e = json.loads(json.dumps(e))
+                del e["value"]["payload"]["timestamp"]
+                out.append(e)
+        return out
+
+    expected = notifications(scenario.events)
+    assert [n["value"]["payload"]["type"] for n in expected] == [
+        "STARTED", "IN_PROGRESS", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "TABLE_SCAN_COMPLETED", "COMPLETED"]
+    assert notifications(events) == expected
+    assert_events_equal([e for e in scenario.events if _table_events(e)], [e for e in events if _table_events(e)])
+    assert caplog.text.count("notification: ") == len(expected)
 
 def test_composite_keys_and_a_surrogate_key(pg_server, pg_db):
     """Chunks of a two-column primary key (row comparison, text keys with a separator-like value)
