@@ -1,4 +1,5 @@
-"""Incremental snapshots (Debezium's watermark algorithm, from Netflix's DBLog), for every stream connector.
+"""Incremental snapshots (Debezium's watermark algorithm, from Netflix's DBLog), and blocking snapshots,
+for every stream connector.
 
 `Incremental` runs on the driver beside the streaming planner; the shared lifecycle
 (`common.phases.SnapshotThenStream`) calls it for each streaming batch, and a connector fills in
@@ -18,6 +19,12 @@ the change log it
    `op: r` events with `source.snapshot: incremental`, after the batch's streamed events;
 4. opens the next chunk's window (`incremental.snapshot.chunk.size` rows, by key, after the last
    key emitted, up to the table's maximum key read when the table's turn came).
+
+A blocking snapshot (`execute-snapshot` with `type: blocking`) is noted in the batch's offset
+(`blocking_snapshot_pending`); the next batch (`blocking_snapshot`) has an empty stream range and
+reads the tables as the initial snapshot does, under a snapshot taken then; streaming resumes where
+it paused (rows changed between the pause and that snapshot come again: Debezium's "possible
+duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`.
 
 Emitting the chunk at the end of the batch rather than at the close watermark is the same
 algorithm: every change between the open watermark and the batch's end supersedes a row it
@@ -62,8 +69,10 @@ ROWS_SCANNED = "incremental_snapshot_rows_scanned"
 CHUNK = "incremental_snapshot_chunk"
 FILE_POSITIONS = "signal_file_positions"
 NOTIFICATIONS = "notifications"
+BLOCKING_PENDING = "blocking_snapshot_pending"  # a blocking snapshot signalled: the next batch reads it
+BLOCKING = "blocking_snapshot"  # the batch that reads a blocking snapshot (its stream range is empty)
 OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, ROWS_SCANNED, CHUNK, FILE_POSITIONS,
-               NOTIFICATIONS)
+               NOTIFICATIONS, BLOCKING_PENDING, BLOCKING)
 
 Key = tuple[Any, ...]  # a row's key values, as the database writes them as text
 
@@ -263,6 +272,15 @@ class IncrementalHooks(Protocol):
         """The unit writing the sink channel's records of `notifications`, at `at`."""
         ...
 
+    def blocking_units(self, tables: list[str], statements: dict[str, str], at: Offset) -> list[WorkUnit]:
+        """A blocking snapshot's units: `tables` read as an initial snapshot reads them (`statements`:
+        a table's SELECT in place of its own), under a snapshot taken now; streaming resumes at `at`."""
+        ...
+
+    def end_blocking(self) -> None:
+        """The blocking snapshot's batch is over: release what held its snapshot."""
+        ...
+
 
 class Incremental:
     """Signals and incremental snapshots over one connector's stream (driver-side)."""
@@ -285,6 +303,7 @@ class Incremental:
         self.pending: dict[str, Window] = {}  # chunk id -> window, emitted by the batch planned next
         self.keys: dict[str, list[str] | None] = {}
         self._last_id: str | None = None  # the snapshot's signal id, when its last table is done
+        self.blocking: dict[str, Any] | None = None  # a blocking snapshot signalled in the batch being planned
         self.notify = Notifier(config.get("notification.enabled.channels"),
                                config.get("name") or config["topic.prefix"])
 
@@ -296,7 +315,13 @@ class Incremental:
         `stream()` gives the end of the batch's stream range (None: nothing new), and
         `stream_offset` makes an offset of a stream position; the incremental-snapshot and signal
         fields are added to it. None when the batch has nothing to do."""
+        self.hooks.end_blocking()
         state = State.from_offset(start)
+        pending = start.get(BLOCKING_PENDING)
+        if pending:  # streaming pauses for this batch: the tables are read, the stream does not move
+            return {**stream_offset(without_heartbeat(start_pos)), **state.to_offset(),
+                    **({FILE_POSITIONS: start[FILE_POSITIONS]} if start.get(FILE_POSITIONS) else {}),
+                    BLOCKING: pending}
         if self.window is None and state.active and not state.paused:
             state = self._open_next(state)
         end_pos = stream()
@@ -335,7 +360,7 @@ class Incremental:
         if chunk is not None and not state.active:
             chunk = None  # stopped: the chunk's rows are not emitted
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
-                   or chunk is not None or bool(self.notify.pending))
+                   or chunk is not None or bool(self.notify.pending) or self.blocking is not None)
         if end_pos is None and not changed:
             return None
         out = {**stream_offset(end_pos if end_pos is not None else without_heartbeat(start_pos)),
@@ -347,6 +372,9 @@ class Incremental:
         notes = self.notify.take()
         if notes:
             out[NOTIFICATIONS] = notes
+        if self.blocking:
+            out[BLOCKING_PENDING] = self.blocking
+            self.blocking = None
         return out
 
     def _source_signal(self, row: tuple[Any, ...], window: Window | None) -> sig.Signal | None:
@@ -423,6 +451,12 @@ class Incremental:
             log.warning("%s: data-collections %s match no captured table", s.describe(), patterns)
             return state
         legacy = d.get("additional-condition")
+        if str(d.get("type", "incremental")).lower() == "blocking":
+            log.info("blocking snapshot %s of %s: streaming pauses for it", s.id, ", ".join(tables))
+            statements = {t: f for t in tables
+                          for name, f in conditions.items() if re.fullmatch(name, t) or name == t}
+            self.blocking = {"id": s.id, "tables": tables, "statements": statements}
+            return state
         new = []
         for t in tables:
             cond = next((f for name, f in conditions.items() if re.fullmatch(name, t) or name == t), legacy)
@@ -489,6 +523,9 @@ class Incremental:
         notifications it carries (none when it carries none)."""
         notes = end.get(NOTIFICATIONS)
         tail = [self.hooks.notification_unit(notes, end_pos)] if notes and self.notify.sink else []
+        blocking = end.get(BLOCKING)
+        if blocking:
+            return self.hooks.blocking_units(blocking["tables"], blocking.get("statements") or {}, end_pos) + tail
         return self._chunk_units(start_pos, end, end_pos) + tail
 
     def _chunk_units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:

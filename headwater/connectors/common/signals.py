@@ -168,9 +168,7 @@ def _check(s: Signal) -> None:
             raise BadSignal("execute-snapshot needs data-collections")
         _regexes(d["data-collections"], "data-collections")
         kind = str(d.get("type", "incremental")).lower()
-        if kind == "blocking":
-            raise BadSignal("blocking snapshots are not built yet; use type incremental")
-        if kind != "incremental":
+        if kind not in ("incremental", "blocking"):
             raise BadSignal(f"snapshot type {d.get('type')!r} is not incremental or blocking")
         conds = d.get("additional-conditions")
         if conds is not None:

@@ -19,20 +19,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import io
 import json
 import logging
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import psycopg2
 import pyarrow as pa
 import pyarrow.compute as pc
 from psycopg2 import sql
 
+from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common.columnar import SnapshotBlockEncoder
 from headwater.connectors.common.filters import matches_any
@@ -52,15 +56,34 @@ from headwater.connectors.common.snapshot import snapshot_order
 from headwater.connectors.postgres import catalog, pgoutput
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.columnar import read_csv_blocks
-from headwater.connectors.postgres.connection import ConnectionParams, connect
+from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting, connect
 from headwater.connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext, RecordMaker
-from headwater.connectors.postgres.streaming import sequence
+from headwater.connectors.postgres.replication import ReplicationReader
+from headwater.connectors.postgres.snapshot import plan_snapshot
+from headwater.connectors.postgres.streaming import StreamPlanner, sequence
 from headwater.events.batch import Events
 
-if TYPE_CHECKING:
-    from headwater.connectors.postgres.source import PostgresSource
+
+class PostgresSource(Protocol):
+    """What these hooks use of `connectors.postgres.source.PostgresSource` (which imports this module)."""
+
+    config: ConnectorConfig
+    context: EventContext
+    params: ConnectionParams
+    db: Reconnecting
+    incremental: Any
+    reader: ReplicationReader | None
+    parallelism: int
+
+    def _connection(self) -> Any: ...
+
+    def _reset_connection(self) -> None: ...
+
+    def _position(self, start: Offset) -> StreamPosition: ...
+
+    def _stream_planner(self, start: Offset) -> StreamPlanner: ...
 
 log = logging.getLogger("headwater.postgres.incremental")
 
@@ -102,6 +125,7 @@ class PostgresIncremental:
         self.read_only = bool(cfg.get("headwater.incremental.snapshot.read.only"))
         self.tables: dict[str, TableSchema] = {}
         self.warned_no_signal_table = False
+        self.blocking_holder: Any = None  # the connection holding a blocking snapshot's exported snapshot
 
     # ---- catalog
     def _table(self, name: str) -> TableSchema:
@@ -337,6 +361,38 @@ class PostgresIncremental:
     def notification_unit(self, notifications: list[dict[str, Any]], at: Offset) -> WorkUnit:
         topic = self.source.config["notification.sink.topic.name"]
         return NotificationUnit(topic, notifications, self.source.context, self.source._position(at).lsn_commit)
+
+    def blocking_units(self, tables: list[str], statements: dict[str, str], at: Offset) -> list[WorkUnit]:
+        """Debezium's blocking snapshot: a snapshot exported by a connection held until the batch is over
+        (`end_blocking`), the tables cut into CTID-range chunks as the initial snapshot cuts them."""
+        src = self.source
+        self.end_blocking()
+        holder = connect(src.params, autocommit=True)
+        try:
+            with holder.cursor() as cur:
+                cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                cur.execute("SELECT pg_export_snapshot()")
+                name = cur.fetchone()[0]
+            found = [t for t in catalog.list_tables(src._connection(), src.context.filters) if str(t) in tables]
+            cfg = src.config
+            chosen = dataclasses.replace(
+                cfg, values={**cfg.values, "snapshot.include.collection.list": [re.escape(str(t)) for t in found],
+                             "snapshot.select.statement.overrides": list(statements)},
+                extra={**cfg.extra, **{f"snapshot.select.statement.overrides.{t}": q for t, q in statements.items()}})
+            units = plan_snapshot(src.params, name, src._position(at).lsn_commit, found, src.context, chosen,
+                                  src.parallelism)
+        except BaseException:
+            holder.close()
+            raise
+        self.blocking_holder = holder
+        log.info("blocking snapshot of %s in %d chunks", ", ".join(str(t) for t in found), len(units))
+        return units
+
+    def end_blocking(self) -> None:
+        if self.blocking_holder is not None:
+            with contextlib.suppress(Exception):
+                self.blocking_holder.close()
+            self.blocking_holder = None
 
     def log_position(self, at: Offset) -> str:
         pos: StreamPosition = self.source._position(at)

@@ -17,7 +17,6 @@ from headwater.connectors.postgres.incremental import Visibility
     ("execute-snapshot", {}, "needs data-collections"),
     ("execute-snapshot", {"data-collections": "public.t"}, "array of strings"),
     ("execute-snapshot", {"data-collections": ["("]}, "not a regular expression"),
-    ("execute-snapshot", {"data-collections": ["a.b"], "type": "blocking"}, "not built yet"),
     ("execute-snapshot", {"data-collections": ["a.b"], "type": "other"}, "not incremental or blocking"),
     ("execute-snapshot", {"data-collections": ["a.b"], "additional-conditions": [{"filter": "x"}]},
      "data-collection and filter"),
@@ -36,6 +35,7 @@ def test_good_signals():
                      '"additional-conditions": {"data-collection": "public.t", "filter": "x > 1"}}', "source")
     assert s.data["data-collections"] == ["public.t"]
     assert parse_signal("b", "pause-snapshot", None, "file").data == {}
+    assert parse_signal("d", "execute-snapshot", {"data-collections": ["a.b"], "type": "blocking"}, "file")
     assert parse_signal("c", "stop-snapshot", {"type": "incremental"}, "file").type == "stop-snapshot"
 
 
