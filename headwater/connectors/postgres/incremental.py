@@ -15,7 +15,14 @@
   streamed change supersedes a chunk row when its transaction is not visible to that snapshot (xid
   at or past xmax, or in xip), and the chunk is emitted once the stream has passed the WAL insert
   position read after the snapshot (every transaction the snapshot saw committed before it).
+  A change delivered in an earlier batch supersedes nothing: its transaction committed before the
+  chunk's snapshot was taken, so that snapshot sees it, unless the committing backend had not yet
+  left PostgreSQL's proc array when the snapshot was taken although walsender had already sent its
+  commit and headwater delivered it (a window of microseconds; Debezium's watermarks have the same
+  one). On a standby (PostgreSQL 16's logical decoding on standbys) the position is the replayed
+  one; that setup is not tested here.
 """
+
 
 from __future__ import annotations
 
