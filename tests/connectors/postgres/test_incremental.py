@@ -382,7 +382,8 @@ def test_additional_conditions_and_malformed_signals(pg_server, pg_db, caplog):
 
 def test_file_channel_acts_once_across_restarts(pg_server, pg_db, tmp_path):
     signals = tmp_path / "signals.txt"
-    config = small(pg_server, pg_db, **{"signal.enabled.channels": "source,file", "signal.file": str(signals)})
+    config = small(pg_server, pg_db, **{"signal.enabled.channels": "source,file", "signal.file": str(signals),
+                                        "heartbeat.interval.ms": "100"})  # (batches of heartbeats only, too)
     offsets = tmp_path / "offsets.json"
     signals.write_text("this is not a signal\n")
     append_signal(signals, "execute-snapshot", {"data-collections": ["public.items"]}, "f1")
@@ -393,6 +394,8 @@ def test_file_channel_acts_once_across_restarts(pg_server, pg_db, tmp_path):
         finish(pg_server, pg_db, run, 1)
     finally:
         run.stop()
+    assert sorted(reads(run.events)) == list(range(1, 2001))
+    assert any("heartbeat" in e.topic for e in run.events)
     assert json.loads(offsets.read_text())["offset"][inc.FILE_POSITIONS] == {str(signals): signals.stat().st_size}
     again = Run(config, offsets)
     try:
