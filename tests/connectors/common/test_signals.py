@@ -84,3 +84,38 @@ def test_state_round_trips_through_the_offset():
     assert State.from_offset({}) == State() and State().to_offset() == {}
     nxt = s.next_table()
     assert nxt.collections == (Collection("public.b"),) and nxt.last_key is None and nxt.correlation_id == "sig-1"
+
+
+def _incremental(**extra: str):
+    from headwater.connectors.common.incremental import Incremental
+    from headwater.connectors.registry import validate_connector
+
+    config = validate_connector({"connector.class": "postgres", "database.hostname": "h", "database.user": "u",
+                                 "database.dbname": "d", "topic.prefix": "p", **extra})
+
+    class Hooks:
+        def visible(self, window, xid):
+            return xid < 100
+
+    return Incremental(config, Hooks())  # type: ignore[arg-type]
+
+
+def test_read_only_supersedes_only_changes_its_snapshot_did_not_see():
+    from headwater.connectors.common.incremental import Change
+
+    inc = _incremental(**{"headwater.incremental.snapshot.read.only": "true"})
+    w = Window("w", Collection("public.t"), ["id"], None, ["3"], [pa.array(["1", "2", "3"])], [0], opened=True)
+    inc._supersede(w, Change("public.t", "u", 99, [("1",)]))  # seen by the chunk's snapshot: the row is newer
+    inc._supersede(w, Change("public.t", "d", 100, [("2",)]))  # not seen: it supersedes
+    assert w.remaining()[0].to_pylist() == ["1", "3"]
+
+
+def test_watermarks_supersede_only_after_the_open_watermark():
+    from headwater.connectors.common.incremental import Change
+
+    inc = _incremental()
+    w = Window("w", Collection("public.t"), ["id"], None, ["3"], [pa.array(["1", "2", "3"])], [0])
+    inc._supersede(w, Change("public.t", "u", 5, [("1",)]))  # before the open watermark
+    w.opened = True
+    inc._supersede(w, Change("public.t", "u", 5, [("3",), ("2",)]))  # a key change from 2 to 3
+    assert w.remaining()[0].to_pylist() == ["1"]
