@@ -67,6 +67,8 @@ def test_sigkill_mid_snapshot_resumes_exactly_once(pg_server, tmp_path):
         _wait(lambda: len(_reads(read_sink(tmp_path / "out"))) >= 2000, 300)
         kill_group(proc)
         assert len(_reads(read_sink(tmp_path / "out"))) < ROWS
+        status = cli("status", str(config)).stdout
+        assert "incremental_snapshot: running" in status and "incremental_snapshot_tables_left: public.items" in status
         proc = start_cli("run", str(config), log=log)
         _wait(lambda: "incremental_snapshot_collections" not in _last_offset(checkpoint), 600)
         stop.set()

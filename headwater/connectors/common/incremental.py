@@ -357,8 +357,8 @@ class Incremental:
                         maximum_key=_key_text(state.max_key))
         for s in signals:
             state = self._act(state, s, at)
-        if chunk is not None and not state.active:
-            chunk = None  # stopped: the chunk's rows are not emitted
+        if chunk is not None and (not state.active or state.collections[0].id != chunk["table"]):
+            chunk = None  # its table's snapshot was stopped in this batch: the chunk's rows are not emitted
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
                    or chunk is not None or bool(self.notify.pending) or self.blocking is not None)
         if end_pos is None and not changed:
