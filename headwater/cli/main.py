@@ -1,4 +1,4 @@
-"""`headwater run | validate | status`: the command line.
+"""`headwater run | validate | status | signal`: the command line.
 
 Configuration problems are printed (property, problem, fix) with exit status 2, before anything
 connects; problems with the source database exit with status 1. No traceback is shown unless
@@ -192,6 +192,36 @@ def status(ctx: click.Context, config: str) -> None:
         return
     for k, v in st.items():
         out.print(f"  {k}: {v}", markup=False)
+
+
+@cli.command(name="signal")
+@click.argument("config", type=click.Path())
+@click.argument("type_", metavar="TYPE")
+@click.option("--data", default=None, help="The signal's data, a JSON object.")
+@click.option("--id", "id_", default=None, help="The signal's id (a new UUID when not given).")
+def signal_command(config: str, type_: str, data: str | None, id_: str | None) -> None:
+    """Send a signal (execute-snapshot, stop-snapshot, pause-snapshot, resume-snapshot, log) to a
+    running or stopped pipeline: it is kept beside the checkpoint and acted on once."""
+    import json
+
+    from headwater.connectors.common.signals import BadSignal, append_signal, cli_file
+
+    cfg = _load(config)
+    path = cli_file(cfg.source, Path(cfg.spark.checkpoint).expanduser())
+    if path is None:
+        err.print(f"[bold red]the {cfg.source.connector} connector does not take signals yet[/bold red]")
+        sys.exit(2)
+    try:
+        parsed = json.loads(data) if data else {}
+        sent = append_signal(path, type_, parsed, id_)
+    except json.JSONDecodeError as exc:
+        err.print(f"[bold red]--data is not JSON:[/bold red] {exc}")
+        sys.exit(2)
+    except BadSignal as exc:
+        err.print(f"[bold red]the signal is not valid:[/bold red] {exc}")
+        sys.exit(2)
+    out.print(f"signal {sent.id} ({sent.type}) queued in {path}; a running pipeline acts on it within "
+              f"signal.poll.interval.ms, a stopped one when it starts", markup=False)
 
 
 def main() -> None:

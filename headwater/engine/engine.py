@@ -17,7 +17,8 @@ Work units run here, in order (snapshot chunks optionally on threads). The offse
 atomically after the caller has processed a batch, then the connector commits that offset to the
 database, so a crash never loses a change; the batch in flight at the crash is delivered again.
 A connector that keeps a schema history (MySQL, MariaDB) keeps it beside the offset file
-(`<offset file>.schema_history.jsonl`) unless its `headwater.schema.history.file` names another.
+(`<offset file>.schema_history.jsonl`) unless its `headwater.schema.history.file` names another; one
+that takes signals reads the command line's (`headwater signal`) from `<offset file>.signals.jsonl`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector
+from headwater.connectors.common.signals import with_cli_file
 from headwater.connectors.history_file import with_history_file
 from headwater.connectors.registry import create_source
 from headwater.engine.startup import open_connector
@@ -78,6 +80,7 @@ class Engine:
         self.json = JsonOptions(schemas_enable, replace_null_with_default)
         if offsets is not None:  # a schema history (binlog connectors) beside the offsets, unless named
             config = with_history_file(config, offsets.path.with_name(f"{offsets.path.name}.schema_history.jsonl"))
+            config = with_cli_file(config, offsets.path.with_name(f"{offsets.path.name}.signals.jsonl"))
         self.config = config
         self.chain = parse_chain(config.transforms)
         self.post = post_processors(config)

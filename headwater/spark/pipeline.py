@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from headwater.connectors.common.signals import CLI_FILE_NAME, with_cli_file
 from headwater.connectors.history_file import HISTORY_FILE_NAME, with_history_file
 from headwater.pipeline_config import PipelineConfig
 from headwater.spark import classcache, gateway
@@ -98,8 +99,11 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
 
 def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> dict[str, str]:
     """The headwater source's options for `cfg`; a schema history (binlog connectors) is kept in the
-    `checkpoint` directory unless the configuration names its file."""
-    props = with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME).as_properties()
+    `checkpoint` directory unless the configuration names its file, and so is the file `headwater
+    signal` writes to (connectors that take signals)."""
+    source = with_cli_file(with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME),
+                           Path(checkpoint) / CLI_FILE_NAME)
+    props = source.as_properties()
     opts = {
         "headwater.properties": json.dumps(props),
         # the parquet, jdbc, delta and iceberg sinks take the events apart: typed blocks; the others write JSON text

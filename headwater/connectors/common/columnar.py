@@ -50,7 +50,7 @@ _NEEDS_ESCAPE = '["\\\\\\x00-\\x1f]'
 _NUMBER_BYTE = np.zeros(256, dtype=bool)  # what a decimal of fixed scale is written with
 _NUMBER_BYTE[[*b"0123456789-."]] = True
 
-MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection")
+MARKERS = ("true", "first", "last", "first_in_data_collection", "last_in_data_collection", "incremental")
 
 def column_json(values: pa.Array, col: ValueColumn, kernels: Mapping[str, TextKernel]) -> pa.Array:
     """The JSON text of every value of one column (binary, no nulls), as the row-wise path writes it:
@@ -286,13 +286,14 @@ class SnapshotBlockEncoder:
         self.source_json = [maker.snapshot_source(te, ts_us, m, position) for m in MARKERS]
         self.sources = binary_array(self.source_json)
 
-    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], *, rows: int | None = None,
-               json_of: ColumnJson | None = None, typed_of: ColumnTyped | None = None) -> Events:
+    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], default: str = "true", *,
+               rows: int | None = None, json_of: ColumnJson | None = None,
+               typed_of: ColumnTyped | None = None) -> Events:
         """Events for rows whose values (in the table's layout order) are `columns` (text), or, for
         a connector that makes each column's JSON or typed values itself (`json_of`, `typed_of`), `rows`
-        rows; `markers` gives the `source.snapshot` value of the rows that are not plain "true"
-        (first and last rows)."""
-        which = np.zeros(len(columns[0]) if columns else rows or 0, dtype=np.int64)
+        rows; `markers` gives the `source.snapshot` value of the rows that are not `default` (first
+        and last rows)."""
+        which = np.full(len(columns[0]) if columns else rows or 0, MARKERS.index(default), dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
         if self.te.ctx.output != "json":

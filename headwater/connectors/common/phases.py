@@ -32,6 +32,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.common.incremental import OFFSET_KEYS, Incremental, without_heartbeat
 from headwater.connectors.errors import PositionLost
 
 log = logging.getLogger("headwater.connectors")
@@ -123,6 +124,7 @@ class SnapshotThenStream(SourceConnector):
             self.snapshot_mode = SNAPSHOT_MODES[name]
         self.resnapshot = False  # the next batch is a new snapshot
         self.opened = False
+        self.incremental: Incremental | None = None  # signals and incremental snapshots, when the connector has them
         self._warned_no_tables = False
 
     # ------------------------------------------------------------------ hooks
@@ -232,8 +234,17 @@ class SnapshotThenStream(SourceConnector):
         self.end_snapshot()  # the snapshot batch is over once the next batch is planned
         self._open_once(start)
         cap = self.config["headwater.max.batch.events"]
+        here = _position(start)
+
+        def stream() -> Offset | None:
+            return self.stream_latest(here, min(max_events, cap) if max_events else cap)
+
         try:
-            end = self.stream_latest(_position(start), min(max_events, cap) if max_events else cap)
+            if self.incremental is not None:
+                out = self.incremental.latest(start, here, stream,
+                                              lambda end: {"snapshot": STREAMING, **end, "epoch": n})
+                return start if out is None else out
+            end = stream()
         except PositionLost as exc:
             self.stop_stream()
             self.position_lost(str(exc))
@@ -258,8 +269,12 @@ class SnapshotThenStream(SourceConnector):
         if phase(end) != STREAMING:
             return []
         self._open_once(start)
+        first, last = _position(start), _position(end)
         try:
-            return self.stream_plan(_position(start), _position(end))
+            chunk = [] if self.incremental is None else self.incremental.units(first, end, last)
+            if self.incremental is not None and without_heartbeat(first) == last:
+                return chunk  # a signal or a chunk with nothing new in the stream
+            return self.stream_plan(first, last) + chunk
         except PositionLost as exc:
             raise PositionLost(lost_message(str(exc))) from None
 
@@ -270,7 +285,12 @@ class SnapshotThenStream(SourceConnector):
 
 def _position(offset: Offset) -> Offset:
     """The database's position fields of an offset: `{}` before a snapshot, and after one (phase
-    `completed`) those `snapshot_position` gave, `{}` when it gave none."""
+    `completed`) those `snapshot_position` gave, `{}` when it gave none (never the incremental
+    snapshot's and the signals' fields)."""
     if phase(offset) == SNAPSHOT_PENDING:
         return {}
-    return {k: v for k, v in offset.items() if k not in ("snapshot", "epoch")}
+    return {k: v for k, v in offset.items() if k not in _LIFECYCLE_KEYS}
+
+
+_LIFECYCLE_KEYS = frozenset(("snapshot", "epoch", *OFFSET_KEYS))
+

@@ -12,6 +12,7 @@ from typing import Any
 from headwater.config.errors import ConfigError
 from headwater.config.properties import Property, prop
 from headwater.config.validation import PropertySet
+from headwater.connectors.common import notifications, signals
 
 DEFINITIONS: list[Property] = [
     prop("plugin.name", "enum", "pgoutput", ("pgoutput",),
@@ -60,6 +61,8 @@ DEFINITIONS: list[Property] = [
     # which headwater spills to disk)
     prop("headwater.pgoutput.protocol.version", "int", 2, minimum=1, maximum=2,
          doc="pgoutput protocol version: 1 or 2"),
+    *signals.PROPERTIES,
+    *notifications.PROPERTIES,
 ]
 
 
@@ -69,6 +72,8 @@ def check(values: dict[str, Any], errors: list[ConfigError]) -> None:
     if slot is not None and not re.fullmatch(r"[a-z0-9_]{1,63}", slot):
         errors.append(ConfigError("slot.name", f"{slot!r} is not a valid replication slot name",
                                   "use 1 to 63 lower-case letters, digits and underscores"))
+    signals.check_properties(values, errors)
+    notifications.check_properties(values, errors)
 
 
 PROPERTIES = PropertySet(

@@ -29,8 +29,11 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common.incremental import Incremental
+from headwater.connectors.common.incremental import status as incremental_status
 from headwater.connectors.common.phases import STREAMING, SnapshotThenStream, phase
 from headwater.connectors.common.records import table_records
+from headwater.connectors.common.signals import split_table, with_signal_table
 from headwater.connectors.postgres import catalog, slots
 from headwater.connectors.postgres.connection import (
     ConnectionParams,
@@ -40,6 +43,7 @@ from headwater.connectors.postgres.connection import (
     connect,
     connect_replication,
 )
+from headwater.connectors.postgres.incremental import PostgresIncremental
 from headwater.connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext
@@ -55,6 +59,7 @@ class PostgresSource(SnapshotThenStream):
 
     def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
                  replace_null_with_default: bool = True, output: str = "json"):
+        config = with_signal_table(config)
         super().__init__(config)
         self.params = ConnectionParams.from_config(config)
         self.context = EventContext.from_config(config, schemas_enable, replace_null_with_default, output)
@@ -71,6 +76,7 @@ class PostgresSource(SnapshotThenStream):
         self.base_lsn: int | None = None  # where streaming after a snapshot starts: the slot's consistent point
         self.db = Reconnecting(self._reset_connection, config["errors.max.retries"],
                                config["retriable.restart.connector.wait.ms"] / 1000)
+        self.incremental = Incremental(config, PostgresIncremental(self))
 
     # ------------------------------------------------------------------ connections
     def _connection(self):
@@ -92,6 +98,9 @@ class PostgresSource(SnapshotThenStream):
             self.server_version = int(cur.fetchone()[0])
         tables = catalog.list_tables(conn, self.context.filters)
         signal_like = [(t.schema, t.name) for t in tables]
+        signal_table = self.config.get("signal.data.collection")
+        if signal_table:  # its inserts (signals, watermarks) must reach the stream
+            signal_like.append(split_table(signal_table))
         slots.ensure_publication(conn, self.publication, self.config["publication.autocreate.mode"], signal_like)
         autoset = self.config.get("replica.identity.autoset.values")
         if autoset:
@@ -266,7 +275,7 @@ class PostgresSource(SnapshotThenStream):
         with conn.cursor() as cur:
             cur.execute("SELECT pg_current_wal_lsn()::text")
             current = str_to_lsn(cur.fetchone()[0])
-        out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_to_str(current)}
+        out: dict[str, Any] = {"slot": self.slot, "server_lsn": lsn_to_str(current), **incremental_status(offset)}
         if state is None:
             out["slot_exists"] = False
             return out

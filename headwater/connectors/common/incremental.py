@@ -1,0 +1,576 @@
+"""Incremental snapshots (Debezium's watermark algorithm, from Netflix's DBLog), and blocking snapshots,
+for every stream connector.
+
+`Incremental` runs on the driver beside the streaming planner; the shared lifecycle
+(`common.phases.SnapshotThenStream`) calls it for each streaming batch, and a connector fills in
+`IncrementalHooks` (PostgreSQL: `connectors.postgres.incremental`). For a batch (start, end] of
+the change log it
+
+1. reads the file channels (`signal.file`, and the command line's file) and scans the batch's
+   messages (`scan_stream`) for inserts into the signalling table (the `source` channel), acting
+   on the signals in log order: `execute-snapshot`, `stop-snapshot`, `pause-snapshot`,
+   `resume-snapshot`, `log`;
+2. while a chunk's window is open, notes the keys of the streamed changes to the chunk's table
+   that supersede the chunk's rows: every change after the window's open watermark (watermarking
+   strategies `insert_insert` and `insert_delete`), or, in the read-only mode, every change whose
+   transaction the chunk's snapshot did not see;
+3. once the window may close (the open watermark is in the batch; read-only: the stream has passed
+   every transaction the chunk's snapshot saw), emits the chunk's rows that were not superseded, as
+   `op: r` events with `source.snapshot: incremental`, after the batch's streamed events;
+4. opens the next chunk's window (`incremental.snapshot.chunk.size` rows, by key, after the last
+   key emitted, up to the table's maximum key read when the table's turn came).
+
+A blocking snapshot (`execute-snapshot` with `type: blocking`) is noted in the batch's offset
+(`blocking_snapshot_pending`); the next batch (`blocking_snapshot`) has an empty stream range and
+reads the tables as the initial snapshot does, under a snapshot taken then; streaming resumes where
+it paused (rows changed between the pause and that snapshot come again: Debezium's "possible
+duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`.
+
+Emitting the chunk at the end of the batch rather than at the close watermark is the same
+algorithm: every change between the open watermark and the batch's end supersedes a row it
+touches, so the window reaches to the batch's end. The progress is in the offsets under
+Debezium's names (`incremental_snapshot_collections`, `..._primary_key`, `..._maximum_key`,
+`..._correlation_id`, keys as JSON arrays of text, not Java serialization) plus
+`incremental_snapshot_paused`, the chunk a batch emits (`incremental_snapshot_chunk`) and the
+bytes read of each signal file (`signal_file_positions`): a restart resumes at the chunk after the
+last one delivered, and a batch replayed from Spark's checkpoint reads its chunk's key range again
+(state-exact: the rows are as new as or newer than the window's, and the changes after follow).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from headwater.config.properties import ConnectorConfig
+from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common import signals as sig
+from headwater.connectors.common.notifications import Notifier
+
+log = logging.getLogger("headwater.incremental")
+
+COLLECTIONS = "incremental_snapshot_collections"
+PRIMARY_KEY = "incremental_snapshot_primary_key"
+MAXIMUM_KEY = "incremental_snapshot_maximum_key"
+CORRELATION_ID = "incremental_snapshot_correlation_id"
+PAUSED = "incremental_snapshot_paused"
+ROWS_SCANNED = "incremental_snapshot_rows_scanned"
+CHUNK = "incremental_snapshot_chunk"
+FILE_POSITIONS = "signal_file_positions"
+NOTIFICATIONS = "notifications"
+BLOCKING_PENDING = "blocking_snapshot_pending"  # a blocking snapshot signalled: the next batch reads it
+BLOCKING = "blocking_snapshot"  # the batch that reads a blocking snapshot (its stream range is empty)
+OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, ROWS_SCANNED, CHUNK, FILE_POSITIONS,
+               NOTIFICATIONS, BLOCKING_PENDING, BLOCKING)
+
+Key = tuple[Any, ...]  # a row's key values, as the database writes them as text
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A table an incremental snapshot reads: `schema.table`, its condition and surrogate key."""
+
+    id: str
+    condition: str | None = None
+    surrogate_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"incremental_snapshot_collections_id": self.id,
+                "incremental_snapshot_collections_additional_condition": self.condition,
+                "incremental_snapshot_collections_surrogate_key": self.surrogate_key}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Collection:
+        return cls(d["incremental_snapshot_collections_id"],
+                   d.get("incremental_snapshot_collections_additional_condition"),
+                   d.get("incremental_snapshot_collections_surrogate_key"))
+
+
+@dataclass(frozen=True)
+class State:
+    """A running incremental snapshot: the tables left (the first is being read), the last key
+    emitted and the maximum key of the current table."""
+
+    collections: tuple[Collection, ...] = ()
+    last_key: list[Any] | None = None
+    max_key: list[Any] | None = None
+    correlation_id: str | None = None
+    paused: bool = False
+    rows: int = 0  # rows read of the current table
+
+    @property
+    def active(self) -> bool:
+        return bool(self.collections)
+
+    def to_offset(self) -> Offset:
+        if not self.collections:
+            return {}
+        out: Offset = {COLLECTIONS: json.dumps([c.to_json() for c in self.collections]),
+                       PRIMARY_KEY: None if self.last_key is None else json.dumps(self.last_key),
+                       MAXIMUM_KEY: None if self.max_key is None else json.dumps(self.max_key),
+                       CORRELATION_ID: self.correlation_id}
+        if self.paused:
+            out[PAUSED] = True
+        if self.rows:
+            out[ROWS_SCANNED] = self.rows
+        return out
+
+    @classmethod
+    def from_offset(cls, offset: Offset) -> State:
+        raw = offset.get(COLLECTIONS)
+        if not raw:
+            return cls()
+
+        def key(name: str) -> list[Any] | None:
+            v = offset.get(name)
+            return None if v is None else json.loads(v)
+
+        return cls(tuple(Collection.from_json(c) for c in json.loads(raw)), key(PRIMARY_KEY), key(MAXIMUM_KEY),
+                   offset.get(CORRELATION_ID), bool(offset.get(PAUSED)), int(offset.get(ROWS_SCANNED) or 0))
+
+    def next_table(self) -> State:
+        return State(self.collections[1:], None, None, self.correlation_id if len(self.collections) > 1 else None,
+                     self.paused and len(self.collections) > 1)
+
+    def with_(self, **changes: Any) -> State:
+        return dataclasses.replace(self, **changes)
+
+    def names(self) -> str:
+        return ",".join(c.id for c in self.collections)
+
+
+class TableSkipped(Exception):
+    """A table an incremental snapshot cannot read (its condition is not valid SQL, a column is
+    missing, ...): the message says why; the table is skipped with Debezium's status (`SQL_EXCEPTION`,
+    `NO_PRIMARY_KEY`, `UNKNOWN_SCHEMA`) in its TABLE_SCAN_COMPLETED notification."""
+
+    def __init__(self, message: str, status: str = "SQL_EXCEPTION"):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass
+class Change:
+    """A streamed change the scan reports: a change to a watched table (its keys before and after),
+    or an insert into the signalling table (`row`: its id, type and data)."""
+
+    table: str
+    op: str  # c, u, d, or t (a truncate)
+    xid: int | None
+    keys: list[Key] = field(default_factory=list)
+    row: tuple[Any, ...] | None = None
+
+
+@dataclass
+class Window:
+    """One chunk read under an open window: its rows and what supersedes them."""
+
+    id: str
+    collection: Collection
+    key_columns: list[str]
+    from_key: list[Any] | None
+    to_key: list[Any]  # the key of the chunk's last row
+    columns: list[pa.Array]  # the rows, as the database's text, in the table's column order
+    key_index: list[int]  # where the key columns are among `columns`
+    opened: bool = False  # the open watermark has been seen in the stream (always, read-only)
+    snapshot: Any = None  # the read-only mode's visibility (connector's own)
+    evicted: set[Key] = field(default_factory=set)
+    truncated: bool = False
+
+    def evict(self, keys: Sequence[Key]) -> None:
+        self.evicted.update(keys)
+
+    def remaining(self) -> list[pa.Array]:
+        """The chunk's rows that no streamed change superseded."""
+        if self.truncated:
+            return [c.slice(0, 0) for c in self.columns]
+        if not self.evicted:
+            return self.columns
+        mask = pc.invert(pc.is_in(_joined([self.columns[i] for i in self.key_index]),
+                                  value_set=pa.array([_join(k) for k in self.evicted], pa.string())))
+        return [c.filter(mask) for c in self.columns]
+
+    def chunk_offset(self) -> dict[str, Any]:
+        c = self.collection
+        return {"id": self.id, "table": c.id, "condition": c.condition, "surrogate_key": c.surrogate_key,
+                "from": self.from_key, "to": self.to_key}
+
+
+_SEP = "\x1f"
+
+
+def _join(key: Key) -> str:
+    return _SEP.join("\x00" if v is None else str(v) for v in key)
+
+
+def _joined(columns: list[pa.Array]) -> pa.Array:
+    if len(columns) == 1:
+        return pc.fill_null(columns[0], "\x00")
+    return pc.binary_join_element_wise(*[pc.fill_null(c, "\x00") for c in columns], _SEP)
+
+
+class IncrementalHooks(Protocol):
+    """What a connector gives incremental snapshots. Stream positions are its own (the offset's
+    position fields)."""
+
+    def resolve_collections(self, patterns: Sequence[str]) -> list[str]:
+        """The captured tables (`schema.table`) the regexes match, in snapshot order."""
+        ...
+
+    def scan_stream(self, start: Offset, end: Offset, watched: Mapping[str, list[str]]) -> Iterator[Change]:
+        """The changes in (start, end] to the tables `watched` (their keys: the columns given), and the
+        inserts into the signalling table when it is set, in log order, decoded on the driver."""
+        ...
+
+    def key_columns(self, collection: Collection) -> list[str] | None:
+        """The columns a table's chunks are ordered by (the surrogate key, else the primary key);
+        None when it has none."""
+        ...
+
+    def max_key(self, collection: Collection, key_columns: list[str]) -> list[Any] | None:
+        """The table's largest key (under the collection's condition); None when it has no rows."""
+        ...
+
+    def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
+                    upto: list[Any], size: int, window_id: str) -> Window | None:
+        """Open a window and read the chunk: at most `size` rows with keys in (after, upto], by key
+        (watermarks written as configured); None when there are no such rows (no window stays open)."""
+        ...
+
+    def window_ready(self, window: Window, end: Offset) -> bool:
+        """Whether the window's rows may be emitted at stream position `end`."""
+        ...
+
+    def visible(self, window: Window, xid: int | None) -> bool:
+        """Read-only mode: whether the chunk's snapshot saw transaction `xid`'s changes."""
+        ...
+
+    def chunk_unit(self, window: Window, columns: list[pa.Array], at: Offset) -> WorkUnit:
+        """The unit emitting the rows `columns` of `window` as incremental snapshot events, at `at`."""
+        ...
+
+    def reread_unit(self, chunk: dict[str, Any], evicted: set[Key], at: Offset) -> WorkUnit:
+        """A replayed batch's chunk: its key range read again, minus the keys `evicted`."""
+        ...
+
+    def log_position(self, at: Offset) -> str:
+        """The streaming coordinates a `log` signal's `{}` stands for."""
+        ...
+
+    def notification_unit(self, notifications: list[dict[str, Any]], at: Offset) -> WorkUnit:
+        """The unit writing the sink channel's records of `notifications`, at `at`."""
+        ...
+
+    def blocking_units(self, tables: list[str], statements: dict[str, str], at: Offset) -> list[WorkUnit]:
+        """A blocking snapshot's units: `tables` read as an initial snapshot reads them (`statements`:
+        a table's SELECT in place of its own), under a snapshot taken now; streaming resumes at `at`."""
+        ...
+
+    def end_blocking(self) -> None:
+        """The blocking snapshot's batch is over: release what held its snapshot."""
+        ...
+
+
+class Incremental:
+    """Signals and incremental snapshots over one connector's stream (driver-side)."""
+
+    def __init__(self, config: ConnectorConfig, hooks: IncrementalHooks):
+        self.hooks = hooks
+        self.signal_table = config.get("signal.data.collection")
+        channels = config.get("signal.enabled.channels") or ["source"]
+        self.source_channel = "source" in channels and bool(self.signal_table)
+        self.files: list[tuple[Path, str]] = []
+        if "file" in channels:
+            self.files.append((Path(config["signal.file"]), "file"))
+        if config.get(sig.CLI_FILE):
+            self.files.append((Path(config[sig.CLI_FILE]), "cli"))
+        self.poll_s = config["signal.poll.interval.ms"] / 1000
+        self.chunk_size = config["incremental.snapshot.chunk.size"]
+        self.read_only = bool(config.get(sig.READ_ONLY))
+        self.last_poll = 0.0
+        self.window: Window | None = None
+        self.pending: dict[str, Window] = {}  # chunk id -> window, emitted by the batch planned next
+        self.keys: dict[str, list[str] | None] = {}
+        self._last_id: str | None = None  # the snapshot's signal id, when its last table is done
+        self.blocking: dict[str, Any] | None = None  # a blocking snapshot signalled in the batch being planned
+        self.notify = Notifier(config.get("notification.enabled.channels"),
+                               config.get("name") or config["topic.prefix"])
+
+    # ------------------------------------------------------------------ the batch's end
+    def latest(self, start: Offset, start_pos: Offset, stream: Callable[[], Offset | None],
+               stream_offset: Callable[[Offset], Offset]) -> Offset | None:
+        """The end of the batch from `start` (an offset; `start_pos` its stream position): the next
+        chunk's window is opened first (so that its open watermark is likely in this batch), then
+        `stream()` gives the end of the batch's stream range (None: nothing new), and
+        `stream_offset` makes an offset of a stream position; the incremental-snapshot and signal
+        fields are added to it. None when the batch has nothing to do."""
+        self.hooks.end_blocking()
+        state = State.from_offset(start)
+        pending = start.get(BLOCKING_PENDING)
+        if pending:  # streaming pauses for this batch: the tables are read, the stream does not move
+            return {**stream_offset(without_heartbeat(start_pos)), **state.to_offset(),
+                    **({FILE_POSITIONS: start[FILE_POSITIONS]} if start.get(FILE_POSITIONS) else {}),
+                    BLOCKING: pending}
+        if self.window is None and state.active and not state.paused:
+            state = self._open_next(state)
+        end_pos = stream()
+        files = dict(start.get(FILE_POSITIONS) or {})
+        signals: list[sig.Signal] = []
+        if self.files and time.monotonic() - self.last_poll >= self.poll_s:
+            self.last_poll = time.monotonic()
+            for path, channel in self.files:
+                pos = int(files.get(str(path), 0))
+                for signal, after in sig.read_file(path, pos, channel):
+                    files[str(path)] = after
+                    if signal is not None:
+                        signals.append(signal)
+        window = self.window
+        if end_pos is not None and (self.source_channel or window is not None):
+            watched = {window.collection.id: window.key_columns} if window is not None else {}
+            for change in self.hooks.scan_stream(start_pos, end_pos, watched):
+                if change.table == self.signal_table and change.op == "c" and change.row is not None:
+                    s = self._source_signal(change.row, window)
+                    if s is not None:
+                        signals.append(s)
+                elif window is not None and change.table == window.collection.id:
+                    self._supersede(window, change)
+        at = end_pos if end_pos is not None else start_pos
+        chunk: dict[str, Any] | None = None
+        if window is not None and window.opened and self.hooks.window_ready(window, at):
+            chunk = window.chunk_offset()
+            self.pending = {window.id: window}
+            self.window = None
+            state = state.with_(last_key=window.to_key, rows=state.rows + len(window.columns[0]))
+            self.notify(state.correlation_id, "IN_PROGRESS", current_collection_in_progress=window.collection.id,
+                        data_collections=state.names(), last_processed_key=_key_text(window.to_key),
+                        maximum_key=_key_text(state.max_key))
+        for s in signals:
+            state = self._act(state, s, at)
+        if chunk is not None and (not state.active or state.collections[0].id != chunk["table"]):
+            chunk = None  # its table's snapshot was stopped in this batch: the chunk's rows are not emitted
+        changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
+                   or chunk is not None or bool(self.notify.pending) or self.blocking is not None)
+        if end_pos is None and not changed:
+            return None
+        out = {**stream_offset(end_pos if end_pos is not None else without_heartbeat(start_pos)),
+               **state.to_offset()}
+        if files:
+            out[FILE_POSITIONS] = files
+        if chunk is not None:
+            out[CHUNK] = chunk
+        notes = self.notify.take()
+        if notes:
+            out[NOTIFICATIONS] = notes
+        if self.blocking:
+            out[BLOCKING_PENDING] = self.blocking
+            self.blocking = None
+        return out
+
+    def _source_signal(self, row: tuple[Any, ...], window: Window | None) -> sig.Signal | None:
+        if len(row) < 2:
+            log.warning("skipping a signal: the signalling table %s has fewer than 2 columns", self.signal_table)
+            return None
+        id_, type_ = row[0], row[1]
+        if type_ in (sig.WINDOW_OPEN, sig.WINDOW_CLOSE):
+            if window is not None and type_ == sig.WINDOW_OPEN and id_ == f"{window.id}-open":
+                window.opened = True
+            return None  # a watermark (of this window, or of one a restart abandoned)
+        try:
+            return sig.parse_signal(id_, type_, row[2] if len(row) > 2 else None, "source")
+        except sig.BadSignal as exc:
+            log.warning("skipping a malformed signal %r from %s: %s", id_, self.signal_table, exc)
+            return None
+
+    def _supersede(self, window: Window, change: Change) -> None:
+        if self.read_only:
+            if self.hooks.visible(window, change.xid):
+                return
+        elif not window.opened:
+            return
+        if change.op == "t":
+            window.truncated = True
+        window.evict(change.keys)
+
+    # ------------------------------------------------------------------ signals
+    def _act(self, state: State, s: sig.Signal, at: Offset) -> State:
+        log.info("%s: %s", s.describe(), json.dumps(s.data))
+        if s.type == sig.LOG:
+            log.warning("%s", s.data["message"].replace("{}", self.hooks.log_position(at), 1))
+            return state
+        if s.type == sig.EXECUTE_SNAPSHOT:
+            return self._execute(state, s)
+        if not state.active:
+            log.warning("%s: no incremental snapshot is running", s.describe())
+            return state
+        if s.type == sig.PAUSE_SNAPSHOT:
+            log.info("incremental snapshot paused")
+            self.notify(state.correlation_id, "PAUSED", data_collections=state.names())
+            return state.with_(paused=True)
+        if s.type == sig.RESUME_SNAPSHOT:
+            log.info("incremental snapshot resumed")
+            self.notify(state.correlation_id, "RESUMED", data_collections=state.names())
+            return state.with_(paused=False)
+        # stop-snapshot: all tables, or those the regexes match
+        patterns = s.data.get("data-collections")
+        if not patterns:
+            self.window = None
+            log.info("incremental snapshot stopped")
+            self.notify(state.correlation_id, "ABORTED")
+            return State()
+        regexes = [re.compile(p) for p in patterns]
+        keep = tuple(c for c in state.collections if not any(r.fullmatch(c.id) for r in regexes))
+        if keep and keep[0] == state.collections[0]:
+            return state.with_(collections=keep)
+        self.window = None  # the table being read was removed
+        if not keep:
+            self.notify(state.correlation_id, "ABORTED")
+        return State(keep, None, None, state.correlation_id if keep else None, state.paused and bool(keep))
+
+    def _execute(self, state: State, s: sig.Signal) -> State:
+        d = s.data
+        patterns = d["data-collections"]
+        if not patterns:
+            log.info("%s lists no data-collections: nothing to snapshot", s.describe())
+            return state
+        conditions: dict[str, str] = {}
+        for c in _as_list(d.get("additional-conditions")):
+            conditions[c["data-collection"]] = c["filter"]
+        tables = self.hooks.resolve_collections(patterns)
+        if not tables:
+            log.warning("%s: data-collections %s match no captured table", s.describe(), patterns)
+            return state
+        legacy = d.get("additional-condition")
+        if str(d.get("type", "incremental")).lower() == "blocking":
+            log.info("blocking snapshot %s of %s: streaming pauses for it", s.id, ", ".join(tables))
+            statements = {t: f for t in tables
+                          for name, f in conditions.items() if re.fullmatch(name, t) or name == t}
+            self.blocking = {"id": s.id, "tables": tables, "statements": statements}
+            return state
+        new = []
+        for t in tables:
+            cond = next((f for name, f in conditions.items() if re.fullmatch(name, t) or name == t), legacy)
+            new.append(Collection(t, cond or None, d.get("surrogate-key")))
+        known = {c.id for c in state.collections}
+        added = tuple(c for c in new if c.id not in known)
+        log.info("incremental snapshot %s of %s", s.id, ", ".join(c.id for c in added))
+        self.notify(s.id, "STARTED", data_collections=",".join(c.id for c in added))
+        if state.active:
+            return state.with_(collections=state.collections + added)
+        return State(added, None, None, s.id, False)
+
+    # ------------------------------------------------------------------ chunks
+    def _open_next(self, state: State) -> State:
+        """Open the window of the next chunk, moving past tables that are done (or cannot be read)."""
+        was_active = state.active
+        while state.active:
+            c = state.collections[0]
+            try:
+                cols = self._key_columns(c)
+                if cols is None:
+                    raise TableSkipped("it has no primary key (and the signal gave no surrogate-key)",
+                                       "NO_PRIMARY_KEY")
+                if state.max_key is None:
+                    top = self.hooks.max_key(c, cols)
+                    if top is None:
+                        log.info("incremental snapshot: %s is empty", c.id)
+                        state = self._table_done(state, "EMPTY")
+                        continue
+                    state = state.with_(max_key=top)
+                assert state.max_key is not None
+                window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
+                                                str(uuid.uuid4()))
+            except TableSkipped as exc:
+                log.warning("incremental snapshot: skipping %s: %s", c.id, exc)
+                state = self._table_done(state, exc.status)
+                continue
+            if window is None:
+                log.info("incremental snapshot: %s done", c.id)
+                state = self._table_done(state, "SUCCEEDED")
+                continue
+            if self.read_only:
+                window.opened = True
+            self.window = window
+            return state
+        if was_active:
+            self.notify(state.correlation_id or self._last_id, "COMPLETED")
+        return state
+
+    def _table_done(self, state: State, status: str) -> State:
+        self._last_id = state.correlation_id
+        self.notify(state.correlation_id, "TABLE_SCAN_COMPLETED", data_collections=state.names(),
+                    scanned_collection=state.collections[0].id, total_rows_scanned=str(state.rows), status=status)
+        return state.next_table()
+
+    def _key_columns(self, c: Collection) -> list[str] | None:
+        if c.id + "/" + str(c.surrogate_key) not in self.keys:
+            self.keys[c.id + "/" + str(c.surrogate_key)] = self.hooks.key_columns(c)
+        return self.keys[c.id + "/" + str(c.surrogate_key)]
+
+    # ------------------------------------------------------------------ the batch's units
+    def units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:
+        """The units emitting the chunk the batch ending at `end` carries, and the sink channel's
+        notifications it carries (none when it carries none)."""
+        notes = end.get(NOTIFICATIONS)
+        tail = [self.hooks.notification_unit(notes, end_pos)] if notes and self.notify.sink else []
+        blocking = end.get(BLOCKING)
+        if blocking:
+            return self.hooks.blocking_units(blocking["tables"], blocking.get("statements") or {}, end_pos) + tail
+        return self._chunk_units(start_pos, end, end_pos) + tail
+
+    def _chunk_units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:
+        chunk = end.get(CHUNK)
+        if not chunk:
+            return []
+        window = self.pending.get(chunk["id"])
+        if window is not None:
+            return [self.hooks.chunk_unit(window, window.remaining(), end_pos)]
+        # a batch replayed (after a restart): the chunk's key range again, minus what the batch supersedes
+        evicted: set[Key] = set()
+        c = Collection(chunk["table"], chunk.get("condition"), chunk.get("surrogate_key"))
+        key = self._key_columns(c)
+        if start_pos != end_pos and key:
+            for change in self.hooks.scan_stream(start_pos, end_pos, {c.id: key}):
+                if change.table == chunk["table"]:
+                    evicted.update(change.keys)
+        return [self.hooks.reread_unit(chunk, evicted, end_pos)]
+
+
+def status(offset: Offset | None) -> dict[str, Any]:
+    """A running incremental snapshot's progress in `offset`, for `headwater status` (nothing when none runs)."""
+    state = State.from_offset(offset or {})
+    if not state.active:
+        return {}
+    return {"incremental_snapshot": "paused" if state.paused else "running",
+            "incremental_snapshot_signal": state.correlation_id,
+            "incremental_snapshot_tables_left": ", ".join(c.id for c in state.collections),
+            "incremental_snapshot_last_key": state.last_key, "incremental_snapshot_maximum_key": state.max_key}
+
+
+def without_heartbeat(position: Offset) -> Offset:
+    """A stream position that moves nothing: `position` without the heartbeat its batch carried."""
+    return {k: v for k, v in position.items() if k != "heartbeat_ms"}
+
+
+def _key_text(key: list[Any] | None) -> str:
+    """A key as Debezium's notifications write it: the value of a one-column key, else the values
+    as a JSON array."""
+    if key is None:
+        return ""
+    return str(key[0]) if len(key) == 1 else json.dumps(key)
+
+
+def _as_list(v: Any) -> list[Any]:
+    if v is None:
+        return []
+    return v if isinstance(v, list) else [v]
