@@ -74,7 +74,7 @@ def main() -> int:
         rows, ce_rows = [], []
         topics: set[str] = set()
 
-        def avro(data, converter, topic):
+        def avro(data, converter, topic, schemas=schemas, index=index):
             if data is None:
                 return None
             try:

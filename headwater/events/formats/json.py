@@ -16,11 +16,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
 from headwater.events.batch import EventBatch
+from headwater.events.formats.decimals import unscaled_bytes
 from headwater.events.typed import DECIMAL, TEMPORAL, TypedBlock, TypedEvents, physical_int
 
 
@@ -91,16 +91,9 @@ def _valid_values(arr: pa.Array, schema: dict, options: JsonOptions) -> list[Any
 _SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # as Jackson writes them
 
 
-def _decimals(arr: pa.Array) -> list[str | None]:
-    """A decimal128 column as Connect writes Decimals: base64 of the unscaled value's minimal
-    big-endian two's-complement bytes (Java's BigInteger.toByteArray)."""
-    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=16 * len(arr), offset=16 * arr.offset)
-    out: list[str | None] = []
-    for i in range(len(arr)):
-        n = int.from_bytes(raw[16 * i:16 * i + 16].tobytes(), "little", signed=True)
-        size = (n if n >= 0 else ~n).bit_length() // 8 + 1
-        out.append(base64.b64encode(n.to_bytes(size, "big", signed=True)).decode())
-    return out
+def _decimals(arr: pa.Array) -> list[str]:
+    """A decimal128 column as Connect writes Decimals in JSON: base64 of the unscaled bytes."""
+    return [base64.b64encode(b).decode() for b in unscaled_bytes(arr)]
 
 
 def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
