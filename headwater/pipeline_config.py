@@ -15,28 +15,56 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.registry import validate_connector
+from headwater.events.formats.converters import JSON, ConverterSpec, parse_converters, plain_json
+from headwater.events.formats.json import JsonOptions
 
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TOP_LEVEL = ("name", "source", "transforms", "sink", "spark")
 SECTION_KEYS = {
-    "sink": ["type", "path", "schemas.enable", "replace.null.with.default"],
+    "sink": ["type", "path", "schemas.enable", "replace.null.with.default", "key.converter", "value.converter",
+             "codec"],
     "spark": ["master", "checkpoint", "app.name", "trigger.interval", "maxEventsPerTrigger", "conf"],
 }
 
 
 class SinkConfig(BaseModel):
-    """Where events go: `jsonl` files, `parquet` datasets, or the `console`."""
+    """Where events go: `jsonl` files, `parquet` datasets, `avro` container files, or the `console`.
+    `key.converter`/`value.converter` and their options (`events.formats.converters`) are validated
+    apart, by `parse_config`, into `key_converter`/`value_converter` (`converters_set` when the block
+    names any)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    type: Literal["jsonl", "parquet", "console"]
+    type: Literal["jsonl", "parquet", "avro", "console"]
     path: str | None = None
     schemas_enable: bool = Field(False, alias="schemas.enable")
     replace_null_with_default: bool = Field(True, alias="replace.null.with.default")
+    codec: Literal["null", "deflate"] = "null"  # the avro sink's container file codec
+    _converters: tuple[ConverterSpec, ConverterSpec, bool] = PrivateAttr(
+        default_factory=lambda: (ConverterSpec(JSON), ConverterSpec(JSON), False))
+
+    @property
+    def key_converter(self) -> ConverterSpec:
+        return self._converters[0]
+
+    @property
+    def value_converter(self) -> ConverterSpec:
+        return self._converters[1]
+
+    @property
+    def converters_set(self) -> bool:
+        return self._converters[2]
+
+    def set_converters(self, key: ConverterSpec, value: ConverterSpec, named: bool) -> None:
+        self._converters = (key, value, named)
+
+    def json_options(self) -> JsonOptions | None:
+        """The JSON options when the source can write the sink's JSON itself (both converters JSON, alike)."""
+        return plain_json(self.key_converter, self.value_converter)
 
 
 class SparkConfig(BaseModel):
@@ -147,11 +175,18 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
     if not isinstance(data.get("sink"), dict):
         errors.append(ConfigError("sink", "is required", "add sink: {type: jsonl, path: out/}"))
     else:
+        raw_sink = dict(data["sink"])
+        converter_props = {k: raw_sink.pop(k) for k in list(raw_sink)
+                           if str(k).startswith(("key.converter", "value.converter"))}
         try:
-            sink = SinkConfig.model_validate(data["sink"])
-            if sink.type in ("jsonl", "parquet") and not sink.path:
+            sink = SinkConfig.model_validate(raw_sink)
+            if sink.type in ("jsonl", "parquet", "avro") and not sink.path:
                 errors.append(ConfigError("sink.path", f"is required for the {sink.type} sink",
                                           "add path: out/ to the sink block"))
+            if sink.codec != "null" and sink.type != "avro":
+                errors.append(ConfigError("sink.codec", f"applies to the avro sink, not to {sink.type}",
+                                          "remove codec"))
+            errors.extend(_converters(sink, converter_props))
         except ValidationError as exc:
             errors.extend(_pydantic_errors("sink", exc))
 
@@ -169,6 +204,25 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
         raise ConfigErrors(errors)
     assert source is not None and sink is not None  # else an error was recorded above
     return PipelineConfig(name=name, source=source, transforms=[], sink=sink, spark=spark, base_dir=base_dir)
+
+
+def _converters(sink: SinkConfig, props: dict[str, Any]) -> list[ConfigError]:
+    """Set the sink's key and value converters from `props` (`key.converter[.*]`, `value.converter[.*]`);
+    the problems found."""
+    if not props:
+        sink.set_converters(*parse_converters({}, JsonOptions(sink.schemas_enable, sink.replace_null_with_default)),
+                            named=False)
+        return []
+    if sink.type != "jsonl":
+        return [ConfigError(f"sink.{sorted(props)[0]}", f"converters apply to the jsonl sink, not to {sink.type}",
+                            "the parquet and avro sinks write typed columns and Avro records themselves; "
+                            "remove the converter properties")]
+    try:
+        key, value = parse_converters(props, JsonOptions(sink.schemas_enable, sink.replace_null_with_default))
+    except ConfigErrors as exc:
+        return exc.errors
+    sink.set_converters(key, value, named=True)
+    return []
 
 
 def load_config(path: str | Path) -> PipelineConfig:

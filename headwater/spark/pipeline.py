@@ -100,12 +100,16 @@ def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> di
     """The headwater source's options for `cfg`; a schema history (binlog connectors) is kept in the
     `checkpoint` directory unless the configuration names its file."""
     props = with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME).as_properties()
+    # the parquet and avro sinks, and converters other than one JSON for both key and value, take the
+    # events apart: typed blocks; the others write the JSON text the source makes
+    text = cfg.sink.json_options()
+    blocks = cfg.sink.type in ("parquet", "avro") or text is None
     opts = {
         "headwater.properties": json.dumps(props),
-        # the parquet sink takes the events apart: typed blocks; the others write JSON text
-        "headwater.output": "blocks" if cfg.sink.type == "parquet" else "json",
-        "schemas.enable": "true" if cfg.sink.schemas_enable else "false",
-        "replace.null.with.default": "true" if cfg.sink.replace_null_with_default else "false",
+        "headwater.output": "blocks" if blocks else "json",
+        "schemas.enable": "true" if (text.schemas_enable if text else cfg.sink.schemas_enable) else "false",
+        "replace.null.with.default": "true" if (text.replace_null_with_default if text
+                                                else cfg.sink.replace_null_with_default) else "false",
         "parallelism": str(parallelism),
     }
     if cfg.spark.max_events_per_trigger:
@@ -119,7 +123,13 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     checkpoint = str(Path(cfg.spark.checkpoint).expanduser())
     df = spark.readStream.format(SOURCE_NAME).options(**source_options(cfg, parallelism, checkpoint)).load()
     sink = cfg.sink
-    if sink.type == "jsonl":
+    if sink.type == "jsonl" and sink.json_options() is None:
+        from headwater.events.formats.converters import specs_json
+        from headwater.spark.sinks import CONVERTERS_OPTION
+
+        writer = (df.writeStream.format("headwater-jsonl").option("path", sink.path)
+                  .option(CONVERTERS_OPTION, specs_json(sink.key_converter, sink.value_converter)))
+    elif sink.type == "jsonl":
         from headwater.spark.sinks import JSONL_COLUMNS
 
         # only the columns the sink reads reach it: Spark then converts the other four neither from
@@ -128,6 +138,8 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     elif sink.type == "parquet":
         writer = (df.writeStream.format("headwater-parquet").option("path", sink.path)
                   .option("replace.null.with.default", "true" if sink.replace_null_with_default else "false"))
+    elif sink.type == "avro":
+        writer = df.writeStream.format("headwater-avro").option("path", sink.path).option("codec", sink.codec)
     else:
         from headwater.spark.console import console_batch
 

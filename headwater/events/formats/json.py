@@ -96,35 +96,41 @@ def _decimals(arr: pa.Array) -> list[str]:
     return [base64.b64encode(b).decode() for b in unscaled_bytes(arr)]
 
 
+def column_json(column: pa.Array, schema: dict | None, options: JsonOptions) -> list[str | None]:
+    """The JSON text of each element of a typed column (None at a null: no key, a tombstone's value)."""
+    if schema is None:
+        return [None] * len(column)
+    head, tail = options.wrap(schema)
+    valid = column.is_valid().to_pylist()
+    return [(head + orjson.dumps(v) + tail).decode() if ok else None
+            for v, ok in zip(json_values(column, schema, options), valid, strict=True)]
+
+
 def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
                                                                   list[list[tuple[str, str]] | None]]:
     """The key and value JSON text of each event of `block` (None: no key, a tombstone's value), and
     its headers with their values (keys) as JSON text."""
     b = block.batch
-    key_schema, value_schema = block.key_schema, block.value_schema
-    key_head, key_tail = options.wrap(key_schema)
-    value_head, value_tail = options.wrap(value_schema)
+    key_schema = block.key_schema
+    keys = column_json(b.column("key"), key_schema, options)
+    values = column_json(b.column("value"), block.value_schema, options)
+    return keys, values, header_json(block, options)
 
-    def texts(column: pa.Array, schema: dict | None, head: bytes, tail: bytes) -> list[str | None]:
-        if schema is None:
-            return [None] * len(column)
-        valid = column.is_valid().to_pylist()
-        return [(head + orjson.dumps(v) + tail).decode() if ok else None
-                for v, ok in zip(json_values(column, schema, options), valid, strict=True)]
 
-    keys = texts(b.column("key"), key_schema, key_head, key_tail)
-    values = texts(b.column("value"), value_schema, value_head, value_tail)
+def header_json(block: TypedBlock, options: JsonOptions) -> list[list[tuple[str, str]] | None]:
+    """Each event's headers (None: none), their values (keys of the block's key schema) as JSON text."""
+    b = block.batch
     headers: list[list[tuple[str, str]] | None] = [None] * b.num_rows
     column = b.column("headers")
     if column.null_count < len(column):
         offsets = column.offsets.to_pylist()
         entries = column.values
         names = entries.field("key").to_pylist()
-        held = texts(entries.field("value"), key_schema, key_head, key_tail)
+        held = column_json(entries.field("value"), block.key_schema, options)
         for i, valid in enumerate(column.is_valid().to_pylist()):
             if valid:
                 headers[i] = [(names[j], held[j] or "null") for j in range(offsets[i], offsets[i + 1])]
-    return keys, values, headers
+    return headers
 
 
 def to_event_batch(events: TypedEvents, options: JsonOptions) -> EventBatch:
