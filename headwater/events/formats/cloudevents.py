@@ -157,7 +157,7 @@ class CloudEventsWriter:
         """A function from an event's index (and the data schema URI) to its attributes before `data`."""
         source_fields = source_schema["fields"]
         columns = {f["field"]: _extension_values(source.field(i), f["type"]) for i, f in enumerate(source_fields)}
-        ids = _ids(connector, {k: source.field(_index(source_schema, k)).to_pylist() for k in ID_FIELDS[connector]})
+        ids = _ids(connector, {k: source.field(_index(source_schema, k)) for k in ID_FIELDS[connector]})
         names = source.field(_index(source_schema, "name")).to_pylist()
         ts = source.field(_index(source_schema, "ts_ms")).cast(pa.int64()).cast(pa.timestamp("ms"))
         times = pc.strftime(ts, format="%Y-%m-%dT%H:%M:%SZ").to_pylist()
@@ -267,17 +267,11 @@ def _extension_values(column: pa.Array, connect_type: str) -> list[Any]:
     return column.to_pylist()
 
 
-def _java(v: Any) -> str:
-    """A value as Java's string concatenation writes it."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-def _ids(connector: str, columns: dict[str, list[Any]]) -> list[str]:
-    """The CloudEvents id of each event, from its source fields (Debezium's `ceId` of the connector)."""
-    keys = ID_FIELDS[connector]
-    return [";".join(f"{k}:{_java(v)}" for k, v in zip(keys, row, strict=True))
-            for row in zip(*(columns[k] for k in keys), strict=True)]
+def _ids(connector: str, columns: dict[str, pa.Array]) -> list[str]:
+    """The CloudEvents id of each event from its source fields, as Debezium's `ceId` of the connector
+    concatenates them (a null as `null`), column-wise."""
+    parts: list[Any] = []
+    for i, k in enumerate(ID_FIELDS[connector]):
+        text = columns[k].cast(pa.string()).fill_null("null")
+        parts += [pa.scalar(("" if i == 0 else ";") + k + ":"), text]
+    return pc.binary_join_element_wise(*parts, "").to_pylist()
