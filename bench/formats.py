@@ -16,6 +16,7 @@ import io
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 
 import fastavro
 
@@ -48,6 +49,11 @@ def snapshot_blocks(rows: int) -> list[TypedBlock]:
 
 def converters(props: dict[str, str]) -> Converters:
     return Converters(*parse_converters(props, JsonOptions()))
+
+
+def write_all(blocks: list[TypedBlock], c: Converters) -> list:
+    """The keys and values of every block."""
+    return [(c.keys(b), c.values(b)) for b in blocks]
 
 
 def container(blocks: list[TypedBlock]) -> None:
@@ -85,8 +91,8 @@ def main() -> None:
                              "value.converter.avro.schema.registry.url": registry},
     }.items():
         c = converters(props)
-        cases[name] = lambda c=c: [(c.keys(b), c.values(b)) for b in blocks]
-        cases[name + " -> jsonl lines"] = lambda c=c: converted_lines(blocks, c)
+        cases[name] = partial(write_all, blocks, c)
+        cases[name + " -> jsonl lines"] = partial(converted_lines, blocks, c)
     cases["Avro container file (avro sink)"] = lambda: container(blocks)
     print(f"{'format':<50} {'events/s':>12} {'s':>8}")
     for name, run in cases.items():
