@@ -57,6 +57,11 @@ class AvroSchemaError(ValueError):
     """A Connect schema Avro cannot express (an invalid name, a name defined twice)."""
 
 
+class AvroDataError(ValueError):
+    """A value its Avro schema cannot hold: a null in a required field, as Confluent's AvroConverter
+    refuses it ("Invalid null value for required ... field")."""
+
+
 def valid_name(name: str) -> bool:
     """Avro's (Java's) rule for a name: a letter or `_`, then letters, digits or `_`."""
     if not name:
@@ -326,20 +331,25 @@ class AvroBlockWriter:
             hit = self._parsed[fp] = (orjson.dumps(data).decode(), fastavro.parse_schema(parseable(data)))
         return hit
 
-    def encode(self, column: pa.Array, connect: dict) -> list[bytes | None]:
-        """The Avro binary of each element of a typed column (None at a null without a default)."""
+    def encode(self, column: pa.Array, connect: dict, where: str = "") -> list[bytes | None]:
+        """The Avro binary of each element of a typed column (None at a null without a default);
+        `where` names the column in errors (topic, key or value)."""
         _, parsed = self.schema(connect)
-        return encode_datums(parsed, avro_datums(column, connect))
+        return encode_datums(parsed, avro_datums(column, connect), where or str(connect.get("name")))
 
 
-def encode_datums(parsed: Any, datums: Sequence[Any]) -> list[bytes | None]:
+def encode_datums(parsed: Any, datums: Sequence[Any], where: str = "") -> list[bytes | None]:
     """Each datum's Avro binary (schemaless) in one buffer, then cut; None stays None."""
     buf = io.BytesIO()
     ends: list[int] = []
     write: Callable[..., Any] = fastavro.schemaless_writer
     for d in datums:
         if d is not None:
-            write(buf, parsed, d)
+            try:
+                write(buf, parsed, d)
+            except (TypeError, ValueError, AttributeError) as exc:
+                raise AvroDataError(f"cannot write {where} as Avro ({exc}): a null in a required field? Confluent's "
+                                    f"AvroConverter refuses it too") from None
         ends.append(buf.tell())
     data = buf.getbuffer()
     out: list[bytes | None] = []

@@ -218,7 +218,8 @@ class Converters:
             registry = self.registry(spec.options["schema.registry.url"])
             text, _ = self.avro.schema(schema)
             schema_id = registry.register(f"{block.topic}-{side}", text)
-            return [None if b is None else wire_bytes(schema_id, b) for b in self.avro.encode(column, schema)]
+            return [None if b is None else wire_bytes(schema_id, b)
+                    for b in self.avro.encode(column, schema, f"the {side} of an event of {block.topic}")]
         if self._cloudevents is None:
             url = spec.options.get("avro.schema.registry.url")
             self._cloudevents = CloudEventsWriter(cloudevents_options(spec), self.registry(url) if url else None,

@@ -143,7 +143,7 @@ def test_schemas_and_bytes_equal_confluents(name: str) -> None:
 
 def test_every_connect_type_of_the_golden_events_is_covered() -> None:
     """The recordings hold every Connect type and logical type name the golden events hold (int8: no
-    PostgreSQL type maps to it; the MariaDB test has it)."""
+    Debezium type maps to it; `test_names` checks it against what Confluent's AvroData wrote)."""
     def kinds(schema: dict, out: set) -> None:
         out.add((schema["type"], schema.get("name") if schema["type"] != "struct" else None))
         for f in schema.get("fields", []):
