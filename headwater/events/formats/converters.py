@@ -190,11 +190,6 @@ class Converters:
         self._registries: dict[str, SchemaRegistry] = {}
         self._cloudevents: CloudEventsWriter | None = None
 
-    def binary(self, side: str) -> bool:
-        """Whether the converter of `side` (key, value) writes bytes rather than JSON text."""
-        spec = self.key_spec if side == "key" else self.value_spec
-        return spec.kind == AVRO or (spec.kind == CLOUDEVENTS and spec.options["serializer.type"] == AVRO)
-
     def registry(self, url: str) -> SchemaRegistry:
         hit = self._registries.get(url)
         if hit is None:
