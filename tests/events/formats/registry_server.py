@@ -19,6 +19,7 @@ class _State:
         self.ids: dict[str, int] = {}
         self.subjects: dict[str, list[int]] = {}
         self.requests: list[tuple[str, str]] = []
+        self.texts: list[str] = []
         self.lock = threading.Lock()
 
 
@@ -50,7 +51,7 @@ def registry_server(auth: str | None = None, refuse: str | None = None) -> Itera
             return False
 
         def do_POST(self) -> None:
-            parts = self.path.split("/")
+            parts = urllib.parse.urlsplit(self.path).path.split("/")
             if len(parts) != 4 or parts[1] != "subjects" or parts[3] != "versions":
                 return self._answer(404, {"error_code": 404, "message": "not found"})
             if not self._authorized():
@@ -59,6 +60,7 @@ def registry_server(auth: str | None = None, refuse: str | None = None) -> Itera
             schema = json.loads(self.rfile.read(int(self.headers["Content-Length"])))["schema"]
             json.loads(schema)  # a schema is JSON text
             state.requests.append((subject, self.headers.get("Content-Type", "")))
+            state.texts.append(schema)
             if refuse and refuse in schema:
                 return self._answer(409, {"error_code": 409, "message": "Schema being registered is incompatible"})
             with state.lock:
@@ -69,7 +71,7 @@ def registry_server(auth: str | None = None, refuse: str | None = None) -> Itera
             return self._answer(200, {"id": schema_id})
 
         def do_GET(self) -> None:
-            parts = self.path.split("/")
+            parts = urllib.parse.urlsplit(self.path).path.split("/")
             if len(parts) == 4 and parts[1:3] == ["schemas", "ids"]:
                 for text, i in state.ids.items():
                     if str(i) == parts[3]:

@@ -147,3 +147,64 @@ def test_names() -> None:
     assert adjust_schema_name("my-server.db.CloudEvents.Envelope", "avro") == "my_server.db.CloudEvents.Envelope"
     assert adjust_schema_name("a_b-c", "avro_unicode") == "a_u005fb_u002dc"
     assert adjust_schema_name("1a", "avro") == "_a"
+
+
+@pytest.mark.parametrize("name", ["crud", "transaction_metadata"])
+def test_avro_cloudevents_equal_debeziums(name: str, tmp_path: Path) -> None:
+    """Debezium's converter with `data.serializer.type: avro` and with `serializer.type: avro`, recorded
+    against a small Confluent-compatible registry: the same attributes, the same registered schemas
+    (`dataschema` and the wire-format ids compared by the schema they name) and the same Avro bodies."""
+    recorded = [json.loads(line) for line in (RECORDED / name / "cloudevents_avro.jsonl").read_text().splitlines()]
+    java_registry = json.loads((RECORDED / name / "cloudevents_avro_registry.json").read_text())
+    java_schemas = {i + 1: json.loads(t) for i, t in enumerate(java_registry["schemas"])}
+    registry = open_registry(str(tmp_path / "registry"))
+    assert isinstance(registry, DirectoryRegistry)
+    _, typed = golden_blocks(name)
+    writers = {"avro_data": CloudEventsWriter(CloudEventsOptions(data_serializer_type="avro"), registry),
+               "avro_avro": CloudEventsWriter(CloudEventsOptions(serializer_type="avro", data_serializer_type="avro"),
+                                              registry)}
+
+    def mine_schema(wire: bytes) -> object:
+        return json.loads(registry.schema(int.from_bytes(wire[1:5], "big")))
+
+    def java_schema(wire: bytes) -> object:
+        return java_schemas[int.from_bytes(wire[1:5], "big")]
+
+    def named(uri: str, base: str, schemas) -> object:
+        assert uri.startswith(base + "/schemas/ids/")
+        return schemas(int(uri.rsplit("/", 1)[1]))
+
+    checked = 0
+    for block in typed:
+        written = {k: w.values(block) for k, w in writers.items()}
+        for j, i in enumerate(block.batch.column("_order").to_pylist()):
+            if recorded[i] is None:
+                assert all(written[k][j] is None for k in writers)
+                continue
+            # JSON envelope, Avro data
+            got, want = json.loads(written["avro_data"][j]), json.loads(recorded[i]["avro_data"])
+            assert list(got) == list(want)
+            mine_data, java_data = base64.b64decode(got.pop("data")), base64.b64decode(want.pop("data"))
+            assert mine_data[5:] == java_data[5:] and mine_schema(mine_data) == java_schema(java_data)
+            assert named(got.pop("dataschema"), registry.url, lambda n: json.loads(registry.schema(n))) == \
+                named(want.pop("dataschema"), java_registry["url"], java_schemas.__getitem__)
+            assert got == want
+            # Avro envelope
+            mine_wire, java_wire = written["avro_avro"][j], base64.b64decode(recorded[i]["avro_avro"])
+            assert mine_schema(mine_wire) == java_schema(java_wire)
+            parsed = fastavro.parse_schema(plain(java_schema(java_wire)))
+            got = fastavro.schemaless_reader(io.BytesIO(mine_wire[5:]), parsed, None)
+            want = fastavro.schemaless_reader(io.BytesIO(java_wire[5:]), parsed, None)
+            mine_data, java_data = got.pop("data"), want.pop("data")
+            assert mine_data[5:] == java_data[5:] and mine_schema(mine_data) == java_schema(java_data)
+            assert named(got.pop("dataschema"), registry.url, lambda n: json.loads(registry.schema(n))) == \
+                named(want.pop("dataschema"), java_registry["url"], java_schemas.__getitem__)
+            assert got == want
+            checked += 1
+    assert checked > 5
+
+    def canonical(schemas: list) -> list[str]:
+        return sorted(json.dumps(x, sort_keys=True) for x in schemas)
+    # the same schemas under the same subjects (<topic>-value, and <topic>-data-value for Avro envelopes)
+    assert {s: canonical([java_schemas[i] for i in ids]) for s, ids in java_registry["subjects"].items()} == \
+        {s: canonical([json.loads(registry.schema(i)) for i in registry.versions(s)]) for s in java_registry["subjects"]}
