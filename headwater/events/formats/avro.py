@@ -11,7 +11,8 @@ Connect's Decimal, Date, Time and Timestamp the Avro logical types `decimal` (pr
 a non-optional string key an Avro map and any other map an array of `MapEntry` records, and an
 optional schema a union with null (`["null", T]` with a null default, or `[T, "null"]` when the
 schema has a default of its own). Names are written as Java's `Schema.toString` writes them
-(relative to the enclosing namespace), so the text is the one the schema registry stores. A
+(relative to the enclosing namespace), so the text registered is Java's but for the digits of
+floating-point defaults (`1e300` for Java's `1.0E300`). A
 record or field name Avro does not allow is refused, as Avro refuses it (Debezium's
 `schema.name.adjustment.mode`/`field.name.adjustment.mode: avro` make names valid at the source).
 
@@ -95,12 +96,6 @@ class _Names:
 def avro_schema(schema: dict) -> Any:
     """The Avro schema (JSON data) of a Connect schema, as `AvroData.fromConnectSchema` makes it."""
     return _schema(schema, _Names(), optional_union=True)
-
-
-def avro_schema_text(schema: dict) -> str:
-    """The Avro schema as JSON text, as Java's `Schema.toString` writes it (but for the digits of
-    floating-point defaults)."""
-    return orjson.dumps(avro_schema(schema)).decode()
 
 
 def _schema(schema: dict, names: _Names, optional_union: bool) -> Any:
