@@ -35,8 +35,7 @@ SECTION_KEYS = {
 class SinkConfig(BaseModel):
     """Where events go: `jsonl` files, `parquet` datasets, `avro` container files, or the `console`.
     `key.converter`/`value.converter` and their options (`events.formats.converters`) are validated
-    apart, by `parse_config`, into `key_converter`/`value_converter` (`converters_set` when the block
-    names any)."""
+    apart, by `parse_config`, into `key_converter`/`value_converter`."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
     type: Literal["jsonl", "parquet", "avro", "console"]
@@ -44,8 +43,8 @@ class SinkConfig(BaseModel):
     schemas_enable: bool = Field(False, alias="schemas.enable")
     replace_null_with_default: bool = Field(True, alias="replace.null.with.default")
     codec: Literal["null", "deflate"] = "null"  # the avro sink's container file codec
-    _converters: tuple[ConverterSpec, ConverterSpec, bool] = PrivateAttr(
-        default_factory=lambda: (ConverterSpec(JSON), ConverterSpec(JSON), False))
+    _converters: tuple[ConverterSpec, ConverterSpec] = PrivateAttr(
+        default_factory=lambda: (ConverterSpec(JSON), ConverterSpec(JSON)))
 
     @property
     def key_converter(self) -> ConverterSpec:
@@ -55,12 +54,8 @@ class SinkConfig(BaseModel):
     def value_converter(self) -> ConverterSpec:
         return self._converters[1]
 
-    @property
-    def converters_set(self) -> bool:
-        return self._converters[2]
-
-    def set_converters(self, key: ConverterSpec, value: ConverterSpec, named: bool) -> None:
-        self._converters = (key, value, named)
+    def set_converters(self, key: ConverterSpec, value: ConverterSpec) -> None:
+        self._converters = (key, value)
 
     def json_options(self) -> JsonOptions | None:
         """The JSON options when the source can write the sink's JSON itself (both converters JSON, alike)."""
@@ -210,8 +205,7 @@ def _converters(sink: SinkConfig, props: dict[str, Any]) -> list[ConfigError]:
     """Set the sink's key and value converters from `props` (`key.converter[.*]`, `value.converter[.*]`);
     the problems found."""
     if not props:
-        sink.set_converters(*parse_converters({}, JsonOptions(sink.schemas_enable, sink.replace_null_with_default)),
-                            named=False)
+        sink.set_converters(*parse_converters({}, JsonOptions(sink.schemas_enable, sink.replace_null_with_default)))
         return []
     if sink.type != "jsonl":
         return [ConfigError(f"sink.{sorted(props)[0]}", f"converters apply to the jsonl sink, not to {sink.type}",
@@ -221,7 +215,7 @@ def _converters(sink: SinkConfig, props: dict[str, Any]) -> list[ConfigError]:
         key, value = parse_converters(props, JsonOptions(sink.schemas_enable, sink.replace_null_with_default))
     except ConfigErrors as exc:
         return exc.errors
-    sink.set_converters(key, value, named=True)
+    sink.set_converters(key, value)
     return []
 
 
