@@ -37,6 +37,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from headwater.events.formats.avro_columns import AvroDataError, encode_column
 from headwater.events.formats.decimals import unscaled_bytes
 from headwater.events.typed import DECIMAL, TEMPORAL, physical_int
 
@@ -56,11 +57,6 @@ MAGIC = b"\x00"
 
 class AvroSchemaError(ValueError):
     """A Connect schema Avro cannot express (an invalid name, a name defined twice)."""
-
-
-class AvroDataError(ValueError):
-    """A value its Avro schema cannot hold: a null in a required field, as Confluent's AvroConverter
-    refuses it ("Invalid null value for required ... field")."""
 
 
 def valid_name(name: str) -> bool:
@@ -329,8 +325,9 @@ class AvroBlockWriter:
     def encode(self, column: pa.Array, connect: dict, where: str = "") -> list[bytes | None]:
         """The Avro binary of each element of a typed column (None at a null without a default);
         `where` names the column in errors (topic, key or value)."""
-        _, parsed = self.schema(connect)
-        return encode_datums(parsed, avro_datums(column, connect), where or str(connect.get("name")))
+        self.schema(connect)  # refuses what Avro cannot name
+        encoded = encode_column(column, connect, where or str(connect.get("name"))).to_pylist()
+        return [b if ok else None for b, ok in zip(encoded, column.is_valid().to_pylist(), strict=True)]
 
 
 def encode_datums(parsed: Any, datums: Sequence[Any], where: str = "") -> list[bytes | None]:
