@@ -12,18 +12,16 @@ are comparable within one run only.
 from __future__ import annotations
 
 import argparse
-import io
 import tempfile
 import time
 from collections.abc import Callable
 from functools import partial
 
-import fastavro
-
 from bench.data import DBNAME, PUBLICATION, load_snapshot_table, new_server
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
-from headwater.events.formats.avro import AvroBlockWriter, avro_datums
+from headwater.events.formats.avro import AvroBlockWriter
+from headwater.events.formats.avro_columns import container_file, encode_column
 from headwater.events.formats.converters import Converters, parse_converters
 from headwater.events.formats.json import JsonOptions
 from headwater.events.typed import TypedBlock
@@ -57,13 +55,13 @@ def write_all(blocks: list[TypedBlock], c: Converters) -> list:
 
 
 def container(blocks: list[TypedBlock]) -> None:
-    """What the avro sink does: value datums into an Avro container file (in memory)."""
+    """What the avro sink does: values encoded column-wise into Avro container files (in memory)."""
     writer = AvroBlockWriter()
     for block in blocks:
         schema = block.value_schema
         assert schema is not None
-        _, parsed = writer.schema(schema)
-        fastavro.writer(io.BytesIO(), parsed, avro_datums(block.batch.column("value"), schema))
+        text, _ = writer.schema(schema)
+        container_file(text, encode_column(block.batch.column("value"), schema, block.topic))
 
 
 def main() -> None:

@@ -2,8 +2,8 @@
 
 Each event's value is written as the Avro record Confluent's AvroConverter would write for it
 (`events.formats.avro`: the schema `AvroData` makes from the value's Connect schema, so the whole
-Debezium envelope, `before`, `after`, `source`, `op`, ...), into an Avro object container file
-that carries that schema, readable by any Avro reader (fastavro, Spark's `avro` format when the
+Debezium envelope, `before`, `after`, `source`, `op`, ...; encoded column-wise by
+`events.formats.avro_columns`), into an Avro object container file that carries that schema, readable by any Avro reader (fastavro, Spark's `avro` format when the
 spark-avro package is on its class path). Tombstones are skipped (the delete before them carries the
 key); keys are not written (the envelope's images hold the key columns), as the Avro formats of
 Kafka Connect's file sinks write values. Files go to `<path>/<topic>/batch-<id>-part-<n>.avro`
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from headwater.events.typed import from_ipc
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
@@ -40,14 +40,13 @@ class AvroStreamWriter(FileStreamWriter):
             raise ValueError(f"the headwater-avro sink's codec {self.codec!r} is not one of {', '.join(CODECS)}")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
-        # imported here: fastavro costs every Python worker of the other sinks ~0.1 s to import
-        import fastavro
-
-        from headwater.events.formats.avro import AvroBlockWriter, avro_datums
+        # imported here: the Avro formats cost every Python worker of the other sinks ~0.1 s to import
+        from headwater.events.formats.avro import AvroBlockWriter
+        from headwater.events.formats.avro_columns import container_file, encode_column
 
         pid = partition_id()
         writer = AvroBlockWriter()
-        groups: dict[tuple[str, str], tuple[Any, list[tuple[int, Any]]]] = {}
+        groups: dict[tuple[str, str], list[tuple[pa.Array, pa.Array]]] = {}  # (orders, records) per file
         for batch in iterator:
             if "block" not in batch.schema.names:
                 raise ValueError("the headwater-avro sink needs the source's typed blocks: "
@@ -58,19 +57,20 @@ class AvroStreamWriter(FileStreamWriter):
                 value = block.batch.column("value")
                 if schema is None or value.null_count == len(value):
                     continue  # tombstones only
-                text, parsed = writer.schema(schema)
-                _, records = groups.setdefault((block.topic, text), (parsed, []))
-                valid = value.is_valid().to_pylist()
-                orders = block.batch.column("_order").to_pylist()
-                records.extend((o, d) for o, d, ok in zip(orders, avro_datums(value, schema), valid, strict=True) if ok)
+                text, _ = writer.schema(schema)
+                present = value.is_valid()
+                records = encode_column(value, schema, f"a value of {block.topic}").filter(present)
+                groups.setdefault((block.topic, text), []).append((block.batch.column("_order").filter(present),
+                                                                   records))
         tmpdir = self.root / TMP
         tmpdir.mkdir(parents=True, exist_ok=True)
         files, rows = [], 0
-        for (topic, _), (parsed, records) in sorted(groups.items(), key=lambda g: g[1][1][0][0]):
-            records.sort(key=lambda r: r[0])
+        for (topic, text), parts in sorted(groups.items(), key=lambda g: g[1][0][0][0].as_py()):
+            orders = pa.concat_arrays([o for o, _ in parts])
+            records = pa.concat_arrays([r for _, r in parts]).take(pc.sort_indices(orders))
             tmp = tmpdir / f"{uuid.uuid4().hex}.avro.tmp"
             with open(tmp, "wb") as f:
-                fastavro.writer(f, parsed, (d for _, d in records), codec=self.codec)
+                f.write(container_file(text, records, self.codec))
             files.append((str(tmp), safe_dir(topic)))
             rows += len(records)
         return FileCommit(pid, files, rows)

@@ -16,11 +16,10 @@ floating-point defaults (`1e300` for Java's `1.0E300`). A
 record or field name Avro does not allow is refused, as Avro refuses it (Debezium's
 `schema.name.adjustment.mode`/`field.name.adjustment.mode: avro` make names valid at the source).
 
-`avro_datums` turns a typed column into Avro datums column by column (temporal values as their
-numbers, decimals as the unscaled two's-complement bytes, a null whose schema has a default as
-the default, as Connect's `Struct.get` gives it); `AvroBlockWriter` encodes them with fastavro,
-`wire_bytes` with Confluent's wire format (magic byte 0, the 4-byte big-endian schema id, the
-Avro binary).
+`AvroBlockWriter` keeps each Connect schema's Avro schema (text, and fastavro's parsed form) and
+encodes typed columns column-wise (`avro_columns.encode_column`); `encode_datums` encodes Python
+datums with fastavro (the CloudEvents envelope, built per event); `wire_bytes` frames a body in
+Confluent's wire format (magic byte 0, the 4-byte big-endian schema id, the Avro binary).
 """
 
 from __future__ import annotations
@@ -38,8 +37,7 @@ import orjson
 import pyarrow as pa
 
 from headwater.events.formats.avro_columns import AvroDataError, encode_column
-from headwater.events.formats.decimals import unscaled_bytes
-from headwater.events.typed import DECIMAL, TEMPORAL, physical_int
+from headwater.events.typed import DECIMAL
 
 NAMESPACE = "io.confluent.connect.avro"
 DEFAULT_NAME = "ConnectDefault"
@@ -221,72 +219,6 @@ def avro_default(schema: dict, value: Any) -> Any:
     if t == "array":
         return [avro_default(schema["items"], v) for v in value]
     return value
-
-
-def _datum_default(schema: dict) -> Any:
-    """The datum of a schema's default (JSON form) when a null is read as it."""
-    return _json_datum(schema, schema["default"])
-
-
-def _json_datum(schema: dict, value: Any) -> Any:
-    if value is None:
-        return None
-    t = schema["type"]
-    if t == "bytes":
-        return base64.b64decode(value)
-    if t in ("float", "double") and isinstance(value, str):
-        return float(value.replace("Infinity", "inf"))
-    if t == "struct":
-        return {f["field"]: _json_datum(f, value.get(f["field"])) for f in schema["fields"]}
-    if t == "array":
-        return [_json_datum(schema["items"], v) for v in value]
-    if t == "map":
-        pairs = value.items() if isinstance(value, dict) else value
-        if _string_keys(schema):
-            return {k: _json_datum(schema["values"], v) for k, v in pairs}
-        return [{"key": _json_datum(schema["keys"], k), "value": _json_datum(schema["values"], v)} for k, v in pairs]
-    return value
-
-
-def _string_keys(schema: dict) -> bool:
-    keys = schema["keys"]
-    return bool(keys["type"] == "string" and not keys.get("optional", False))
-
-
-def avro_datums(arr: pa.Array, schema: dict) -> list[Any]:
-    """The Avro datum of each element of a typed column of Connect schema `schema` (None at a null)."""
-    values = _valid_datums(arr, schema)
-    if arr.null_count:
-        default = _datum_default(schema) if schema.get("default") is not None else None
-        return [v if ok else default for v, ok in zip(values, arr.is_valid().to_pylist(), strict=True)]
-    return values
-
-
-def _valid_datums(arr: pa.Array, schema: dict) -> list[Any]:
-    name, t = schema.get("name"), schema["type"]
-    if name in TEMPORAL:
-        return arr.view(physical_int(arr.type)).to_pylist()
-    if name == DECIMAL and pa.types.is_decimal(arr.type):
-        return unscaled_bytes(arr)
-    if t == "struct":
-        names = [f["field"] for f in schema["fields"]]
-        if not names:
-            return [{} for _ in range(len(arr))]
-        children = [avro_datums(arr.field(i), f) for i, f in enumerate(schema["fields"])]
-        return [dict(zip(names, row, strict=True)) for row in zip(*children, strict=True)]
-    if t == "array":
-        offsets = arr.offsets.to_pylist()
-        items = avro_datums(arr.values, schema["items"])
-        return [items[a:b] for a, b in zip(offsets, offsets[1:], strict=False)]
-    if t == "map":
-        offsets = arr.offsets.to_pylist()
-        keys = avro_datums(arr.keys, schema["keys"])
-        items = avro_datums(arr.items, schema["values"])
-        if _string_keys(schema):
-            return [dict(zip(keys[a:b], items[a:b], strict=True)) for a, b in zip(offsets, offsets[1:], strict=False)]
-        return [[{"key": k, "value": v} for k, v in zip(keys[a:b], items[a:b], strict=True)]
-                for a, b in zip(offsets, offsets[1:], strict=False)]
-    return arr.to_pylist()
 
 
 def parseable(schema: Any) -> Any:

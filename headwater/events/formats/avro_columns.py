@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import decimal
+import os
+import zlib
 from typing import Any
 
 import numpy as np
@@ -154,3 +156,31 @@ def _body(arr: pa.Array, schema: dict, relevant: np.ndarray, where: str) -> pa.A
         blocks = _join(varints(counts), joined, pa.scalar(b"\x00", pa.binary()))
         return pc.if_else(pa.array(counts > 0), blocks, pa.scalar(b"\x00", pa.binary()))
     raise ValueError(f"not a Connect schema type: {t!r}")
+
+
+CONTAINER_MAGIC = b"Obj\x01"
+CODECS = ("null", "deflate")
+
+
+def container_file(schema_text: str, encoded: pa.Array, codec: str = "null") -> bytes:
+    """An Avro object container file of records already encoded (`encode_column`, no nulls): the
+    header (magic, `avro.schema` and `avro.codec` metadata, a sync marker), then one data block."""
+    if codec not in CODECS:
+        raise ValueError(f"Avro codec {codec!r} is not one of {', '.join(CODECS)}")
+    sync = os.urandom(16)
+
+    def long(v: int) -> bytes:
+        return varints(np.array([v], dtype=np.int64))[0].as_py()
+
+    def text(b: bytes) -> bytes:
+        return long(len(b)) + b
+
+    meta = {b"avro.schema": schema_text.encode(), b"avro.codec": codec.encode()}
+    header = CONTAINER_MAGIC + long(len(meta)) + b"".join(text(k) + text(v) for k, v in meta.items()) + long(0) + sync
+    data = encoded.buffers()
+    offsets = np.frombuffer(data[1], dtype=np.int32, count=len(encoded) + 1, offset=4 * encoded.offset)
+    body = bytes(memoryview(data[2])[offsets[0]:offsets[-1]]) if len(encoded) else b""
+    if codec == "deflate":
+        compressor = zlib.compressobj(zlib.Z_DEFAULT_COMPRESSION, zlib.DEFLATED, -15)
+        body = compressor.compress(body) + compressor.flush()
+    return header + long(len(encoded)) + long(len(body)) + body + sync

@@ -36,7 +36,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.formats.avro import AvroBlockWriter, avro_datums, encode_datums, wire_bytes
+from headwater.events.formats.avro import AvroBlockWriter, encode_datums, wire_bytes
 from headwater.events.formats.json import JsonOptions, json_values
 from headwater.events.formats.registry import SchemaRegistry
 from headwater.events.typed import TypedBlock
@@ -204,9 +204,9 @@ class CloudEventsWriter:
     def _avro(self, column: pa.Array, schema: dict, topic: str) -> tuple[list[bytes | None], int]:
         """Each event's Avro wire bytes for `schema` registered under `<topic>-value`, and the schema id."""
         assert self.avro is not None and self.registry is not None
-        text, parsed = self.avro.schema(schema)
+        text, _ = self.avro.schema(schema)
         schema_id = self.registry.register(f"{topic}-value", text)
-        bodies = encode_datums(parsed, avro_datums(column, schema))
+        bodies = self.avro.encode(column, schema, f"the data of an event of {topic}")
         return [None if b is None else wire_bytes(schema_id, b) for b in bodies], schema_id
 
     def _avro_datums(self, datums: list[dict | None], schema: dict, topic: str) -> list[bytes | None]:
