@@ -8,7 +8,8 @@ and the bytes, a record as its fields' encodings one after the other, an array o
 encoding. A null whose schema has a default is encoded as the default (as Connect's `Struct.get`
 reads it); a null in a required field without one is refused (`AvroDataError`), as Confluent's
 AvroConverter refuses it. Each part is an Arrow binary array and parts are joined with Arrow's
-element-wise joins, so no Python code runs per event.
+element-wise joins, so no Python code runs per event. `container_file` writes encoded records as
+an Avro object container file (one data block, codec `null` or `deflate`).
 """
 
 from __future__ import annotations
