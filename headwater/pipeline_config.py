@@ -18,11 +18,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.registry import validate_connector
+from headwater.events.formats.converters import JSON, ConverterSpec, parse_converters, plain_json
+from headwater.events.formats.json import JsonOptions
 from headwater.sinks.jdbc.config import JdbcSinkConfig, parse_jdbc_sink
 from headwater.sinks.lake_config import LAKE_SINKS, DeltaOptions, IcebergOptions, parse_lake_sink
 
@@ -30,23 +32,44 @@ TABLE_NAME_PLACEHOLDERS = ("topic",)  # what a sink's table.name.format fills in
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TOP_LEVEL = ("name", "source", "transforms", "sink", "spark")
 SECTION_KEYS = {
-    "sink": ["type", "path", "schemas.enable", "replace.null.with.default"],
+    "sink": ["type", "path", "schemas.enable", "replace.null.with.default", "key.converter", "value.converter",
+             "codec"],
     "spark": ["master", "checkpoint", "app.name", "trigger.interval", "maxEventsPerTrigger", "conf"],
 }
 
 
 class SinkConfig(BaseModel):
-    """Where events go: `jsonl` files, `parquet` datasets, the `console`, a database (`jdbc`, its
-    properties checked by `sinks.jdbc.config`) or `delta`/`iceberg` tables (their settings in `lake`,
-    checked by `sinks.lake_config`)."""
+    """Where events go: `jsonl` files, `parquet` datasets, `avro` container files, the `console`, a
+    database (`jdbc`, its properties checked by `sinks.jdbc.config`) or `delta`/`iceberg` tables
+    (their settings in `lake`, checked by `sinks.lake_config`). `key.converter`/`value.converter`
+    and their options (`events.formats.converters`) are validated apart, by `parse_config`, into
+    `key_converter`/`value_converter`."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True)
-    type: Literal["jsonl", "parquet", "console", "jdbc", "delta", "iceberg"]
+    type: Literal["jsonl", "parquet", "avro", "console", "jdbc", "delta", "iceberg"]
     path: str | None = None
     schemas_enable: bool = Field(False, alias="schemas.enable")
     replace_null_with_default: bool = Field(True, alias="replace.null.with.default")
+    codec: Literal["null", "deflate"] = "null"  # the avro sink's container file codec
     jdbc: JdbcSinkConfig | None = None
     lake: DeltaOptions | IcebergOptions | None = None
+    _converters: tuple[ConverterSpec, ConverterSpec] = PrivateAttr(
+        default_factory=lambda: (ConverterSpec(JSON), ConverterSpec(JSON)))
+
+    @property
+    def key_converter(self) -> ConverterSpec:
+        return self._converters[0]
+
+    @property
+    def value_converter(self) -> ConverterSpec:
+        return self._converters[1]
+
+    def set_converters(self, key: ConverterSpec, value: ConverterSpec) -> None:
+        self._converters = (key, value)
+
+    def json_options(self) -> JsonOptions | None:
+        """The JSON options when the source can write the sink's JSON itself (both converters JSON, alike)."""
+        return plain_json(self.key_converter, self.value_converter)
 
 
 class SparkConfig(BaseModel):
@@ -175,11 +198,18 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
         except ConfigErrors as exc:
             errors.extend(exc.errors)
     else:
+        raw_sink = dict(data["sink"])
+        converter_props = {k: raw_sink.pop(k) for k in list(raw_sink)
+                           if str(k).startswith(("key.converter", "value.converter"))}
         try:
-            sink = SinkConfig.model_validate(data["sink"])
-            if sink.type in ("jsonl", "parquet") and not sink.path:
+            sink = SinkConfig.model_validate(raw_sink)
+            if sink.type in ("jsonl", "parquet", "avro") and not sink.path:
                 errors.append(ConfigError("sink.path", f"is required for the {sink.type} sink",
                                           "add path: out/ to the sink block"))
+            if sink.codec != "null" and sink.type != "avro":
+                errors.append(ConfigError("sink.codec", f"applies to the avro sink, not to {sink.type}",
+                                          "remove codec"))
+            errors.extend(_converters(sink, converter_props))
         except ValidationError as exc:
             errors.extend(_pydantic_errors("sink", exc))
 
@@ -197,6 +227,24 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
         raise ConfigErrors(errors)
     assert source is not None and sink is not None  # else an error was recorded above
     return PipelineConfig(name=name, source=source, transforms=[], sink=sink, spark=spark, base_dir=base_dir)
+
+
+def _converters(sink: SinkConfig, props: dict[str, Any]) -> list[ConfigError]:
+    """Set the sink's key and value converters from `props` (`key.converter[.*]`, `value.converter[.*]`);
+    the problems found."""
+    if not props:
+        sink.set_converters(*parse_converters({}, JsonOptions(sink.schemas_enable, sink.replace_null_with_default)))
+        return []
+    if sink.type != "jsonl":
+        return [ConfigError(f"sink.{sorted(props)[0]}", f"converters apply to the jsonl sink, not to {sink.type}",
+                            "the parquet and avro sinks write typed columns and Avro records themselves; "
+                            "remove the converter properties")]
+    try:
+        key, value = parse_converters(props, JsonOptions(sink.schemas_enable, sink.replace_null_with_default))
+    except ConfigErrors as exc:
+        return exc.errors
+    sink.set_converters(key, value)
+    return []
 
 
 def load_config(path: str | Path) -> PipelineConfig:

@@ -3,7 +3,8 @@
 Each task of a streaming batch writes its partition to temporary files under `<path>/_tmp/` and
 reports them in a `FileCommit`; the driver's `commit(batchId)` then removes whatever an earlier
 attempt of the same batch left and moves the new files to their final names,
-`[<topic dir>/]batch-<id>-part-<n><ext>` (so the names sort in event order). A batch replayed after
+`[<topic dir>/]batch-<id>-part-<n><ext>` (so the names sort in event order; a task's several files
+for one directory get `-<k>` after the part number, in the order the task listed them). A batch replayed after
 a crash therefore replaces its own earlier output: with a source that yields the same events for a
 replayed batch, each change is written once. Readers should take only files with the final
 extension. `FileSink` and `FileStreamWriter` are the base of the `headwater-jsonl` and
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,10 +58,16 @@ def commit_files(root: Path, batch_id: int, messages: list, ext: str) -> int:
     rows = 0
     for msg in sorted((m for m in messages if m is not None), key=lambda m: m.partition):
         rows += msg.rows
+        per_dir = Counter(subdir for _, subdir in msg.files)
+        taken: Counter[str] = Counter()
         for tmp, subdir in msg.files:
             target = root / subdir if subdir else root
             target.mkdir(parents=True, exist_ok=True)
-            os.replace(tmp, target / f"{prefix}part-{msg.partition:05d}{ext}")
+            name = f"{prefix}part-{msg.partition:05d}"
+            if per_dir[subdir] > 1:
+                name += f"-{taken[subdir]:03d}"
+                taken[subdir] += 1
+            os.replace(tmp, target / f"{name}{ext}")
     shutil.rmtree(root / TMP, ignore_errors=True)
     return rows
 

@@ -104,12 +104,16 @@ def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> di
     source = with_cli_file(with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME),
                            Path(checkpoint) / CLI_FILE_NAME)
     props = source.as_properties()
+    # the parquet, avro, jdbc, delta and iceberg sinks, and converters other than one JSON for both key
+    # and value, take the events apart: typed blocks; the others write the JSON text the source makes
+    text = cfg.sink.json_options()
+    blocks = cfg.sink.type in ("parquet", "avro", "jdbc", "delta", "iceberg") or text is None
     opts = {
         "headwater.properties": json.dumps(props),
-        # the parquet, jdbc, delta and iceberg sinks take the events apart: typed blocks; the others write JSON text
-        "headwater.output": "blocks" if cfg.sink.type in ("parquet", "jdbc", "delta", "iceberg") else "json",
-        "schemas.enable": "true" if cfg.sink.schemas_enable else "false",
-        "replace.null.with.default": "true" if cfg.sink.replace_null_with_default else "false",
+        "headwater.output": "blocks" if blocks else "json",
+        "schemas.enable": "true" if (text.schemas_enable if text else cfg.sink.schemas_enable) else "false",
+        "replace.null.with.default": "true" if (text.replace_null_with_default if text
+                                                else cfg.sink.replace_null_with_default) else "false",
         "parallelism": str(parallelism),
     }
     if cfg.spark.max_events_per_trigger:
@@ -123,7 +127,13 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     checkpoint = str(Path(cfg.spark.checkpoint).expanduser())
     df = spark.readStream.format(SOURCE_NAME).options(**source_options(cfg, parallelism, checkpoint)).load()
     sink = cfg.sink
-    if sink.type == "jsonl":
+    if sink.type == "jsonl" and sink.json_options() is None:
+        from headwater.events.formats.converters import specs_json
+        from headwater.spark.sinks import CONVERTERS_OPTION
+
+        writer = (df.writeStream.format("headwater-jsonl").option("path", sink.path)
+                  .option(CONVERTERS_OPTION, specs_json(sink.key_converter, sink.value_converter)))
+    elif sink.type == "jsonl":
         from headwater.spark.sinks import JSONL_COLUMNS
 
         # only the columns the sink reads reach it: Spark then converts the other four neither from
@@ -141,6 +151,8 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
         from headwater.spark.lakesink import lake_batch
 
         writer = df.writeStream.foreachBatch(lake_batch(sink.lake, checkpoint))
+    elif sink.type == "avro":
+        writer = df.writeStream.format("headwater-avro").option("path", sink.path).option("codec", sink.codec)
     else:
         from headwater.spark.console import console_batch
 

@@ -2,8 +2,11 @@
 
 `headwater-jsonl` writes Debezium JSON lines (`{"topic", "key", "value"[, "headers"]}`), one file
 per partition per batch, with the exactly-once commit of `headwater.spark.filesink`; the final
-files end in `.jsonl`. `headwater-parquet` is in `headwater.spark.parquet`. `register_sinks` makes
-both known to a Spark session.
+files end in `.jsonl`. From the source's JSON rows it joins the JSON text column-wise; with the
+option `headwater.converters` (key and value converters other than the source's JSON) it takes the
+source's typed blocks and writes them with those converters (`headwater.spark.converted`).
+`headwater-parquet` is in `headwater.spark.parquet`, `headwater-avro` in `headwater.spark.avro`.
+`register_sinks` makes them known to a Spark session.
 """
 
 from __future__ import annotations
@@ -17,8 +20,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from headwater.events.arrays import lit, string_array
+from headwater.events.typed import TypedBlock, from_ipc
+from headwater.spark.avro import AvroSink
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
 from headwater.spark.parquet import ParquetSink
+
+CONVERTERS_OPTION = "headwater.converters"
 
 JSONL_COLUMNS = ("topic", "key", "value", "headers")  # all the jsonl sink reads of an event
 
@@ -70,7 +77,17 @@ class JsonlStreamWriter(FileStreamWriter):
         tmpdir.mkdir(parents=True, exist_ok=True)
         tmp = tmpdir / f"{uuid.uuid4().hex}-{pid}.tmp"
         rows = 0
+        converters = self.options.get(CONVERTERS_OPTION)
         with open(tmp, "wb", buffering=1 << 20) as f:
+            if converters:
+                # imported here: the formats (fastavro, ...) cost every Python worker ~0.1 s to import
+                from headwater.events.formats.converters import Converters, specs_from_json
+                from headwater.spark.converted import converted_lines
+
+                lines = converted_lines(typed_blocks(iterator, self.__class__.__name__),
+                                        Converters(*specs_from_json(converters)))
+                rows = len(lines)
+                write_lines(f, lines)
             for batch in iterator:
                 rows += batch.num_rows
                 write_lines(f, jsonl_lines(batch))
@@ -80,6 +97,16 @@ class JsonlStreamWriter(FileStreamWriter):
             tmp.unlink()
             return FileCommit(pid, [], 0)
         return FileCommit(pid, [(str(tmp), "")], rows)
+
+
+def typed_blocks(iterator: Iterator[pa.RecordBatch], sink: str) -> list[TypedBlock]:
+    """The typed blocks of a task's rows of the source's `blocks` layout."""
+    blocks: list[TypedBlock] = []
+    for batch in iterator:
+        if "block" not in batch.schema.names:
+            raise ValueError(f"{sink} needs the source's typed blocks: set the source's option headwater.output=blocks")
+        blocks.extend(from_ipc(data) for data in batch.column("block").to_pylist())
+    return blocks
 
 
 class JsonlSink(FileSink):
@@ -93,6 +120,7 @@ class JsonlSink(FileSink):
 
 
 def register_sinks(spark) -> None:
-    """Make the `headwater-jsonl` and `headwater-parquet` sinks known to the session `spark`."""
+    """Make the `headwater-jsonl`, `headwater-parquet` and `headwater-avro` sinks known to the session `spark`."""
     spark.dataSource.register(JsonlSink)
     spark.dataSource.register(ParquetSink)
+    spark.dataSource.register(AvroSink)

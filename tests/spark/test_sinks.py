@@ -6,9 +6,13 @@ import datetime as dt
 import decimal
 from pathlib import Path
 
+import fastavro
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+from headwater.events.typed import BlockBuilder, ipc_bytes
+from headwater.spark.avro import AvroStreamWriter
 from headwater.spark.filesink import FileCommit, commit_files
 from tests.spark_support import cli, write_config
 
@@ -72,3 +76,36 @@ def test_console_sink_prints_events(pg_server, pg_db, tmp_path):
     config = write_config(tmp_path, pg_server, pg_db, sink={"type": "console"}, name="con")
     out = cli("run", str(config), "--once").stdout
     assert "golden.public.t r" in out and '"hello"' in out
+
+
+
+def test_avro_sink_files_per_topic_and_schema(tmp_path):
+    """The avro sink's task output without Spark: one container file per topic and value schema (two
+    schemas of one topic get `-000`, `-001`), records in event order, tombstones left out; a replayed
+    batch replaces its files."""
+    key = {"type": "struct", "optional": False, "name": "t.Key", "fields": [
+        {"type": "int32", "optional": False, "field": "id"}]}
+    v1 = {"type": "struct", "optional": False, "name": "t.Envelope", "fields": [
+        {"type": "int32", "optional": False, "field": "id"}, {"type": "string", "optional": False, "field": "op"}]}
+    v2 = {**v1, "fields": [*v1["fields"], {"type": "string", "optional": True, "field": "note"}]}
+    b = BlockBuilder()
+    b.add("t", key, {"id": 1}, v1, {"id": 1, "op": "c"}, "c", 1, 0)
+    b.add("t", key, {"id": 1}, v1, None, None, 1, 0)  # a tombstone
+    b.add("t", key, {"id": 2}, v2, {"id": 2, "op": "c", "note": "x"}, "c", 2, 0)
+    b.add("t", key, {"id": 3}, v1, {"id": 3, "op": "u"}, "u", 3, 0)
+    b.add("u.v", None, None, v1, {"id": 9, "op": "c"}, "c", 3, 0)
+    blocks = b.take().blocks
+    rows = pa.RecordBatch.from_arrays([pa.array([x.topic for x in blocks]), pa.array([ipc_bytes(x) for x in blocks])],
+                                      names=["topic", "block"])
+    writer = AvroStreamWriter(str(tmp_path / "out"), {"codec": "deflate"})
+    for _ in range(2):  # the second attempt of batch 7 replaces the first's files
+        writer.commit([writer.write(iter([rows]))], 7)
+    files = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*.avro"))
+    assert files == ["t/batch-000000000007-part-00000-000.avro", "t/batch-000000000007-part-00000-001.avro",
+                     "u.v/batch-000000000007-part-00000.avro"]
+    read = []
+    for f in files:
+        with open(tmp_path / "out" / f, "rb") as fh:
+            read.append([dict(r) for r in fastavro.reader(fh)])
+    assert read == [[{"id": 1, "op": "c"}, {"id": 3, "op": "u"}], [{"id": 2, "op": "c", "note": "x"}],
+                    [{"id": 9, "op": "c"}]]

@@ -16,11 +16,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import orjson
 import pyarrow as pa
 
 from headwater.events.batch import EventBatch
+from headwater.events.formats.decimals import unscaled_bytes
 from headwater.events.typed import DECIMAL, TEMPORAL, TypedBlock, TypedEvents, physical_int
 
 
@@ -91,16 +91,22 @@ def _valid_values(arr: pa.Array, schema: dict, options: JsonOptions) -> list[Any
 _SPECIAL = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # as Jackson writes them
 
 
-def _decimals(arr: pa.Array) -> list[str | None]:
-    """A decimal128 column as Connect writes Decimals: base64 of the unscaled value's minimal
-    big-endian two's-complement bytes (Java's BigInteger.toByteArray)."""
-    raw = np.frombuffer(arr.buffers()[1], dtype=np.uint8, count=16 * len(arr), offset=16 * arr.offset)
-    out: list[str | None] = []
-    for i in range(len(arr)):
-        n = int.from_bytes(raw[16 * i:16 * i + 16].tobytes(), "little", signed=True)
-        size = (n if n >= 0 else ~n).bit_length() // 8 + 1
-        out.append(base64.b64encode(n.to_bytes(size, "big", signed=True)).decode())
-    return out
+def _decimals(arr: pa.Array) -> list[str]:
+    """A decimal128 column as Connect writes Decimals in JSON: base64 of the unscaled bytes."""
+    return [base64.b64encode(b).decode() for b in unscaled_bytes(arr)]
+
+
+def column_json(column: pa.Array, schema: dict | None, options: JsonOptions,
+                written_null: list[bool] | None = None) -> list[str | None]:
+    """The JSON text of each element of a typed column (None at a null: no key, a tombstone's value;
+    where `written_null` says so, a null is written as JsonConverter writes a null of `schema`)."""
+    if schema is None:
+        return [None] * len(column)
+    head, tail = options.wrap(schema)
+    valid = column.is_valid().to_pylist()
+    null = (head + orjson.dumps(_null(schema, options)) + tail).decode()
+    return [(head + orjson.dumps(v) + tail).decode() if ok else null if written_null and written_null[i] else None
+            for i, (v, ok) in enumerate(zip(json_values(column, schema, options), valid, strict=True))]
 
 
 def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
@@ -109,35 +115,29 @@ def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None
     its headers with their values as JSON text (`null` for a null value). A null value with an `op`
     is not a tombstone but a null of the value schema: `null`, or the schema with a null payload."""
     b = block.batch
-    key_schema, value_schema = block.key_schema, block.value_schema
-    key_head, key_tail = options.wrap(key_schema)
-    value_head, value_tail = options.wrap(value_schema)
-
-    def texts(column: pa.Array, schema: dict | None, head: bytes, tail: bytes,
-              written_null: list[bool] | None = None) -> list[str | None]:
-        if schema is None:
-            return [None] * len(column)
-        valid = column.is_valid().to_pylist()
-        null = (head + orjson.dumps(_null(schema, options)) + tail).decode()
-        return [(head + orjson.dumps(v) + tail).decode() if ok else null if written_null and written_null[i] else None
-                for i, (v, ok) in enumerate(zip(json_values(column, schema, options), valid, strict=True))]
-
-    keys = texts(b.column("key"), key_schema, key_head, key_tail)
+    keys = column_json(b.column("key"), block.key_schema, options)
     # a null value is a tombstone (no value at all) without an op; with one (a delete flattened by
     # ExtractNewRecordState) it is a null of the value schema, written as JsonConverter writes it
-    values = texts(b.column("value"), value_schema, value_head, value_tail, b.column("op").is_valid().to_pylist())
+    values = column_json(b.column("value"), block.value_schema, options, b.column("op").is_valid().to_pylist())
+    return keys, values, header_json(block, options)
+
+
+def header_json(block: TypedBlock, options: JsonOptions) -> list[list[tuple[str, str]] | None]:
+    """Each event's headers (None: none), their values as JSON text by their own schemas (`null`
+    for a null value)."""
+    b = block.batch
     headers: list[list[tuple[str, str]] | None] = [None] * b.num_rows
     column = b.column("headers")
     if column.null_count < len(column):
         offsets = column.offsets.to_pylist()
         entries = column.values
         names = entries.field("key").to_pylist()
-        held = {name: texts(entries.field("value").field(name), schema, *options.wrap(schema))
+        held = {name: column_json(entries.field("value").field(name), schema, options)
                 for name, schema in block.header_schemas.items()}
         for i, valid in enumerate(column.is_valid().to_pylist()):
             if valid:
                 headers[i] = [(names[j], held[names[j]][j] or "null") for j in range(offsets[i], offsets[i + 1])]
-    return keys, values, headers
+    return headers
 
 
 def to_event_batch(events: TypedEvents, options: JsonOptions) -> EventBatch:
