@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from headwater.events.batch import EventBatch
 from headwater.events.typed import DECIMAL, TEMPORAL, TypedBlock, TypedEvents, physical_int
@@ -106,33 +107,37 @@ def _decimals(arr: pa.Array) -> list[str | None]:
 def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
                                                                   list[list[tuple[str, str]] | None]]:
     """The key and value JSON text of each event of `block` (None: no key, a tombstone's value), and
-    its headers with their values as JSON text (`null` for a null value). A null value with an `op`
-    is not a tombstone but a null of the value schema: `null`, or the schema with a null payload."""
+    its headers with their values as JSON text. A null with a schema is written as JsonConverter
+    writes it (`null`, or the schema with a null payload): a header's; a key's, except a truncate's
+    (Debezium's has no key schema); a value's with an `op` (a delete flattened by
+    ExtractNewRecordState; without one it is a tombstone: no value at all)."""
     b = block.batch
     key_schema, value_schema = block.key_schema, block.value_schema
     key_head, key_tail = options.wrap(key_schema)
     value_head, value_tail = options.wrap(value_schema)
 
     def texts(column: pa.Array, schema: dict | None, head: bytes, tail: bytes,
-              written_null: list[bool] | None = None) -> list[str | None]:
+              written_null: list[bool] | None) -> list[str | None]:
+        """The JSON of each value; a null is written (as `null` of `schema`) where `written_null`
+        says so (None: everywhere), else it is None."""
         if schema is None:
             return [None] * len(column)
         valid = column.is_valid().to_pylist()
         null = (head + orjson.dumps(_null(schema, options)) + tail).decode()
-        return [(head + orjson.dumps(v) + tail).decode() if ok else null if written_null and written_null[i] else None
+        return [(head + orjson.dumps(v) + tail).decode() if ok
+                else null if written_null is None or written_null[i] else None
                 for i, (v, ok) in enumerate(zip(json_values(column, schema, options), valid, strict=True))]
 
-    keys = texts(b.column("key"), key_schema, key_head, key_tail)
-    # a null value is a tombstone (no value at all) without an op; with one (a delete flattened by
-    # ExtractNewRecordState) it is a null of the value schema, written as JsonConverter writes it
-    values = texts(b.column("value"), value_schema, value_head, value_tail, b.column("op").is_valid().to_pylist())
+    ops = b.column("op")
+    keys = texts(b.column("key"), key_schema, key_head, key_tail, pc.not_equal(ops, "t").fill_null(True).to_pylist())
+    values = texts(b.column("value"), value_schema, value_head, value_tail, ops.is_valid().to_pylist())
     headers: list[list[tuple[str, str]] | None] = [None] * b.num_rows
     column = b.column("headers")
     if column.null_count < len(column):
         offsets = column.offsets.to_pylist()
         entries = column.values
         names = entries.field("key").to_pylist()
-        held = {name: texts(entries.field("value").field(name), schema, *options.wrap(schema))
+        held = {name: texts(entries.field("value").field(name), schema, *options.wrap(schema), None)
                 for name, schema in block.header_schemas.items()}
         for i, valid in enumerate(column.is_valid().to_pylist()):
             if valid:
