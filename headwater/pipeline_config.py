@@ -2,7 +2,8 @@
 
 `${VAR}` (or `${VAR:-default}`) in any value is replaced from the environment (in a transformation's
 option, a `${name}` whose variable is not set is left for the transformation: Java's replacement
-syntax). Everything is
+syntax; in a sink's `table.name.format`, `${topic}` is left for the sink when the environment has
+no `topic`). Everything is
 validated before anything connects; all problems are reported together as `ConfigErrors`. The
 file spans the layers (the source block is validated by the connector registry), so it is read
 here, above `config/` and `connectors/`, not in `config/`, which imports no connector.
@@ -23,7 +24,9 @@ from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.registry import validate_connector
 from headwater.sinks.jdbc.config import JdbcSinkConfig, parse_jdbc_sink
+from headwater.sinks.lake_config import LAKE_SINKS, DeltaOptions, IcebergOptions, parse_lake_sink
 
+TABLE_NAME_PLACEHOLDERS = ("topic",)  # what a sink's table.name.format fills in, unless the environment has it
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TOP_LEVEL = ("name", "source", "transforms", "sink", "spark")
 SECTION_KEYS = {
@@ -33,15 +36,17 @@ SECTION_KEYS = {
 
 
 class SinkConfig(BaseModel):
-    """Where events go: `jsonl` files, `parquet` datasets, the `console`, or a database (`jdbc`, its
-    properties checked by `sinks.jdbc.config`)."""
+    """Where events go: `jsonl` files, `parquet` datasets, the `console`, a database (`jdbc`, its
+    properties checked by `sinks.jdbc.config`) or `delta`/`iceberg` tables (their settings in `lake`,
+    checked by `sinks.lake_config`)."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, arbitrary_types_allowed=True)
-    type: Literal["jsonl", "parquet", "console", "jdbc"]
+    type: Literal["jsonl", "parquet", "console", "jdbc", "delta", "iceberg"]
     path: str | None = None
     schemas_enable: bool = Field(False, alias="schemas.enable")
     replace_null_with_default: bool = Field(True, alias="replace.null.with.default")
     jdbc: JdbcSinkConfig | None = None
+    lake: DeltaOptions | IcebergOptions | None = None
 
 
 class SparkConfig(BaseModel):
@@ -81,6 +86,8 @@ def resolve_env(value: Any, where: str, errors: list[ConfigError]) -> Any:
             var, default = m.group(1), m.group(2)
             if var in os.environ:
                 return os.environ[var]
+            if where.endswith("table.name.format") and var in TABLE_NAME_PLACEHOLDERS:
+                return m.group(0)  # filled in per table by the sink
             if default is not None:
                 return default
             if where.startswith("source.transforms."):  # Java's group reference, e.g. ${routedByValue}
@@ -160,6 +167,11 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
     elif data["sink"].get("type") == "jdbc":
         try:
             sink = SinkConfig.model_validate({"type": "jdbc", "jdbc": parse_jdbc_sink(data["sink"])})
+        except ConfigErrors as exc:
+            errors.extend(exc.errors)
+    elif data["sink"].get("type") in LAKE_SINKS:
+        try:
+            sink = SinkConfig.model_validate({"type": data["sink"]["type"], "lake": parse_lake_sink(data["sink"])})
         except ConfigErrors as exc:
             errors.extend(exc.errors)
     else:

@@ -102,8 +102,8 @@ def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> di
     props = with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME).as_properties()
     opts = {
         "headwater.properties": json.dumps(props),
-        # the parquet and jdbc sinks take the events apart: typed blocks; the others write JSON text
-        "headwater.output": "blocks" if cfg.sink.type in ("parquet", "jdbc") else "json",
+        # the parquet, jdbc, delta and iceberg sinks take the events apart: typed blocks; the others write JSON text
+        "headwater.output": "blocks" if cfg.sink.type in ("parquet", "jdbc", "delta", "iceberg") else "json",
         "schemas.enable": "true" if cfg.sink.schemas_enable else "false",
         "replace.null.with.default": "true" if cfg.sink.replace_null_with_default else "false",
         "parallelism": str(parallelism),
@@ -133,6 +133,10 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
 
         assert sink.jdbc is not None
         writer = df.writeStream.foreachBatch(jdbc_batches(sink.jdbc, cfg.name, parallelism))
+    elif sink.lake is not None:  # delta, iceberg
+        from headwater.spark.lakesink import lake_batch
+
+        writer = df.writeStream.foreachBatch(lake_batch(sink.lake, checkpoint))
     else:
         from headwater.spark.console import console_batch
 

@@ -33,7 +33,9 @@ def test_headers_of_several_types_keep_their_order_and_schemas():
     assert b.header_schemas == {"__debezium.oldkey": b.key_schema, "n": INT64, "l": LIST}
     assert [e.get("headers") for e in as_json(TypedEvents([b]))] == [
         {"n": 10, "l": ["x"]}, {"__debezium.oldkey": {"id": 9}, "n": None}, {"n": 30, "l": None}]
-    values, schema, present = header_values(b, "l")
+    got = header_values(b, "l")
+    assert got is not None
+    values, schema, present = got
     assert values.to_pylist() == [["x"], None, None] and schema == LIST and present.tolist() == [True, False, True]
     b = remove_header(b, "__debezium.oldkey")
     assert "__debezium.oldkey" not in b.header_schemas
@@ -45,14 +47,18 @@ def test_headers_of_several_types_keep_their_order_and_schemas():
 def test_the_last_header_of_a_name_wins():
     b = add_header(add_header(block(), "n", INT64, pa.array([1, 2, 3], pa.int64())), "n", INT64,
                    pa.array([4, 5, 6], pa.int64()), np.array([False, True, False]))
-    assert header_values(b, "n")[0].to_pylist() == [1, 5, 3]
+    got = header_values(b, "n")
+    assert got is not None and got[0].to_pylist() == [1, 5, 3]
 
 
 def test_fields_rows_and_topics():
     b = block()
-    op, schema = value_field(b, "op")
+    field = value_field(b, "op")
+    assert field is not None
+    op, schema = field
     assert op.to_pylist() == ["c", "u", "d"] and schema == {"type": "string", "optional": False}
-    assert value_field(b, "after.name")[0].to_pylist() == ["a", "b", None]
+    name = value_field(b, "after.name")
+    assert name is not None and name[0].to_pylist() == ["a", "b", None]
     assert value_field(b, "nope") is None
     parts = split_by_topic(b, pa.array(["x", None, "x"]))
     assert [(p.topic, len(p)) for p in parts] == [("x", 2), (TOPIC, 1)]

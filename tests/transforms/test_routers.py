@@ -78,7 +78,9 @@ def test_blocks_merged_on_one_topic_keep_the_batch_order():
     ("$1x", "ax"), ("${g}-$2", "a-b"), (r"\$1", "$1"), ("$12", "a2"), ("plain", "plain"),
 ])
 def test_java_replacement(template, expected):
-    assert java_replacement(template, re.fullmatch("(?P<g>a)(b)", "ab")) == expected
+    m = re.fullmatch("(?P<g>a)(b)", "ab")
+    assert m is not None
+    assert java_replacement(template, m) == expected
 
 
 @pytest.mark.parametrize("extra, message", [

@@ -185,7 +185,9 @@ def test_replace_null_with_default_in_rewrite_mode():
 
     def qty(props):
         out = run(Events().add("c", None, {"id": 1, "qty": None}, row=row), props)
-        return json.loads(next(to_event_batch(out, raw).rows()).value)["qty"]
+        value = next(to_event_batch(out, raw).rows()).value
+        assert value is not None
+        return json.loads(value)["qty"]
 
     del events
     assert qty(unwrap(delete_tombstone_handling_mode="rewrite")) == 7

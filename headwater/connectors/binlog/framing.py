@@ -44,13 +44,19 @@ class Header(NamedTuple):
     flags: int
 
 
-def header(event: bytes) -> Header:
-    return Header(*HEADER.unpack_from(event))
+def header(event: bytes, at: int = 0) -> Header:
+    """The header of the event at `at` of `event`."""
+    return Header(*HEADER.unpack_from(event, at))
 
 
 def table_id(event: bytes) -> int:
     """The table id of a TABLE_MAP or rows event (6 bytes after the header)."""
     return int.from_bytes(event[HEADER_SIZE:HEADER_SIZE + 6], "little")
+
+
+def framed_table_id(payload: bytes) -> int:
+    """`table_id` of a framed event (type byte + event), without copying it."""
+    return int.from_bytes(payload[1 + HEADER_SIZE:7 + HEADER_SIZE], "little")
 
 
 def rotate_file(event: bytes) -> tuple[str, int]:

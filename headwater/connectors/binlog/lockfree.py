@@ -69,6 +69,7 @@ from headwater.connectors.binlog.positions import BinlogPosition, split_pos, str
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, SchemaSnapshotUnit, table_ref
+from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.chunkmerge import Change, merge_chunk, null_first
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
@@ -264,6 +265,10 @@ class LockFreeChunk(WorkUnit):
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
         file, pos = split_pos(self.file_like, high)
         first_table, last_table, first_chunk, last_chunk = self.ends
+        if all(kind == "s" for kind, _ in merged):  # no change in the window: the SELECT's rows, column-wise
+            yield from snapshot_events(kinds["s"], maker, [values for _, values in merged], ts_us=ts_us, version=high,
+                                       position={"file": file, "pos": pos}, ends=self.ends)
+            return
         sources: dict[str, orjson.Fragment] = {}
         for i, (kind, values) in enumerate(merged):
             mark = marker(first_table, last_table, first_chunk and i == 0, last_chunk and i == len(merged) - 1)

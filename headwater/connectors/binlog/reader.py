@@ -32,11 +32,14 @@ from headwater.connectors.common.txbuffer import StreamBuffer, Txn
 from headwater.connectors.errors import ConnectError, PositionLost, SourceError
 
 log = logging.getLogger("headwater.binlog")
+unpack_header = fr.HEADER.unpack_from
 
 COM_BINLOG_DUMP = 0x12
 BINLOG_SEND_ANNOTATE_ROWS_EVENT = 2
 HEARTBEAT_S = 1.0
 FLUSH_EVERY = 512  # messages received before they are handed to the buffer (fewer lock round trips)
+READ_SIZE = 1 << 20  # bytes asked of the socket at once
+MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
 PURGED = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG: the position asked for is gone
 
 
@@ -47,7 +50,7 @@ class BinlogKinds:
     layout_kind = fr.TABLE_MAP
 
     def layout_id(self, payload: bytes) -> int:
-        return fr.table_id(payload[1:])
+        return fr.framed_table_id(payload)
 
 
 @dataclass
@@ -60,6 +63,68 @@ class Retry:
 
 class _Restart(Exception):
     """The planner asked for another position (or the reader is closing)."""
+
+
+class Packets:
+    """The replication stream's packets, read from the connection's socket a megabyte at a time (where
+    pymysql makes two reads of its buffered file and a packet object for each) and split here; the
+    payload of an error packet is raised as pymysql raises it."""
+
+    def __init__(self, conn: pymysql.Connection):
+        if conn._sock.gettimeout() != conn._read_timeout:
+            conn._sock.settimeout(conn._read_timeout)
+        self.rfile = conn._rfile  # (anything it holds already is read first)
+        self.seq = conn._next_seq_id
+        self.data = b""
+        self.at = 0
+
+    def buffered(self) -> bool:
+        """Whether a whole packet is here without reading the socket."""
+        left = len(self.data) - self.at
+        return left >= 4 and left >= 4 + int.from_bytes(self.data[self.at:self.at + 3], "little")
+
+    def _fill(self, need: int) -> None:
+        """At least `need` bytes from `at` on."""
+        while len(self.data) - self.at < need:
+            chunk = self.rfile.read1(max(READ_SIZE, need))
+            if not chunk:
+                raise pymysql.err.OperationalError(2013, "Lost connection to server during query")
+            self.data = self.data[self.at:] + chunk
+            self.at = 0
+
+    def next(self) -> bytes:
+        data, at = self.data, self.at
+        if len(data) - at >= 4:  # the usual case: a whole packet of one part here, not an error
+            n = data[at] | data[at + 1] << 8 | data[at + 2] << 16
+            end = at + 4 + n
+            if end <= len(data) and n < MAX_PACKET and data[at + 3] == self.seq and n and data[at + 4] != 0xFF:
+                self.seq = (self.seq + 1) & 255
+                self.at = end
+                return data[at + 4:end]
+        return self._next()
+
+    def _next(self) -> bytes:
+        parts = []
+        while True:
+            self._fill(4)
+            at = self.at
+            n = int.from_bytes(self.data[at:at + 3], "little")
+            seq = self.data[at + 3]
+            if seq != self.seq:
+                if seq == 0:  # MariaDB sends an error packet numbered 0 when it shuts down
+                    raise pymysql.err.OperationalError(2013, "Lost connection to server during query")
+                raise pymysql.err.InternalError(f"Packet sequence number wrong - got {seq} expected {self.seq}")
+            self.seq = (seq + 1) % 256
+            self._fill(4 + n)
+            at = self.at
+            parts.append(self.data[at + 4:at + 4 + n])
+            self.at = at + 4 + n
+            if n < MAX_PACKET:
+                break
+        payload = parts[0] if len(parts) == 1 else b"".join(parts)
+        if payload[:1] == b"\xff":
+            pymysql.err.raise_mysql_exception(payload)
+        return payload
 
 
 class BinlogReader:
@@ -215,67 +280,75 @@ class BinlogReader:
                 raise _Restart
             self.conn = conn
         file, gtids = at.file, at.gtids
+        base = stream_pos(file, 0)  # the file's stream positions: base | position
         txn: Txn | None = None
         txn_gtid: str | None = None
         thread: int | None = None
         standalone = False  # the open transaction is one statement (no BEGIN)
         pending: list[tuple[int, bytes]] = []
         pending_data = 0
+        done: list[_Part] = []  # whole transactions received, handed on together when the socket has no more
         cut = -4 if self.checksum else None
         buf = self.buffer
+        packets = Packets(conn)
         while True:
             if self.stopping.is_set():
                 raise _Restart
-            pkt = conn._read_packet()
-            data = pkt.get_all_data()
+            if done and (len(done) >= FLUSH_EVERY or not packets.buffered()):
+                self._flush(gen, done)
+                done = []
+            data = packets.next()
             if data[0] == 0xFE and len(data) < 9:
                 raise SourceError("the server ended the binlog stream")
-            h = fr.header(data[1:])
-            kind = h.type
-            raw = data[1:cut]
-            if cut is not None:  # the event without its checksum, its size field saying so
-                raw = raw[:9] + struct.pack("<I", len(raw)) + raw[13:]
+            timestamp, kind, _, size, next_pos, _ = unpack_header(data, 1)
+            # framed: the type byte, then the event without its checksum, its size field saying so
+            framed = bytes((kind,)) + data[1:cut] if cut is None else \
+                b"".join((bytes((kind,)), data[1:10], struct.pack("<I", len(data) - 5), data[14:cut]))
             if kind == fr.ROTATE:
-                file = fr.rotate_file(raw)[0]
+                file = fr.rotate_file(framed[1:])[0]
+                base = stream_pos(file, 0)
                 continue
-            start = stream_pos(file, h.next_pos - h.size) if h.next_pos else stream_pos(file, 4)
+            start = base | (next_pos - size if next_pos else 4)
             if kind == fr.HEARTBEAT:
-                if txn is None and h.next_pos:
+                if txn is None and next_pos:
+                    if done:
+                        self._flush(gen, done)
+                        done = []
                     with buf.cond:
                         if gen != self.generation:
                             raise _Restart
-                        buf.received = max(buf.received, stream_pos(file, h.next_pos))
+                        buf.received = max(buf.received, base | next_pos)
                         buf.cond.notify_all()
                 continue
             ends = False
             if kind in (fr.MARIADB_GTID, fr.GTID, fr.ANONYMOUS_GTID):
                 if kind == fr.MARIADB_GTID:
-                    txn_gtid, standalone = fr.mariadb_gtid(raw)
+                    txn_gtid, standalone = fr.mariadb_gtid(framed[1:])
                 else:
-                    txn_gtid, standalone = (fr.mysql_gtid(raw) if kind == fr.GTID else None), True
-                txn, thread = Txn(start, start, start, h.timestamp * 1_000_000), None
+                    txn_gtid, standalone = (fr.mysql_gtid(framed[1:]) if kind == fr.GTID else None), True
+                txn, thread = Txn(start, start, start, timestamp * 1_000_000), None
                 continue
             if kind == fr.QUERY:
-                q = fr.query(raw)
+                q = fr.query(framed[1:])
                 word = q.sql.strip().upper()
                 if word == "BEGIN":
                     if txn is None:
-                        txn, txn_gtid = Txn(start, start, start, h.timestamp * 1_000_000), None
+                        txn, txn_gtid = Txn(start, start, start, timestamp * 1_000_000), None
                     standalone, thread = False, q.thread
                     continue
                 if word in ("COMMIT", "ROLLBACK"):
                     ends = True
                 else:
                     if txn is None:
-                        txn, txn_gtid, standalone = Txn(start, start, start, h.timestamp * 1_000_000), None, True
-                    pending.append((start, bytes((kind,)) + raw))
+                        txn, txn_gtid, standalone = Txn(start, start, start, timestamp * 1_000_000), None, True
+                    pending.append((start, framed))
                     ends = standalone
             elif kind == fr.XID:
                 ends = True
             elif kind in fr.ROWS_EVENTS or kind in (fr.TABLE_MAP, fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
                 if txn is None:
                     continue  # (not inside an event group: nothing a connector captures)
-                pending.append((start, bytes((kind,)) + raw))
+                pending.append((start, framed))
                 if kind in fr.ROWS_EVENTS:
                     pending_data += 1
             else:
@@ -284,39 +357,53 @@ class BinlogReader:
                 continue
             if ends:
                 txn.commit_pos = start
-                txn.end_pos = stream_pos(file, h.next_pos)
-                txn.commit_ts = h.timestamp * 1_000_000
+                txn.end_pos = base | next_pos
+                txn.commit_ts = timestamp * 1_000_000
                 if txn_gtid is not None:
                     gtids = self.gtids.add(gtids, txn_gtid)
             if ends or len(pending) >= FLUSH_EVERY:
-                self._flush(gen, txn, pending, pending_data, (gtids, txn_gtid, thread) if ends else None)
+                done.append(_Part(txn, pending, pending_data, (gtids, txn_gtid, thread) if ends else None))
                 pending, pending_data = [], 0
+                if not ends:  # a large transaction's part goes on at once
+                    self._flush(gen, done)
+                    done = []
             if ends:
                 txn, txn_gtid, standalone, thread = None, None, False, None
 
-    def _flush(self, gen: int, txn: Txn, msgs: list[tuple[int, bytes]], ndata: int,
-               ended: tuple[str, str | None, int | None] | None) -> None:
-        """Hand `msgs` of `txn` to the buffer; `ended`: the transaction is complete, with the GTID state
-        after it, its GTID and its thread."""
+    def _flush(self, gen: int, parts: list[_Part]) -> None:
+        """Hand the messages of `parts` to the buffer, in one turn of its lock."""
         buf = self.buffer
-        size = sum(len(p) for _, p in msgs)
         with buf.cond:
             while buf.full() and not self.stopping.is_set() and gen == self.generation:
                 buf.cond.wait(0.5)
             if gen != self.generation or self.stopping.is_set():
                 raise _Restart
-            if not buf.txns or buf.txns[-1] is not txn:
-                buf.txns.append(txn)
-            txn.msgs.extend(msgs)
-            txn.n_data += ndata
-            txn.nbytes += size
-            buf.add_bytes(size)
-            if ended is not None:
-                assert txn.end_pos is not None and txn.xid is not None
-                self.gtid_after[txn.xid] = ended[0]
-                self.txn_info[txn.xid] = ended[1:]
-                buf.received = txn.end_pos
+            for part in parts:
+                txn, msgs = part.txn, part.msgs
+                size = sum(len(p) for _, p in msgs)
+                if not buf.txns or buf.txns[-1] is not txn:
+                    buf.txns.append(txn)
+                txn.msgs.extend(msgs)
+                txn.n_data += part.ndata
+                txn.nbytes += size
+                buf.add_bytes(size)
+                if part.ended is not None:
+                    assert txn.end_pos is not None and txn.xid is not None
+                    self.gtid_after[txn.xid] = part.ended[0]
+                    self.txn_info[txn.xid] = part.ended[1:]
+                    buf.received = txn.end_pos
             buf.cond.notify_all()
+
+
+@dataclass
+class _Part:
+    """Messages of a transaction received, not yet in the buffer; `ended`: the transaction is complete,
+    with the GTID state after it, its GTID and its thread."""
+
+    txn: Txn
+    msgs: list[tuple[int, bytes]]
+    ndata: int
+    ended: tuple[str, str | None, int | None] | None
 
 
 def current_position(conn: pymysql.Connection, gtid_query: str) -> BinlogPosition:

@@ -11,15 +11,16 @@ the shared `RecordMaker` with the binlog `source` tail (`table`, `server_id`, `g
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import orjson
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.binlog import types
 from headwater.connectors.binlog.schema import Column, Table
+from headwater.connectors.binlog.text_kernels import BINLOG_KERNELS
 from headwater.connectors.common.filters import SystemTables, TableFilters, patterns
 from headwater.connectors.common.records import (
     ColumnConverter,
@@ -67,6 +68,8 @@ class BinlogContext(RecordContext):
     type_settings: Any  # types.TypeSettings
     include_query: bool
     include_schema_changes: bool
+    # the snapshot's text columns written column-wise (snapshot_rows.py); streamed runs have their own kernels
+    text_kernels: ClassVar[Mapping[str, Callable[..., Any]]] = BINLOG_KERNELS
 
     @classmethod
     def from_config(cls, cfg: ConnectorConfig, schemas_enable: bool = False,
@@ -79,6 +82,10 @@ class BinlogContext(RecordContext):
     def converter(self, column: Column, collection: str) -> ColumnConverter | None:
         converted: ColumnConverter | None = types.converter(column, self.type_settings)
         return converted
+
+    def text_kind(self, conv: Any, streaming: bool) -> tuple[str, int] | None:
+        kind: tuple[str, int] | None = types.json_text_kind(conv, streaming)
+        return kind
 
 
 def records_of(ctx: BinlogContext, table: Table, streaming: bool) -> TableRecords:

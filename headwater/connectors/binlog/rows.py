@@ -152,16 +152,22 @@ def _reader(column: Any) -> Reader | None:
     if t == FIELD_TYPE.TIMESTAMP2:
         return _timestamp2(column.fsp)
     if t in (FIELD_TYPE.VARCHAR, FIELD_TYPE.STRING, FIELD_TYPE.BLOB):
-        name = column.character_set_name
-        charset = charset_by_name(name) if name is not None else None
-        encoding = "utf8" if name is None else charset.encoding if charset else name
-        try:
-            codecs.lookup(encoding)
-        except LookupError:  # the library keeps the bytes of a character set Python has no codec for
-            encoding = ""
         size = column.length_size if t == FIELD_TYPE.BLOB else 2 if column.max_length > 255 else 1
-        return _text(size, encoding)
+        return _text(size, text_encoding(column))
     return None
+
+
+def text_encoding(column: Any) -> str:
+    """The Python codec a character column's values are decoded with, as python-mysql-replication
+    does; "" for a character set Python has no codec for (the library keeps the bytes)."""
+    name = column.character_set_name
+    charset = charset_by_name(name) if name is not None else None
+    encoding = "utf8" if name is None else charset.encoding if charset else name
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        return ""
+    return str(encoding)
 
 
 _PLANS: dict[int, tuple[Any, tuple[Reader, ...] | None]] = {}  # by id(table): (table, plan)

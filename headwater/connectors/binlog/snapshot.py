@@ -29,7 +29,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import pymysql
 import pymysql.converters
 import pymysql.cursors
@@ -41,13 +40,13 @@ from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import current_position
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
+from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.streaming import SchemaChange
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
     KeyRange,
     key_ranges,
-    marker,
     select_overrides,
     snapshot_tables,
 )
@@ -201,28 +200,10 @@ class SnapshotChunk(WorkUnit):
         return state
 
     def read(self) -> Iterator[Events]:
-        t, ctx = self.table, self.ctx
-        first_table, last_table, first_chunk, last_chunk = self.ends
-        te = records_of(ctx, t, streaming=False)
-        maker = BinlogMaker(ctx)
+        te = records_of(self.ctx, self.table, streaming=False)
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
-        position = {"file": self.file, "pos": self.pos}
-        sources: dict[str, orjson.Fragment] = {}
-        rows = self._fetch()
-        values = next(rows, None)
-        first = True
-        while values is not None:
-            following = next(rows, None)
-            mark = marker(first_table, last_table, first_chunk and first, last_chunk and following is None)
-            src = sources.get(mark)
-            if src is None:
-                src = sources[mark] = orjson.Fragment(maker.snapshot_source(te, ts_us, mark, position))
-            maker.emit(te, "r", te.key(values), None, te.row(values), src, None, self.version, ts_us)
-            if len(maker.out) >= ctx.batch_rows:
-                yield maker.take()
-            values, first = following, False
-        if len(maker.out):
-            yield maker.take()
+        yield from snapshot_events(te, BinlogMaker(self.ctx), self._fetch(), ts_us=ts_us, version=self.version,
+                                   position={"file": self.file, "pos": self.pos}, ends=self.ends)
 
 
 class SchemaSnapshotUnit(WorkUnit):

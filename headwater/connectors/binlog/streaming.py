@@ -5,11 +5,13 @@ positions (`BinlogPosition`), the position after a transaction (with the GTID st
 slices. A slice carries its raw events, the TABLE_MAPs in force at its start, the tables as the
 schema history knows them where the slice starts, and what each DDL statement inside it changes
 (`SchemaStep`, worked out on the driver, in stream order, by the `SchemaTracker`), so it decodes
-anywhere: rows events through `rows.py` (pymysqlreplication's decoders for the column types it
-leaves to them), each row into a Debezium record of
-the table as it stood at that position. A rows event's columns are matched by position to the
-tracked table's; the source block is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`,
-`thread`, and with `include.query` the statement of the preceding annotate / rows-query event).
+anywhere: a run of WRITE_ROWS events of one table (across transactions, at least `MIN_RUN_BYTES`,
+without transaction metadata or the lock-free snapshot's filter) column-wise into one block
+(`insert_runs.py`), other rows events through `rows.py` (pymysqlreplication's decoders for the column
+types it leaves to them), each row into a Debezium record of the table as it stood at that
+position. A rows event's columns are matched by position to the tracked table's; the source block
+is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`, `thread`, and with `include.query` the
+statement of the preceding annotate / rows-query event).
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+import numpy as np
 import orjson
+import pyarrow as pa
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import event as rep_event
 from pymysqlreplication import row_event
@@ -29,18 +33,28 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.connection import require_full_image
-from headwater.connectors.binlog.positions import BinlogPosition, split_pos
+from headwater.connectors.binlog.insert_runs import decode_writes, run_columns
+from headwater.connectors.binlog.positions import FILE_SHIFT, BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
-from headwater.connectors.binlog.rows import rows_of
+from headwater.connectors.binlog.rows import plan_of, rows_of
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.values import replication_values
+from headwater.connectors.common.columnar import (
+    decimal_text,
+    encode_block,
+    source_column,
+    typed_insert_block,
+    typed_source_column,
+)
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.planner import pack, unpack
 from headwater.connectors.common.records import TableRecords, TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
-from headwater.events.batch import Events
+from headwater.events.arrays import binary_array, int64_array, string_array
+from headwater.events.batch import ArrowEvents, Events
+from headwater.events.typed import TypedEvents
 
 TableKey = tuple[str, str]  # (database, table)
 
@@ -156,11 +170,62 @@ class BinlogSlice(WorkUnit):
             decoder.segment(seg)
             for _ in range(seg.count):
                 decoder.message(*next(messages))
+                if decoder.ready:
+                    yield from decoder.ready
+                    decoder.ready.clear()
                 if len(maker.out) >= self.ctx.batch_rows:
                     yield maker.take()
             decoder.end_segment()
+        decoder.flush()
+        yield from decoder.ready
         if len(maker.out):
             yield maker.take()
+
+
+MIN_RUN_BYTES = 2048  # a shorter run of WRITE_ROWS events costs less row by row
+MAX_RUN_BYTES = 8 << 20  # the events of one column-wise block
+
+
+class _RunEvent(NamedTuple):
+    """A WRITE_ROWS event of a run, with the decoder's state where it was read (for its `source`)."""
+
+    pos: int
+    payload: bytes
+    seg: Segment
+    gtid: str | None
+    thread: int | None
+    query: str | None
+
+
+class _WriteRun:
+    """Consecutive WRITE_ROWS events of one table (across transactions), decoded column-wise together."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.table_id = -1
+        self.tm: Any = None
+        self.table: Table | None = None
+        self.te: TableRecords | None = None
+        self.events: list[_RunEvent] = []
+        self.nbytes = 0
+
+
+def _json_per_row(values: list[Any], per_row: pa.Array) -> pa.Array | bytes:
+    """Each row's JSON of its event's value (`per_row`: each row's event), or the JSON all share."""
+    known = {v: orjson.dumps(v) for v in set(values)}
+    if len(known) == 1:
+        return next(iter(known.values()))
+    return binary_array([known[v] for v in values]).take(per_row)
+
+
+def _optional_int64(values: list[int | None]) -> pa.Array:
+    """An int64 array; None is null."""
+    valid = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
+    data = np.fromiter((v or 0 for v in values), dtype=np.int64, count=len(values))
+    validity = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.int64(), len(values), [validity, pa.py_buffer(data)])
 
 
 class _Decoder:
@@ -183,12 +248,18 @@ class _Decoder:
         self.row = 0  # Debezium's source.row: left over from the last rows event
         self.included: dict[TableKey, bool] = {}  # the table filters' answers, asked once per table
         self.records: dict[int, tuple[Table, TableRecords]] = {}  # records_of by id(table)
+        # runs of WRITE_ROWS are decoded column-wise (their events carry no transaction block)
+        self.runs = counters is None and not self.ctx.transaction_metadata and unit.keep is None \
+            and "c" not in self.ctx.skipped
+        self.run = _WriteRun()
+        self.ready: list[Events] = []  # batches made by a run, for the slice to hand on
 
     def segment(self, seg: Segment) -> None:
         self.seg = seg
         self.gtid, self.thread = self.unit.txn_info.get(seg.xid or 0, (None, None))
-        file, pos = split_pos(self.unit.file_like, seg.begin_pos)
-        self.tid = self.unit.transaction_id(self.gtid, file, pos)
+        if self.ctx.transaction_metadata:  # (the id is only in transaction blocks and records)
+            file, pos = split_pos(self.unit.file_like, seg.begin_pos)
+            self.tid = self.unit.transaction_id(self.gtid, file, pos)
         if self.fixed_counters is None:
             self.counters = TxnCounters.from_json(seg.counters) if self.ctx.transaction_metadata and \
                 seg.transactional else None
@@ -211,10 +282,15 @@ class _Decoder:
 
     def message(self, pos: int, payload: bytes) -> None:
         kind = payload[0]
+        if self.runs and kind in fr.WRITES and self._collect(pos, payload):
+            return
+        if self.run.events and self._breaks_run(pos, payload):
+            self.flush()
         if kind == fr.TABLE_MAP:
             map_table(payload, self.table_map, self.ctl)
         elif kind in (fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
-            self.query = fr.annotate(payload[1:])
+            if self.ctx.include_query:
+                self.query = fr.annotate(payload[1:])
         elif kind == fr.QUERY:
             self._query(pos, payload)
         elif kind in fr.ROWS_EVENTS:
@@ -250,15 +326,128 @@ class _Decoder:
     def _block(self, collection: str) -> dict | None:
         return None if self.counters is None else self.counters.block(collection, self.tid)
 
-    def _rows(self, pos: int, payload: bytes) -> None:
-        tm = self.table_map.get(fr.table_id(payload[1:]))
-        if tm is None:
-            return
-        key = (tm.schema, tm.table)
+    def _includes(self, key: TableKey) -> bool:
         included = self.included.get(key)
         if included is None:
             included = self.included[key] = self.ctx.filters.includes(*key)
-        if not included:
+        return included
+
+    def _records(self, table: Table) -> TableRecords:
+        known = self.records.get(id(table))
+        if known is None or known[0] is not table:
+            known = self.records[id(table)] = (table, records_of(self.ctx, table, streaming=True))
+        return known[1]
+
+    def _collect(self, pos: int, payload: bytes) -> bool:
+        """Add a WRITE_ROWS event to the run (flushing a run of another table first); False for an event
+        the row-wise path must take (a table not captured or not known, a column type `rows.py` leaves
+        to the library)."""
+        table_id = fr.framed_table_id(payload)
+        tm = self.table_map.get(table_id)
+        if tm is None or plan_of(tm) is None:
+            return False
+        key = (tm.schema, tm.table)
+        table = self.tables.get(key)
+        if table is None or len(tm.columns) != len(table.columns) or not self._includes(key):
+            return False
+        run = self.run
+        if run.events and (table_id != run.table_id or tm is not run.tm or table is not run.table
+                           or run.nbytes >= MAX_RUN_BYTES or len(run.events) >= self.ctx.batch_rows):
+            self.flush()
+        if not run.events:
+            run.table_id, run.tm, run.table, run.te = table_id, tm, table, self._records(table)
+        seg = self.seg
+        assert seg is not None
+        run.events.append(_RunEvent(pos, payload, seg, self.gtid, self.thread, self.query))
+        run.nbytes += len(payload)
+        return True
+
+    def _breaks_run(self, pos: int, payload: bytes) -> bool:
+        """Whether a message ends the run: a rows event the run does not take, a DDL or TRUNCATE, a
+        TABLE_MAP that maps the run's table id differently."""
+        kind = payload[0]
+        if kind == fr.TABLE_MAP:
+            return fr.framed_table_id(payload) == self.run.table_id and \
+                _TABLE_MAPS.get(payload[1 + fr.HEADER_SIZE:]) is not self.run.tm
+        if kind == fr.QUERY:
+            return pos in self.unit.steps
+        return kind in fr.ROWS_EVENTS
+
+    def flush(self) -> None:
+        """The run's events: column-wise into `ready`, or row by row when it is short or the column-wise
+        decoder does not take it (which then gets `rows.py`'s and the library's checks)."""
+        run = self.run
+        if not run.events:
+            return
+        block = None
+        if run.nbytes >= MIN_RUN_BYTES:
+            try:
+                block = self._run_block(run)
+            except (ValueError, IndexError, UnicodeDecodeError):
+                block = None
+        if block is None:
+            state = (self.seg, self.gtid, self.thread, self.query)
+            for e in run.events:
+                self.seg, self.gtid, self.thread, self.query = e.seg, e.gtid, e.thread, e.query
+                self._rows(e.pos, e.payload)
+                if len(self.maker.out) >= self.ctx.batch_rows:
+                    self.ready.append(self.maker.take())
+            self.seg, self.gtid, self.thread, self.query = state
+        else:
+            events, last_row = block
+            if len(self.maker.out):
+                self.ready.append(self.maker.take())
+            self.ready.append(events)
+            if last_row is not None:
+                self.row = last_row
+            # hand the block's intermediate buffers back to the system (Arrow's pool keeps freed pages)
+            pa.default_memory_pool().release_unused()
+        run.clear()
+
+    def _run_block(self, run: _WriteRun) -> tuple[Events, int | None] | None:
+        """The run's create events as one block (JSON rows or typed), and Debezium's `source.row` of its
+        last row; None when the column-wise decoder does not take the events."""
+        rows = decode_writes([e.payload for e in run.events], run.tm)
+        if rows is None or not len(rows.event):
+            return None
+        te, table = run.te, run.table
+        assert te is not None and table is not None
+        columns = run_columns(rows, run.tm, table, self.ctx.type_settings)
+        headers = [fr.header(e.payload, 1) for e in run.events]
+        per_row = int64_array(rows.event)
+        ts_us = np.array([h.timestamp for h in headers], dtype=np.int64)[rows.event] * 1_000_000
+        versions = np.array([e.seg.commit_pos for e in run.events], dtype=np.int64)[rows.event]
+        stream = np.array([e.pos for e in run.events], dtype=np.int64)
+        files = {i: split_pos(self.unit.file_like, i << FILE_SHIFT)[0] for i in set((stream >> FILE_SHIFT).tolist())}
+        texts: dict[str, list[Any]] = {"gtid": [e.gtid for e in run.events],
+                                       "file": [files[i] for i in (stream >> FILE_SHIFT).tolist()],
+                                       "query": [e.query for e in run.events]}
+        ints: dict[str, list[Any]] = {"server_id": [h.server_id for h in headers],
+                                      "pos": (stream & ((1 << FILE_SHIFT) - 1)).tolist(),
+                                      "thread": [e.thread for e in run.events]}
+        if self.ctx.output != "json":
+            fields = {k: string_array(v).take(per_row) for k, v in texts.items()}
+            fields.update({k: _optional_int64(v).take(per_row) for k, v in ints.items()})
+            fields["row"] = int64_array(rows.row)
+            source = typed_source_column(self.maker, te, ts_us, fields)
+            events: Events = TypedEvents([typed_insert_block(te, [], source, "c", versions, ts_us,
+                                                             typed_of=lambda c, s: columns[c.index].typed(c, s))])
+        else:
+            fields = {k: _json_per_row(vs, per_row) for k, vs in (*texts.items(), *ints.items()) if k != "pos"}
+            fields["pos"] = decimal_text(np.array(ints["pos"], dtype=np.int64)[rows.event])
+            fields["row"] = decimal_text(rows.row)
+            source = source_column(self.maker, te, ts_us, {"sequence": b"null", **fields})
+            events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,
+                                              json_of=lambda c: columns[c.index].json(c)))
+        nonempty = np.nonzero(rows.counts)[0]
+        return events, int(rows.counts[nonempty[-1]]) - 1 if len(nonempty) else None
+
+    def _rows(self, pos: int, payload: bytes) -> None:
+        tm = self.table_map.get(fr.framed_table_id(payload))
+        if tm is None:
+            return
+        key = (tm.schema, tm.table)
+        if not self._includes(key):
             return
         kind = payload[0]
         op = "c" if kind in fr.WRITES else "u" if kind in fr.UPDATES else "d"
@@ -277,10 +466,7 @@ class _Decoder:
             file, at = split_pos(self.unit.file_like, pos)
             images = self._library_rows(payload, op == "u", n, f"{file}:{at} for {key[0]}.{key[1]}",
                                         [c.name for c in table.columns])
-        known = self.records.get(id(table))
-        if known is None or known[0] is not table:
-            known = self.records[id(table)] = (table, records_of(self.ctx, table, streaming=True))
-        te = known[1]
+        te = self._records(table)
         h = fr.header(payload[1:])
         seg = self.seg
         assert seg is not None

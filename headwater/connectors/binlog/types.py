@@ -162,11 +162,11 @@ _ALIASES = {
     "LONG VARBINARY": "MEDIUMBLOB",
 }
 _MODIFIERS = {"SIGNED", "UNSIGNED", "ZEROFILL", "BINARY", "PRECISION"}
-_INTEGERS = {  # type -> (bits, signed schema, unsigned schema)
+INTEGERS = {  # type -> (bits, signed schema, unsigned schema)
     "TINYINT": (8, INT16, INT16), "SMALLINT": (16, INT16, INT32), "MEDIUMINT": (24, INT32, INT32),
     "INT": (32, INT32, INT64), "BIGINT": (64, INT64, INT64),
 }
-_STRINGS = {"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT"}
+STRINGS = {"CHAR", "VARCHAR", "TINYTEXT", "TEXT", "MEDIUMTEXT", "LONGTEXT"}
 _BINARIES = {"BINARY", "VARBINARY", "TINYBLOB", "BLOB", "MEDIUMBLOB", "LONGBLOB"}
 _GEOMETRIES = {"GEOMETRY", "LINESTRING", "POLYGON", "MULTIPOINT", "MULTILINESTRING", "MULTIPOLYGON",
                "GEOMETRYCOLLECTION"}
@@ -537,8 +537,8 @@ def _kind_timestamp(column: Column) -> _Kind:
 
 def _kind_for(column: Column, s: TypeSettings) -> _Kind:
     name, unsigned = base_type(column.type_name)
-    if name in _INTEGERS:
-        bits, signed_type, unsigned_type = _INTEGERS[name]
+    if name in INTEGERS:
+        bits, signed_type, unsigned_type = INTEGERS[name]
         return _kind_integer(bits, unsigned, unsigned_type if unsigned else signed_type, s)
     if name == "BOOLEAN":
         return _Kind(Schema(BOOLEAN), lambda t: int(t) != 0, lambda b: int(b) != 0, lambda t: int(t) != 0,
@@ -553,7 +553,7 @@ def _kind_for(column: Column, s: TypeSettings) -> _Kind:
         return _numeric(Schema(FLOAT32), lambda t: _java_float(float(t)), _java_float, zero=0.0)
     if name == "BIT":
         return _kind_bit(column)
-    if name in _STRINGS:
+    if name in STRINGS:
         return _kind_string(column)
     if name in _BINARIES:
         return _kind_binary(column, s)
@@ -606,7 +606,7 @@ def _default(column: Column, kind: _Kind) -> Any:
     try:
         if name == "BOOLEAN":
             return expr.upper() in ("TRUE", "1") or (expr.isdigit() and int(expr) != 0)
-        if name in _INTEGERS and not expr.lstrip("-").isdigit():
+        if name in INTEGERS and not expr.lstrip("-").isdigit():
             expr = str(java.java_round(float(expr)))  # a decimal default of an integer column: rounded
         value = kind.text(expr)
     except (ValueError, ArithmeticError, KeyError, IndexError):
@@ -627,10 +627,13 @@ def _or_missing(fn: Callable[[Any], Any], missing: Any) -> Callable[[Any], Any]:
     return guarded
 
 
-def _text_kind(text: Callable[[str], Any], column: Column, s: TypeSettings) -> tuple[str, int] | None:
+def _text_kind(text: Callable[[str], Any], column: Column, s: TypeSettings, snapshot: bool) -> tuple[str, int] | None:
     """How a column's text maps to its JSON without a Python object (common/columnar.py's kernels):
     ("integer", 0) the text is the JSON number, ("text", 0) the JSON string of the text, ("decimal",
-    scale) a DECIMAL in precise mode (MySQL writes exactly `scale` fraction digits); None otherwise."""
+    scale) a DECIMAL in precise mode (MySQL writes exactly `scale` fraction digits), ("timestamp", 0)
+    a snapshot's TIMESTAMP (`text_kernels.timestamp_json`); None otherwise."""
+    if snapshot and base_type(column.type_name)[0] == "TIMESTAMP":
+        return "timestamp", 0
     if text is int:
         return None if "ZEROFILL" in column.type_name.upper() else ("integer", 0)  # '000042' is no JSON
     if text is _passthrough:
@@ -662,6 +665,6 @@ def converter(column: Column, settings: TypeSettings) -> ColumnConverter:
         column=column, settings=settings, schema=schema, stream_schema=schema,
         from_text=text, from_stream_text=stream_text, from_binary=binary, from_stream_binary=stream,
         fallback=fallback, null_value=null_value,
-        text_kind=_text_kind(kind.text, column, settings),
-        stream_text_kind=_text_kind(kind.stream_text, column, settings),
+        text_kind=_text_kind(kind.text, column, settings, snapshot=True),
+        stream_text_kind=_text_kind(kind.stream_text, column, settings, snapshot=False),
     )

@@ -136,7 +136,7 @@ def decimal_json(values: pa.Array, scale: int) -> tuple[pa.Array, pa.Array | Non
     # (a null's are whatever they are: its JSON is replaced)
     low = np.frombuffer(unscaled.buffers()[1], dtype=np.int64, count=2 * len(values),
                         offset=unscaled.offset * 16)[::2]
-    return _base64_twos_complement(low), bool_array(valid & ~ok)
+    return base64_twos_complement(low), bool_array(valid & ~ok)
 
 
 _B64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", dtype=np.uint8)
@@ -145,7 +145,7 @@ _B64 = np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 _SIZE_BOUNDS = np.array([1 << (8 * k - 1) for k in range(1, 8)], dtype=np.int64)
 
 
-def _base64_twos_complement(v: np.ndarray) -> pa.Array:
+def base64_twos_complement(v: np.ndarray) -> pa.Array:
     """'"<base64>"' of each int64's minimal two's-complement big-endian bytes."""
     n = len(v)
     size = 1 + np.searchsorted(_SIZE_BOUNDS, v ^ (v >> 63), side="right")  # bytes of the minimal form
@@ -226,10 +226,17 @@ def join_parts(parts: list) -> pa.Array:
     return pc.binary_join_element_wise(*(lit(p) for p in merged), lit(b""))
 
 
+#: a connector's own column-wise values: a column's JSON per row (binary), or its typed values
+ColumnJson = Callable[[ValueColumn], pa.Array]
+ColumnTyped = Callable[[ValueColumn, dict], pa.Array]
+
+
 def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array, op: str,
-                 version: int | np.ndarray, ts_us: int | np.ndarray) -> pa.RecordBatch:
+                 version: int | np.ndarray, ts_us: int | np.ndarray, json_of: ColumnJson | None = None) -> pa.RecordBatch:
     """Insert-shaped events (no before image) for rows whose values, in the table's layout order,
-    are `columns`, with each row's `source` block JSON, commit version and commit time."""
+    are `columns` (text, made JSON by `column_json`), with each row's `source` block JSON, commit
+    version and commit time. A connector that makes each column's JSON itself passes `json_of`
+    (and no `columns`)."""
     n = len(source)
     kernels = te.ctx.text_kernels
     cache: dict[tuple[int, bool], pa.Array] = {}
@@ -237,7 +244,7 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
     def frag(c: ValueColumn) -> pa.Array:
         k = (c.index, bool(c.maskers))
         if k not in cache:
-            cache[k] = column_json(columns[c.index], c, kernels)
+            cache[k] = json_of(c) if json_of is not None else column_json(columns[c.index], c, kernels)
         return cache[k]
 
     key = None
@@ -269,9 +276,9 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
 
 
 class SnapshotBlockEncoder:
-    """Turns blocks of one table's snapshot rows into change events: column-wise into JSON rows
-    (`ArrowEvents`), or, for typed output, row by row through the maker; the snapshot's position
-    (`position`, e.g. PostgreSQL's lsn, txid and sequence) goes to the maker's `snapshot_source`."""
+    """Turns blocks of one table's snapshot rows into change events, column-wise: JSON rows
+    (`ArrowEvents`) or a typed block; the snapshot's position (`position`, e.g. PostgreSQL's lsn,
+    txid and sequence) goes to the maker's `snapshot_source`."""
 
     def __init__(self, te: TableRecords, maker: RecordMaker, *, ts_us: int, version: int, **position: Any):
         self.te = te
@@ -280,10 +287,13 @@ class SnapshotBlockEncoder:
         self.source_json = [maker.snapshot_source(te, ts_us, m, position) for m in MARKERS]
         self.sources = binary_array(self.source_json)
 
-    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str]) -> Events:
-        """Events for rows whose values (in the table's layout order) are `columns`; `markers` gives
-        the `source.snapshot` value of the rows that are not plain "true" (first and last rows)."""
-        which = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], *, rows: int | None = None,
+               json_of: ColumnJson | None = None, typed_of: ColumnTyped | None = None) -> Events:
+        """Events for rows whose values (in the table's layout order) are `columns` (text), or, for
+        a connector that makes each column's JSON or typed values itself (`json_of`, `typed_of`), `rows`
+        rows; `markers` gives the `source.snapshot` value of the rows that are not plain "true"
+        (first and last rows)."""
+        which = np.zeros(len(columns[0]) if columns else rows or 0, dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
         if self.te.ctx.output != "json":
@@ -291,9 +301,9 @@ class SnapshotBlockEncoder:
             typ, convert = connect_type(source_schema)
             sources = pa.array([convert(orjson.loads(s)) for s in self.source_json], type=typ)
             return TypedEvents([typed_insert_block(self.te, columns, sources.take(int64_array(which)), "r",
-                                                   self.version, self.ts_us)])
+                                                   self.version, self.ts_us, typed_of)])
         return ArrowEvents(encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r",
-                                        self.version, self.ts_us))
+                                        self.version, self.ts_us, json_of))
 
 
 def typed_column(values: pa.Array, col: ValueColumn, schema: dict, kernels: Mapping[str, TextKernel]) -> pa.Array:
@@ -340,9 +350,11 @@ def typed_column(values: pa.Array, col: ValueColumn, schema: dict, kernels: Mapp
 
 
 def typed_insert_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array, op: str,
-                       version: int | np.ndarray, ts_us: int | np.ndarray) -> TypedBlock:
-    """`encode_block`'s events as a typed block: the columns typed (`typed_column`) into the key and
-    the `after` image, `source` (typed by the source schema) per row."""
+                       version: int | np.ndarray, ts_us: int | np.ndarray,
+                       typed_of: ColumnTyped | None = None) -> TypedBlock:
+    """`encode_block`'s events as a typed block: the columns typed (`typed_column`, or the
+    connector's `typed_of`) into the key and the `after` image, `source` (typed by the source
+    schema) per row."""
     n = len(source)
     kernels = te.ctx.text_kernels
     cache: dict[tuple[int, bool], pa.Array] = {}
@@ -350,7 +362,8 @@ def typed_insert_block(te: TableRecords, columns: Sequence[pa.Array], source: pa
     def typed(c: ValueColumn, schema: dict) -> pa.Array:
         k = (c.index, bool(c.maskers))
         if k not in cache:
-            cache[k] = typed_column(columns[c.index], c, schema, kernels)
+            cache[k] = typed_of(c, schema) if typed_of is not None else typed_column(columns[c.index], c, schema,
+                                                                                      kernels)
         return cache[k]
 
     def struct(cols: Sequence[ValueColumn], schema: dict) -> pa.Array:
@@ -377,10 +390,11 @@ def typed_insert_block(te: TableRecords, columns: Sequence[pa.Array], source: pa
                       np.asarray(ts_us, dtype=np.int64))
 
 
-def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array],
+def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array | bytes],
                   snapshot: str = "false") -> pa.Array:
     """The `source` blocks of streamed records: the commit time per row (`ts_us`) and the JSON of
-    the connector's other open slots per row (`fields`: `sequence` and the tail's)."""
+    the connector's other open slots per row (`fields`: `sequence` and the tail's; bytes: the JSON
+    of every row)."""
     values = {"ts_ms": decimal_text(ts_us // 1000), "ts_us": decimal_text(ts_us),
               "ts_ns": decimal_text(ts_us * 1000), **fields}
     return join_parts([values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)])

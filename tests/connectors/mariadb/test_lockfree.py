@@ -123,7 +123,7 @@ def test_lock_free_snapshot_under_concurrent_writes_through_the_engine(mariadb_s
                 value = event.value_json()
                 if value is not None and event.topic.endswith(".k"):
                     keyless.append(value["after"]["v"])
-        assert writers.transactions > 20
+        assert writers.transactions > 5  # writes overlapped the snapshot (it got faster: ~20 on a loaded machine)
         for event in engine.events(once=True):  # what the writers did after the first run's end
             replay.apply(event)
         stored = OffsetFile(tmp_path / "o.json").load()

@@ -1,0 +1,151 @@
+"""What the Delta Lake and Iceberg sinks share: a batch's typed blocks as one table of row changes per
+captured table, and the name of each target table.
+
+`batch_changes` gathers the events of a batch (typed blocks, `events.typed`, whose `_order` gives
+each event's place in the batch) into one `TopicChanges` per topic whose value is a change-event
+envelope: the row images (`events.arrow.RowImages`: `after`, or `before` for a delete, as typed
+columns, plus `_op`, `_change_type`, `_commit_version`, `_commit_timestamp`, `_source_ts_ms`) in
+event order, with the columns of every value schema the batch holds for the topic (a column added
+mid-batch is null in the rows before it). A truncate is a row too, `_op` `t` and an all-null image.
+With `reduced`, the events are first reduced to the last change per key (`sinks.changes.reduce`:
+a truncate drops what came before it and is kept first; a primary-key change is a delete of the
+old key and a create of the new one), and `TopicChanges.upserts_and_deletes` splits them into the
+rows to upsert and the keys to delete. Other topics (transaction metadata, heartbeats, logical
+messages) and tombstones have no rows.
+
+`table_name` expands a `table.name.format` such as `${topic}` or `${source.schema}_${source.table}`
+from the topic and its events' `source` block.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from headwater.events.arrays import int64_array, lit, string_array
+from headwater.events.arrow import META, RowImages, arrow_type, row_schema
+from headwater.events.typed import TypedBlock
+from headwater.sinks.changes import by_topic, reduce
+
+CHANGE_OPS = ("c", "r", "u", "d", "t")  # the events that change a table (a truncate's row is all nulls)
+UPSERT_OPS = ("c", "r", "u")
+CHANGE_COLUMNS = [name for name, _ in META]  # the change columns RowImages adds after the row's
+_TEMPLATE = re.compile(r"\$\{(topic|source\.[A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass
+class TopicChanges:
+    """The row changes of one topic in one batch (see the module's docstring)."""
+
+    topic: str
+    key: list[str]  # the key's columns (the fields of the key schema); empty for a table without key
+    rows: pa.Table  # row images and CHANGE_COLUMNS, in event order; a truncate's row image is all nulls
+    truncated: bool  # whether the rows hold a truncate
+    source: dict[str, str]  # the `source` block's fields of the topic's first event (for names)
+
+    def upserts_and_deletes(self) -> tuple[pa.Table, pa.Table]:
+        """The rows to upsert (row columns only) and the keys to delete, of reduced changes."""
+        if not self.key:
+            raise ValueError(f"topic {self.topic}: the table has no primary key, so its changes cannot be "
+                             "merged by key (use the sink's mode: changelog)")
+        op = self.rows.column("_op")
+        upserts = self.rows.filter(pc.is_in(op, value_set=string_array(list(UPSERT_OPS)))).drop_columns(CHANGE_COLUMNS)
+        deletes = self.rows.filter(pc.fill_null(pc.equal(op, lit("d")), lit(False))).select(self.key)
+        return upserts, deletes
+
+    def changelog(self, batch_id: int) -> pa.Table:
+        """The rows as change-log rows: `_batch_id` and `_batch_order` (the change's place in the batch)
+        after the row's and the change columns, so that readers can order the changes of a commit."""
+        n = len(self.rows)
+        return self.rows.append_column("_batch_id", int64_array(np.full(n, batch_id))).append_column(
+            "_batch_order", int64_array(np.arange(n)))
+
+
+def batch_changes(blocks: Iterable[TypedBlock], reduced: bool) -> dict[str, TopicChanges]:
+    """The row changes of each topic of a batch whose values are change-event envelopes, reduced to
+    the last change per key if `reduced`. A null stays null even where the column has a default (the
+    table holds what the source row holds)."""
+    envelopes = [b for b in blocks if b.value_schema is not None and row_schema(b.value_schema)[1]]
+    out = {}
+    for topic, group in by_topic(envelopes).items():
+        kept = reduce(group).blocks if reduced else group
+        if kept:
+            out[topic] = _topic_changes(topic, kept)
+    return out
+
+
+def _topic_changes(topic: str, blocks: list[TypedBlock]) -> TopicChanges:
+    columns: dict[str, tuple[str, pa.DataType, Callable]] = {}
+    for block in blocks:
+        after, _ = row_schema(block.value_schema or {})
+        for f in after.get("fields", []):
+            if f["field"] not in columns:
+                columns[f["field"]] = (f["field"], *arrow_type(f))
+    images = RowImages({}, True, list(columns.values()), replace_null=False)
+    for block in blocks:
+        images.add(block, CHANGE_OPS)
+    rows = images.table()
+    truncated = bool(pc.any(pc.equal(rows.column("_op"), lit("t"))).as_py())
+    key_schema = blocks[-1].key_schema
+    key = [f["field"] for f in key_schema.get("fields", [])] if key_schema else []
+    return TopicChanges(topic, key, rows, truncated, _source_fields(blocks[0]))
+
+
+def _source_fields(block: TypedBlock) -> dict[str, str]:
+    value = block.batch.column("value")
+    if not len(value) or "source" not in [f.name for f in value.type]:
+        return {}
+    source = value.field("source")
+    first = source[0].as_py() or {}
+    return {k: str(v) for k, v in first.items() if v is not None}
+
+
+def table_name(template: str, changes: TopicChanges) -> str:
+    """`template` with `${topic}` and `${source.FIELD}` (a field of the events' `source` block) filled in."""
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name == "topic":
+            return changes.topic
+        value = changes.source.get(name.removeprefix("source."))
+        if value is None:
+            raise ValueError(f"topic {changes.topic}: table.name.format {template!r} names ${{{name}}}, "
+                             "which its events' source block does not have")
+        return value
+
+    return _TEMPLATE.sub(sub, template)
+
+
+def safe_name(name: str, allowed: str = "._-") -> str:
+    """A name with every character other than letters, digits and `allowed` replaced by `_`."""
+    return "".join(c if c.isalnum() or c in allowed else "_" for c in name)
+
+
+def check_template(template: str) -> str | None:
+    """What is wrong with a `table.name.format`, or None."""
+    rest = _TEMPLATE.sub("", template)
+    if "${" in rest:
+        return "only ${topic} and ${source.FIELD} (db, schema, table, ...) can be filled in"
+    return None
+
+
+def cast_types(table: pa.Table, lake_type: Callable[[pa.DataType], pa.DataType]) -> pa.Table:
+    """`table` with each column cast to the type `lake_type` gives for its type (nested types too)."""
+    schema = pa.schema([pa.field(f.name, nested_type(f.type, lake_type)) for f in table.schema])
+    return table if schema == table.schema else table.cast(schema)
+
+
+def nested_type(t: pa.DataType, lake_type: Callable[[pa.DataType], pa.DataType]) -> pa.DataType:
+    """`lake_type` applied to a type and, inside lists, maps and structs, to every part of it."""
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(nested_type(t.value_type, lake_type))
+    if pa.types.is_map(t):
+        return pa.map_(nested_type(t.key_type, lake_type), nested_type(t.item_type, lake_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, nested_type(f.type, lake_type)) for f in t])
+    return lake_type(t)
