@@ -216,6 +216,17 @@ def is_transaction_record(payload: Any) -> bool:
     return isinstance(payload, dict) and payload.get("status") in ("BEGIN", "END") and "id" in payload
 
 
+#: What a logical decoding message counts as in a transaction END's `data_collections`: Debezium
+#: names each message by a Java object's `toString()`, `...LogicalDecodingMessageId@<identity hash>`,
+#: different in every JVM run; its place in the list (a HashMap's order of those names) varies too.
+MESSAGE_COLLECTION = "io.debezium.connector.postgresql.LogicalDecodingMessageMonitor$LogicalDecodingMessageId@<hash>"
+
+
+def _is_message_collection(entry: Any) -> bool:
+    name = entry.get("data_collection") if isinstance(entry, dict) else None
+    return isinstance(name, str) and name.startswith(MESSAGE_COLLECTION[:-len("<hash>")])
+
+
 def _normalize_value(payload: Any, tokens: _Tokens) -> Any:
     if not isinstance(payload, dict):
         return payload
@@ -224,6 +235,11 @@ def _normalize_value(payload: Any, tokens: _Tokens) -> Any:
         out.pop(name, None)
     if is_transaction_record(out):
         out["id"] = tokens.transaction_id(out["id"], commit=out["status"] == "END")
+        collections = out.get("data_collections")
+        if isinstance(collections, list) and any(_is_message_collection(c) for c in collections):
+            out["data_collections"] = sorted(
+                (dict(c, data_collection=MESSAGE_COLLECTION) if _is_message_collection(c) else c for c in collections),
+                key=lambda c: (c.get("data_collection") or "", c.get("event_count") or 0))
         return out
     source = out.get("source")
     if isinstance(source, dict):

@@ -5,13 +5,16 @@ and value, the values in JSON form; op, commit version and time; headers holding
 the batch so far with `take()`. `JsonOutput` writes each record at once as Kafka's JsonConverter
 would (`formats.json.JsonOptions`) into an `EventBatch`: the JSON text rows stages exchanged
 before typed blocks, byte for byte. `TypedOutput` gathers them into typed blocks
-(`events.typed.TypedEvents`), which any format can be written from later.
+(`events.typed.TypedEvents`), which any format can be written from later; `typed_source` gives
+a value's `source` block as typed blocks hold it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from typing import Any
+
+import orjson
 
 from headwater.events.batch import EventBatch
 from headwater.events.connect import Schema
@@ -71,8 +74,26 @@ class JsonOutput(RecordOutput):
         return out
 
 
+#: `source.snapshot` of a streamed event as JsonConverter writes it (the field's default)
+STREAMED_SNAPSHOT = "false"
+
+
+def typed_source(value: Any) -> Any:
+    """A record's value with its `source` block (JSON text the builders render, an `orjson.Fragment`)
+    as data, and a streamed event's `source.snapshot` null: Debezium's Struct holds null there (its
+    `SnapshotRecord.FALSE` puts nothing) and JsonConverter writes the field's default, "false", which
+    is what the rendered text says. The JSON written from a typed block applies the default too."""
+    source = value.get("source") if isinstance(value, dict) else None
+    if not isinstance(source, orjson.Fragment):
+        return value
+    data = orjson.loads(orjson.dumps(source))
+    if data.get("snapshot") == STREAMED_SNAPSHOT:
+        data["snapshot"] = None
+    return {**value, "source": data}
+
+
 class TypedOutput(RecordOutput):
-    """Records as typed blocks."""
+    """Records as typed blocks (the `source` block as `typed_source` gives it)."""
 
     def __init__(self) -> None:
         self.builder = BlockBuilder()
@@ -80,7 +101,8 @@ class TypedOutput(RecordOutput):
     def record(self, topic: str, key_schema: Schema | None, key: Any, value_schema: Schema | None, value: Any,
                op: str | None, version: int, ts_us: int, headers: list[tuple[str, Any]] | None = None) -> None:
         self.builder.add(topic, None if key_schema is None else key_schema.to_json(), key,
-                         None if value_schema is None else value_schema.to_json(), value, op, version, ts_us, headers)
+                         None if value_schema is None else value_schema.to_json(), typed_source(value), op, version,
+                         ts_us, headers)
 
     def __len__(self) -> int:
         return len(self.builder)

@@ -40,6 +40,7 @@ from headwater.events.arrays import (
 )
 from headwater.events.batch import ARROW_SCHEMA, HEADER_TYPE, ArrowEvents, Events
 from headwater.events.changes import CHANGE_TYPES
+from headwater.events.output import STREAMED_SNAPSHOT
 from headwater.events.typed import TypedBlock, TypedEvents, connect_type, make_block
 
 #: (text values, the kind's parameter) -> (their JSON, the rows the kernel does not cover or None)
@@ -407,6 +408,8 @@ def typed_source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray,
     constant fields."""
     template = SourceTemplate(maker.source_template(te, snapshot), {})
     constants = orjson.loads(template.render(*(b"null" for _ in template.open)))  # once per block
+    if constants["snapshot"] == STREAMED_SNAPSHOT:
+        constants["snapshot"] = None  # as `events.output.typed_source` holds it
     n = len(ts_us)
     values = {"ts_ms": int64_array(ts_us // 1000), "ts_us": int64_array(ts_us), "ts_ns": int64_array(ts_us * 1000),
               **fields}

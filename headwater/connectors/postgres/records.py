@@ -5,7 +5,8 @@ converters of types.py), the logical decoding message prefixes, the `source` sch
 fills the PostgreSQL tail of the `source` block (`schema`, `table`, `txId`, `lsn`, `xmin`,
 `origin`, `origin_lsn`), makes snapshot rows and transaction records with PostgreSQL's ids
 (`<xid>:<lsn>`). `MESSAGE_KEY` and `message_value_schema` are the schemas of logical decoding
-message records (`pg_logical_emit_message`).
+message records (`pg_logical_emit_message`), `message_collection` what a transactional one counts
+as in the transaction metadata.
 """
 
 from __future__ import annotations
@@ -130,6 +131,15 @@ class RecordMaker(common.RecordMaker):
 
 MESSAGE_KEY = struct("io.debezium.connector.postgresql.MessageKey",
                      [("prefix", primitive(STRING, optional=True))], version=1)
+
+
+def message_collection(lsn: int) -> str:
+    """The data collection a transactional message at `lsn` counts as in the transaction metadata
+    (its `data_collection_order`, its END entry). Debezium 3.6.3 names each message by a new Java
+    object's `toString()`, `LogicalDecodingMessageId@<identity hash>`, so every message is its own
+    collection; the hash is arbitrary there and is the message's LSN in hexadecimal here (unique in
+    the transaction, the same on every replay)."""
+    return f"io.debezium.connector.postgresql.LogicalDecodingMessageMonitor$LogicalDecodingMessageId@{lsn:x}"
 
 
 def message_value_schema(ctx: RecordContext) -> Schema:

@@ -29,7 +29,7 @@ from headwater.connectors.postgres.connection import Reconnecting
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition
-from headwater.connectors.postgres.records import EventContext, RecordMaker
+from headwater.connectors.postgres.records import EventContext, RecordMaker, message_collection
 from headwater.connectors.postgres.replication import DATA_KINDS, PgoutputKinds, ReplicationReader
 from headwater.events.batch import ArrowEvents, Events
 from headwater.events.typed import TypedEvents
@@ -213,7 +213,10 @@ class SliceDecoder:
         seq = sequence(last_commit, lsn)
         if isinstance(msg, pgoutput.LogicalMessage):
             if ctx.message_included(msg.prefix):
-                emit_message(maker, msg, lsn, xid if seg.transactional else None, ts, seq, version)
+                transactional = seg.transactional and xid is not None
+                block = counters.block(message_collection(lsn), f"{xid}:{lsn}") \
+                    if counters is not None and transactional else None
+                emit_message(maker, msg, lsn, xid if transactional else None, ts, seq, version, block)
             return
         if isinstance(msg, pgoutput.Truncate):
             if "t" in ctx.skipped:
@@ -269,14 +272,15 @@ def _txn_block(counters: TxnCounters | None, te: TableRecords, xid: int | None, 
 
 
 def emit_message(maker: RecordMaker, msg: pgoutput.LogicalMessage, lsn: int, xid: int | None, ts: int, seq: str,
-                 version: int) -> None:
+                 version: int, transaction: dict | None) -> None:
+    """A logical decoding message's record (`transaction`: its block with transaction metadata)."""
     from headwater.connectors.postgres.records import MESSAGE_KEY, message_value_schema
 
     ctx = maker.ctx
     source_block = maker.source(None, ts, "false", seq, xid, lsn, schema="", table="")
     ms, _, _ = maker.clock()
     maker.out.record(f"{ctx.prefix}{ctx.delimiter}message", MESSAGE_KEY, {"prefix": msg.prefix},
-                     message_value_schema(ctx), {"op": "m", "ts_ms": ms, "source": source_block, "transaction": None,
+                     message_value_schema(ctx), {"op": "m", "ts_ms": ms, "source": source_block, "transaction": transaction,
                                                  "message": {"prefix": msg.prefix,
                                                              "content": ctx.encode_bytes(msg.content)}},
                      "m", version, ts)

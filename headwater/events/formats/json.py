@@ -18,6 +18,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from headwater.events.batch import EventBatch
 from headwater.events.formats.decimals import unscaled_bytes
@@ -97,34 +98,38 @@ def _decimals(arr: pa.Array) -> list[str]:
 
 
 def column_json(column: pa.Array, schema: dict | None, options: JsonOptions,
-                written_null: list[bool] | None = None) -> list[str | None]:
-    """The JSON text of each element of a typed column (None at a null: no key, a tombstone's value;
-    where `written_null` says so, a null is written as JsonConverter writes a null of `schema`)."""
+                written_null: list[bool] | bool = False) -> list[str | None]:
+    """The JSON text of each element of a typed column: at a null, None (no key, a tombstone's
+    value), or where `written_null` says so (True: everywhere) the text JsonConverter writes for a
+    null of `schema`."""
     if schema is None:
         return [None] * len(column)
     head, tail = options.wrap(schema)
     valid = column.is_valid().to_pylist()
     null = (head + orjson.dumps(_null(schema, options)) + tail).decode()
-    return [(head + orjson.dumps(v) + tail).decode() if ok else null if written_null and written_null[i] else None
+    everywhere = written_null is True
+    return [(head + orjson.dumps(v) + tail).decode() if ok
+            else null if everywhere or (isinstance(written_null, list) and written_null[i]) else None
             for i, (v, ok) in enumerate(zip(json_values(column, schema, options), valid, strict=True))]
 
 
 def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None], list[str | None],
                                                                   list[list[tuple[str, str]] | None]]:
     """The key and value JSON text of each event of `block` (None: no key, a tombstone's value), and
-    its headers with their values as JSON text (`null` for a null value). A null value with an `op`
-    is not a tombstone but a null of the value schema: `null`, or the schema with a null payload."""
+    its headers with their values as JSON text. A null with a schema is written as JsonConverter
+    writes it (`null`, or the schema with a null payload): a header's; a key's, except a truncate's
+    (Debezium's has no key schema); a value's with an `op` (a delete flattened by
+    ExtractNewRecordState; without one it is a tombstone: no value at all)."""
     b = block.batch
-    keys = column_json(b.column("key"), block.key_schema, options)
-    # a null value is a tombstone (no value at all) without an op; with one (a delete flattened by
-    # ExtractNewRecordState) it is a null of the value schema, written as JsonConverter writes it
-    values = column_json(b.column("value"), block.value_schema, options, b.column("op").is_valid().to_pylist())
+    ops = b.column("op")
+    keys = column_json(b.column("key"), block.key_schema, options, pc.not_equal(ops, "t").fill_null(True).to_pylist())
+    values = column_json(b.column("value"), block.value_schema, options, ops.is_valid().to_pylist())
     return keys, values, header_json(block, options)
 
 
 def header_json(block: TypedBlock, options: JsonOptions) -> list[list[tuple[str, str]] | None]:
-    """Each event's headers (None: none), their values as JSON text by their own schemas (`null`
-    for a null value)."""
+    """Each event's headers (None: none), their values as JSON text by their own schemas (a null as
+    JsonConverter writes it)."""
     b = block.batch
     headers: list[list[tuple[str, str]] | None] = [None] * b.num_rows
     column = b.column("headers")
@@ -132,7 +137,7 @@ def header_json(block: TypedBlock, options: JsonOptions) -> list[list[tuple[str,
         offsets = column.offsets.to_pylist()
         entries = column.values
         names = entries.field("key").to_pylist()
-        held = {name: column_json(entries.field("value").field(name), schema, options)
+        held = {name: column_json(entries.field("value").field(name), schema, options, True)
                 for name, schema in block.header_schemas.items()}
         for i, valid in enumerate(column.is_valid().to_pylist()):
             if valid:

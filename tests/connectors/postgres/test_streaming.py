@@ -33,6 +33,7 @@ from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common import planner
 from headwater.connectors.common.txbuffer import Spill
 from headwater.connectors.errors import SourceError
+from headwater.connectors.postgres.records import message_collection
 from headwater.connectors.postgres.source import PostgresSource
 from headwater.connectors.postgres.streaming import StreamSlice
 from headwater.connectors.registry import validate_connector
@@ -140,7 +141,8 @@ def check_transaction_metadata(events: list[Event]) -> int:
         if block is None:
             continue
         assert open_id is not None and block["id"].split(":")[0] == open_id.split(":")[0]
-        coll = f"{p['source']['schema']}.{p['source']['table']}"
+        # a logical decoding message is its own data collection
+        coll = message_collection(p["source"]["lsn"]) if p["op"] == "m" else f"{p['source']['schema']}.{p['source']['table']}"
         total += 1
         per[coll] += 1
         assert (block["total_order"], block["data_collection_order"]) == (total, per[coll]), (block, total, per)
