@@ -190,11 +190,13 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
     elif data["sink"].get("type") == "jdbc":
         try:
             sink = SinkConfig.model_validate({"type": "jdbc", "jdbc": parse_jdbc_sink(data["sink"])})
+            errors.extend(_converters(sink, {}))  # the defaults: the source's options are read from them
         except ConfigErrors as exc:
             errors.extend(exc.errors)
     elif data["sink"].get("type") in LAKE_SINKS:
         try:
             sink = SinkConfig.model_validate({"type": data["sink"]["type"], "lake": parse_lake_sink(data["sink"])})
+            errors.extend(_converters(sink, {}))
         except ConfigErrors as exc:
             errors.extend(exc.errors)
     else:
