@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import decimal
 
+from headwater.sinks.jdbc.connection import MySqlConnection
 from tests.sinks.jdbc_support import (
     apply_available,
     mariadb_rows,
@@ -106,13 +107,23 @@ def test_postgres_mirrored_into_postgres(pg_server, pg_db):
         pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
 
 
-def test_postgres_mirrored_into_mariadb(pg_server, pg_db, mariadb_server, mariadb_db):
+def test_postgres_mirrored_into_mariadb(pg_server, pg_db, mariadb_server, mariadb_db, monkeypatch):
+    loads = []  # (table, warnings) of each LOAD DATA: the rows go by bulk load, not by statements
+    load = MySqlConnection.load
+
+    def spy(self, table, columns, text, hexed):
+        warnings = load(self, table, columns, text, hexed)
+        loads.append((columns, warnings))
+        return warnings
+
+    monkeypatch.setattr(MySqlConnection, "load", spy)
     _mirror(pg_server, pg_db, "mirror_maria", mariadb_url(mariadb_server, mariadb_db),
             lambda sql: mariadb_rows(mariadb_server, mariadb_db, sql))
     types = dict(mariadb_rows(mariadb_server, mariadb_db, "SELECT column_name, column_type FROM "
                                                           "information_schema.columns WHERE table_name = 'kinds'"))
     assert types["num"] == "decimal(12,3)" and types["ts"] == "datetime(6)" and types["u"] == "char(36)"
     assert types["b"] == "tinyint(1)" and types["bin"] == "longblob"
+    assert any("bin" in cols and "tstz" in cols for cols, _ in loads) and not any(w for _, w in loads)
 
 
 EDGES = r"""

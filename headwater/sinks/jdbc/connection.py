@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import re
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -94,6 +95,21 @@ class PostgresConnection(Connection):
 
 
 class MySqlConnection(Connection):
+    def load(self, table: str, columns: list[str], text: bytes, hexed: list[bool]) -> list[tuple]:
+        """`LOAD DATA LOCAL INFILE` of `types.load_text`'s text into `table`'s `columns` (identifiers
+        as the SQL writes them; the `hexed` ones through UNHEX), through a temporary file PyMySQL
+        sends; the warnings it gave (a value the column could not hold is a warning there, not an
+        error)."""
+        targets = [f"@h{i}" if h else c for i, (c, h) in enumerate(zip(columns, hexed, strict=True))]
+        sets = [f"{c} = UNHEX(@h{i})" for i, (c, h) in enumerate(zip(columns, hexed, strict=True)) if h]
+        with tempfile.NamedTemporaryFile(prefix="headwater-load-", suffix=".csv") as f:
+            f.write(text)
+            f.flush()
+            self.execute(f"LOAD DATA LOCAL INFILE {self.raw.escape(f.name)} INTO TABLE {table} CHARACTER SET utf8mb4 "
+                         "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '' "
+                         f"LINES TERMINATED BY '\\n' ({', '.join(targets)})" + (" SET " + ", ".join(sets) if sets else ""))
+        return [w for w in self.query("SHOW WARNINGS") if w[0] != "Note"]
+
     def columns(self, table: str) -> list[str]:
         return [r[0] for r in self.query("SELECT column_name FROM information_schema.columns WHERE "
                                          "table_schema = DATABASE() AND table_name = %s", [table])]
@@ -123,7 +139,7 @@ def connect(cfg: JdbcSinkConfig) -> Connection:
             import pymysql
 
             raw = pymysql.connect(host=t.host, port=t.port, database=t.database, user=user, password=password or "",
-                                  charset="utf8mb4", autocommit=False)
+                                  charset="utf8mb4", autocommit=False, local_infile=True)
             with raw.cursor() as c:
                 c.execute("SET time_zone = '+00:00'")
             return MySqlConnection(raw, (pymysql.MySQLError,), cfg.batch_size)

@@ -266,6 +266,30 @@ class MySqlDialect(Dialect):
             sets = [f"{self.ident(key[0])} = {self.ident(key[0])}"]
         return f"{self.insert(table, columns)} ON DUPLICATE KEY UPDATE " + ", ".join(sets)
 
+    def create_stage(self, stage: str, table: str, columns: list[str]) -> str:
+        """A temporary table with the target's types of `columns` (without its keys); MySQL's DDL on
+        a temporary table does not commit the transaction."""
+        cols = ", ".join(self.ident(c) for c in columns)
+        return f"CREATE TEMPORARY TABLE {stage} AS SELECT {cols} FROM {self.ident(table)} LIMIT 0"
+
+    def from_stage(self, kind: str, table: str, stage: str, columns: list[str], key: list[str]) -> str:
+        """The statement applying a staging table's rows: insert, update, upsert or delete by key
+        (multi-table UPDATE and DELETE joined on the key)."""
+        t, cols = self.ident(table), ", ".join(self.ident(c) for c in columns)
+        on = " AND ".join(f"t.{self.ident(k)} = s.{self.ident(k)}" for k in key)
+        if kind == "delete":
+            return f"DELETE t FROM {t} t JOIN {stage} s ON {on}"
+        if kind == "update":
+            sets = ", ".join(f"t.{self.ident(c)} = s.{self.ident(c)}" for c in columns if c not in key)
+            return f"UPDATE {t} t JOIN {stage} s ON {on} SET {sets}"
+        insert = f"INSERT INTO {t} ({cols}) SELECT {cols} FROM {stage}"
+        if kind == "insert":
+            return insert
+        return insert + self.upsert(table, columns, key)[len(self.insert(table, columns)):]
+
+    def drop_stage(self, stage: str) -> str:
+        return f"DROP TEMPORARY TABLE IF EXISTS {stage}"
+
 
 class OracleDialect(Dialect):
     name = "oracle"
