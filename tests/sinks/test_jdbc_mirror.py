@@ -23,7 +23,8 @@ SETUP = r"""
 CREATE TABLE kinds (id int PRIMARY KEY, i2 smallint, i8 bigint, b boolean, f4 real, f8 double precision,
                     num numeric(12,3), vc varchar(20), txt text, bin bytea, d date, t time(6), ts timestamp(6),
                     tstz timestamptz, j json, u uuid);
-CREATE TABLE pairs (a varchar(10), b int, v text, PRIMARY KEY (a, b));
+CREATE TABLE pairs (a varchar(10), b int, v text, at timestamp DEFAULT '2026-01-01 12:00', ok boolean DEFAULT true,
+                    price numeric(10,2) DEFAULT 1.5, PRIMARY KEY (a, b));  -- defaults of encoded types
 INSERT INTO kinds VALUES
   (1, 7, 70000000000, true, 3.25, 2.5, 1234.5, 'plain', 'text', '\x0102', '2024-02-29', '12:34:56.789012',
    '2024-01-02 03:04:05.678901', '2024-01-02 03:04:05.678901+02', '{"k": "v"}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'),

@@ -24,6 +24,9 @@ from headwater.sinks.jdbc.types import SqlType
 
 PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 APPLIED_TABLE = "headwater_sink_batches"
+#: the kinds whose Connect default is the column's value as it is (a timestamp's, date's or decimal's
+#: is its encoded number or bytes, which the column's DEFAULT cannot take)
+DEFAULT_KINDS = ("tinyint", "smallint", "integer", "bigint", "real", "double", "boolean", "year")
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ class Dialect:
 
     def column_def(self, c: Column, key: bool = False) -> str:
         text = f"{self.ident(c.name)} {self.type_name(c.type, key)}"
-        if c.default is not None and not key and c.type.kind not in ("json", "bytes", "string", "xml", "array"):
+        if c.default is not None and not key and c.type.kind in DEFAULT_KINDS:
             text += f" DEFAULT {self.literal(c.default)}"
         return text + ("" if c.nullable and not key else " NOT NULL")
 
@@ -188,6 +191,9 @@ class PostgresDialect(Dialect):
 
     def decimal(self, t: SqlType) -> str:
         return f"numeric({t.precision},{t.scale or 0})" if t.precision else "numeric"
+
+    def literal(self, v: Any) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else super().literal(v)
 
     def bits(self, t: SqlType) -> str:
         """bit(n) when the source says BIT; else bit varying, which takes a bit(n) column's values too."""
