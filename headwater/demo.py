@@ -214,10 +214,13 @@ def _replica_count(server: PostgresServer, sql: str) -> int:
         conn.close()
 
 
-def wait_replica(server: PostgresServer, sql: str, expected: int, timeout: float) -> None:
-    """Wait until `sql` (a count on the replica) gives `expected`, or the timeout passes."""
+def wait_replica(server: PostgresServer, query: Any, sql: str, expected: int, timeout: float) -> None:
+    """Wait until `sql` (a count on the replica) gives `expected`, or the timeout passes; the query's
+    error if it stopped."""
     deadline = time.monotonic() + timeout
     while _replica_count(server, sql) != expected and time.monotonic() < deadline:
+        if not query.isActive:
+            raise RuntimeError(f"the streaming query stopped: {query.exception()}")
         time.sleep(0.5)
 
 
@@ -252,14 +255,14 @@ def mirror(work: Path, spark: Any) -> Any:
         if spark is None:
             spark = spark_session(config)
         query = start_query(spark, config)
-        wait_replica(server, "SELECT count(*) FROM orders", 4, 300)
+        wait_replica(server, query, "SELECT count(*) FROM orders", 4, 300)
         replica_tables(server, "After the snapshot")
+        console.print("The changes: " + "; ".join(title for title, _ in CHANGES))
         for _, sql in CHANGES:
             server.execute(sql, "shop")
-        wait_replica(server, "SELECT count(*) FROM customers WHERE id = 30", 1, 120)
-        wait_replica(server, "SELECT count(*) FROM orders", 4, 60)
-        replica_tables(server, "After the changes (a new customer, a price change, an order and its stock, "
-                               "a cancelled order, a key change)")
+        wait_replica(server, query, "SELECT count(*) FROM customers WHERE id = 30", 1, 120)
+        wait_replica(server, query, "SELECT count(*) FROM orders", 4, 60)
+        replica_tables(server, "After the changes")
         return spark
     finally:
         if query is not None:

@@ -195,3 +195,12 @@ def test_only_plain_numbers_and_booleans_become_column_defaults():
     assert d.column_def(Column("ok", SqlType("boolean"), default=True)) == "ok boolean DEFAULT true"
     assert d.column_def(Column("at", SqlType("timestamp"), default=1767268800000000)) == "at timestamp"
     assert d.column_def(Column("p", SqlType("decimal", precision=10, scale=2), default="AQ==")) == "p numeric(10,2)"
+
+
+def test_batch_atomic_is_a_checked_flag():
+    url = {"connection.url": "jdbc:postgresql://h/db"}
+    assert parse_jdbc_sink({**url, "batch.atomic": True}).batch_atomic
+    assert not parse_jdbc_sink(url).batch_atomic
+    with pytest.raises(ConfigErrors) as err:
+        parse_jdbc_sink({**url, "batch.atomic": "sometimes"})
+    assert "sink.batch.atomic" in str(err.value) and "true or false" in str(err.value)

@@ -13,7 +13,9 @@ reaches its tasks only at the driver's commit; `foreachBatch` gives the batch id
 task's transaction can carry it, and lets the batch be repartitioned by topic. A replayed batch
 (Spark runs the last planned batch again after a crash) finds its topics recorded and changes
 nothing. When one task fails, the batch fails: that task's transaction is rolled back, tables
-other tasks committed stay applied and recorded, and the batch run again applies the rest.
+other tasks committed stay applied and recorded, and the batch run again applies the rest. With
+`batch.atomic: true` the batch goes to one partition: one task applies every table in one
+transaction, so a reader sees all of a batch's changes or none of them.
 
 A Python worker runs one task at a time and Spark reuses it for the next batches, so each worker
 process keeps its `JdbcWriter` (its connection, its knowledge of the target's tables) in `WRITERS`,
@@ -77,8 +79,10 @@ def jdbc_batches(cfg: JdbcSinkConfig, pipeline: str, parallelism: int) -> Callab
 
     connect(cfg).close()
 
+    partitions = 1 if cfg.batch_atomic else max(1, parallelism)
+
     def write(df, batch_id: int) -> None:
-        df.repartition(max(1, parallelism), "topic").foreachPartition(
+        df.repartition(partitions, "topic").foreachPartition(
             lambda rows: apply_partition(cfg, pipeline, batch_id, rows))
 
     return write
