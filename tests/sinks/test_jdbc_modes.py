@@ -261,6 +261,20 @@ def test_mariadb_refuses_a_too_long_value_naming_the_row(mariadb_server, mariadb
         w.close()
 
 
+def test_mariadb_without_local_infile_takes_statements(mariadb_server, mariadb_db):
+    mariadb_server.execute("SET GLOBAL local_infile = 0")
+    w = writer({**mariadb_url(mariadb_server, mariadb_db), **UPSERT})
+    try:
+        w.apply(0, events(("c", 1, 2), ("c", 2, 3)))
+        w.apply(1, events(("u", 1, 5), ("c", 3, 4)))
+        assert mariadb_rows(mariadb_server, mariadb_db, "SELECT id, qty FROM orders ORDER BY id") == [(1, 5), (2, 3),
+                                                                                                     (3, 4)]
+        assert not w.bulk_load
+    finally:
+        w.close()
+        mariadb_server.execute("SET GLOBAL local_infile = 1")
+
+
 def test_only_table_topics_are_written(target):
     """Transaction metadata (and heartbeats, schema changes) never become tables; `topics` and
     `topics.regex` choose among the rest."""

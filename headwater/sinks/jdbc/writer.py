@@ -45,6 +45,7 @@ from headwater.events.typed import TypedBlock
 from headwater.sinks.changes import Changes, by_topic, reduce
 from headwater.sinks.jdbc.config import JdbcSinkConfig
 from headwater.sinks.jdbc.connection import (
+    BulkLoadRefused,
     Connection,
     DatabaseError,
     MySqlConnection,
@@ -113,6 +114,7 @@ class JdbcWriter:
         self.tables: dict[str, set[str]] = {}  # table -> its columns (as `_norm` writes them)
         self.applied_ready = False
         self.stages = 0  # staging tables made (their names are numbered)
+        self.bulk_load = True  # False once MySQL refused LOAD DATA LOCAL (local_infile off)
 
     def close(self) -> None:
         self.conn.close()
@@ -403,14 +405,15 @@ class JdbcWriter:
         if isinstance(self.dialect, PostgresDialect) and isinstance(self.conn, PostgresConnection):
             text = copy_text(columns)
             return None if text is None else (text, [])
-        if isinstance(self.dialect, MySqlDialect) and isinstance(self.conn, MySqlConnection):
+        if isinstance(self.dialect, MySqlDialect) and isinstance(self.conn, MySqlConnection) and self.bulk_load:
             return load_text(columns, self.binding)
         return None
 
     def _staged(self, plan: TablePlan, kind: str, names: list[str], text: tuple[bytes, list[bool]]) -> bool:
         """Bulk-load the rows into a temporary table shaped as the target's columns (COPY into
         PostgreSQL, LOAD DATA into MySQL), then apply them with one statement; False (nothing
-        applied) when MySQL's load warned that a value did not fit, which its statements refuse."""
+        applied) when MySQL's load warned that a value did not fit, which its statements refuse, or
+        when MySQL refused LOAD DATA LOCAL (then no later rows try it)."""
         d, conn = self.dialect, self.conn
         self.stages += 1
         stage = f"headwater_stage_{self.stages}"
@@ -423,7 +426,12 @@ class JdbcWriter:
         assert isinstance(d, MySqlDialect) and isinstance(conn, MySqlConnection)
         conn.execute(d.create_stage(stage, plan.table, names))
         try:
-            if conn.load(stage, cols, *text):
+            try:
+                warned = conn.load(stage, cols, *text)
+            except BulkLoadRefused:
+                self.bulk_load = False  # local files are off on this server: statements from now on
+                return False
+            if warned:
                 return False
             conn.execute(d.from_stage(kind, plan.table, stage, names, plan.key))
             return True
