@@ -114,7 +114,7 @@ class JdbcWriter:
         self.tables: dict[str, set[str]] = {}  # table -> its columns (as `_norm` writes them)
         self.applied_ready = False
         self.stages = 0  # staging tables made (their names are numbered)
-        self.bulk_load = True  # False once MySQL refused LOAD DATA LOCAL (local_infile off)
+        self.bulk_load = True  # False once the target refused the staging table or LOAD DATA LOCAL
 
     def close(self) -> None:
         self.conn.close()
@@ -401,11 +401,13 @@ class JdbcWriter:
 
     def _stage_text(self, columns: list[Cells]) -> tuple[bytes, list[bool]] | None:
         """The rows as the text the target's bulk load reads (COPY, LOAD DATA), or None when the
-        target has none here or a value cannot go that way."""
+        target has none here (or refused it before) or a value cannot go that way."""
+        if not self.bulk_load:
+            return None
         if isinstance(self.dialect, PostgresDialect) and isinstance(self.conn, PostgresConnection):
             text = copy_text(columns)
             return None if text is None else (text, [])
-        if isinstance(self.dialect, MySqlDialect) and isinstance(self.conn, MySqlConnection) and self.bulk_load:
+        if isinstance(self.dialect, MySqlDialect) and isinstance(self.conn, MySqlConnection):
             return load_text(columns, self.binding)
         return None
 
@@ -413,23 +415,28 @@ class JdbcWriter:
         """Bulk-load the rows into a temporary table shaped as the target's columns (COPY into
         PostgreSQL, LOAD DATA into MySQL), then apply them with one statement; False (nothing
         applied) when MySQL's load warned that a value did not fit, which its statements refuse, or
-        when MySQL refused LOAD DATA LOCAL (then no later rows try it)."""
+        when the target refused the temporary table (no privilege for one; MySQL's GTID
+        consistency) or LOAD DATA LOCAL (then no later rows try it)."""
         d, conn = self.dialect, self.conn
+        assert isinstance(d, (PostgresDialect, MySqlDialect))
         self.stages += 1
         stage = f"headwater_stage_{self.stages}"
         cols = [d.ident(n) for n in names]
-        if isinstance(d, PostgresDialect) and isinstance(conn, PostgresConnection):
+        try:
             conn.execute(d.create_stage(stage, plan.table, names))
+        except DatabaseError:
+            self.bulk_load = False
+            return False
+        if isinstance(d, PostgresDialect) and isinstance(conn, PostgresConnection):
             conn.copy(stage, cols, text[0])
             conn.execute(d.from_stage(kind, plan.table, stage, names, plan.key))
             return True
         assert isinstance(d, MySqlDialect) and isinstance(conn, MySqlConnection)
-        conn.execute(d.create_stage(stage, plan.table, names))
         try:
             try:
                 warned = conn.load(stage, cols, *text)
             except BulkLoadRefused:
-                self.bulk_load = False  # local files are off on this server: statements from now on
+                self.bulk_load = False
                 return False
             if warned:
                 return False
