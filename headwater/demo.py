@@ -1,10 +1,13 @@
-"""`make demo`: a small shop on a throwaway PostgreSQL, then on a throwaway MariaDB, captured by headwater on local Spark.
+"""`make demo`: a small shop on a throwaway PostgreSQL, then on a throwaway MariaDB, captured by headwater on local Spark;
+then the PostgreSQL shop mirrored into a second database by the `jdbc` sink.
 
 For each database it shows the initial snapshot arriving in the jsonl sink, then makes a few changes
 (an insert, an update, a multi-table transaction, a delete, a primary-key change) and shows their
 change events arriving, then stops the query and the server. PostgreSQL is captured by the
 `postgres` connector (pgoutput), MariaDB by the `mariadb` connector (the binlog), through the same
-pipeline and sink. Nothing outside a temporary directory is touched.
+pipeline and sink. The last part runs the same PostgreSQL shop with `sink: {type: jdbc, mirror:
+true}` into a database `replica` and prints the replica's tables after the snapshot and after the
+changes. Nothing outside a temporary directory is touched.
 """
 
 from __future__ import annotations
@@ -180,6 +183,93 @@ def capture(shop: Shop, work: Path, spark: Any) -> Any:
         server.stop()
 
 
+def replica_tables(server: PostgresServer, title: str) -> None:
+    """Print the replica's shop tables, read back with SQL."""
+    conn = server.connect("replica")
+    try:
+        with conn.cursor() as cur:
+            for table, cols in (("customers", "id, name, email"), ("products", "id, name, price, stock"),
+                                ("orders", "id, customer_id, product_id, quantity")):
+                cur.execute(f"SELECT {cols} FROM {table} ORDER BY id")
+                t = Table(title=f"{title}: replica.{table}", title_justify="left")
+                for c in cols.split(", "):
+                    t.add_column(c)
+                for row in cur.fetchall():
+                    t.add_row(*("" if v is None else str(v) for v in row))
+                console.print(t)
+    finally:
+        conn.close()
+
+
+def _replica_count(server: PostgresServer, sql: str) -> int:
+    conn = server.connect("replica")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM information_schema.tables WHERE table_name = 'orders'")
+            if not cur.fetchone()[0]:
+                return -1
+            cur.execute(sql)
+            return int(cur.fetchone()[0])
+    finally:
+        conn.close()
+
+
+def wait_replica(server: PostgresServer, query: Any, sql: str, expected: int, timeout: float) -> None:
+    """Wait until `sql` (a count on the replica) gives `expected`, or the timeout passes; the query's
+    error if it stopped."""
+    deadline = time.monotonic() + timeout
+    while _replica_count(server, sql) != expected and time.monotonic() < deadline:
+        if not query.isActive:
+            raise RuntimeError(f"the streaming query stopped: {query.exception()}")
+        time.sleep(0.5)
+
+
+def mirror(work: Path, spark: Any) -> Any:
+    """The PostgreSQL shop mirrored into the database `replica` of the same server by the jdbc sink."""
+    console.rule("[bold]PostgreSQL mirrored into a second database (sink: jdbc, mirror: true)")
+    server = PostgresServer().start()
+    query = None
+    try:
+        server.create_database("shop")
+        server.create_database("replica")
+        server.execute(POSTGRES_SHOP + SHOP_ROWS, "shop")
+        work.mkdir(parents=True)
+        cfg_path = work / "mirror.yaml"
+        sink = {"type": "jdbc", "connection.url": f"jdbc:postgresql://127.0.0.1:{server.port}/replica",
+                "connection.username": server.superuser, "connection.password": server.password, "mirror": True}
+        cfg: dict[str, Any] = {
+            "name": "mirror", "source": SHOPS[0].source(server), "sink": sink,
+            "spark": {"master": "local[2]", "checkpoint": str(work / "state"), "trigger.interval": "1 second"},
+        }
+        cfg_path.write_text(yaml.safe_dump(cfg))
+        safe = {**cfg, "source": {**cfg["source"], "database.password": "********"},
+                "sink": {**sink, "connection.password": "********"}}
+        console.print("The configuration: every captured table kept in step in the database `replica`, created "
+                      "there by the sink:")
+        console.print(yaml.safe_dump(safe, sort_keys=False), markup=False)
+
+        from headwater.pipeline_config import load_config
+        from headwater.spark.pipeline import spark_session, start_query
+
+        config = load_config(cfg_path)
+        if spark is None:
+            spark = spark_session(config)
+        query = start_query(spark, config)
+        wait_replica(server, query, "SELECT count(*) FROM orders", 4, 300)
+        replica_tables(server, "After the snapshot")
+        console.print("The changes: " + "; ".join(title for title, _ in CHANGES))
+        for _, sql in CHANGES:
+            server.execute(sql, "shop")
+        wait_replica(server, query, "SELECT count(*) FROM customers WHERE id = 30", 1, 120)
+        wait_replica(server, query, "SELECT count(*) FROM orders", 4, 60)
+        replica_tables(server, "After the changes")
+        return spark
+    finally:
+        if query is not None:
+            query.stop()
+        server.stop()
+
+
 def main() -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="headwater-demo-"))
@@ -188,7 +278,8 @@ def main() -> int:
     try:
         for i, shop in enumerate(SHOPS):
             spark = capture(shop, work / str(i), spark)
-        console.rule("[green]demo finished: both databases captured, servers stopped")
+        spark = mirror(work / "mirror", spark)
+        console.rule("[green]demo finished: both databases captured, one mirrored, servers stopped")
         return 0
     finally:
         if spark is not None:

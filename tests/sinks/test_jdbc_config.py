@@ -186,3 +186,21 @@ def test_copy_text_carries_what_arrow_can_write_and_refuses_the_rest():
     infinite = ("ts", pa.array([2**63 - 1], pa.int64()).cast(pa.timestamp("us")), {"type": "int64"})
     bits = ("b", pa.array([b"\x01"]), {"type": "bytes", "name": "io.debezium.data.Bits"})
     assert copy_text([midnight]) is None and copy_text([infinite]) is None and copy_text([bits]) is None
+
+
+def test_only_plain_numbers_and_booleans_become_column_defaults():
+    # a timestamp's Connect default is its microseconds, a decimal's its unscaled bytes: no DEFAULT
+    d = dialect("postgresql")
+    assert d.column_def(Column("n", SqlType("bigint"), default=5)) == "n bigint DEFAULT 5"
+    assert d.column_def(Column("ok", SqlType("boolean"), default=True)) == "ok boolean DEFAULT true"
+    assert d.column_def(Column("at", SqlType("timestamp"), default=1767268800000000)) == "at timestamp"
+    assert d.column_def(Column("p", SqlType("decimal", precision=10, scale=2), default="AQ==")) == "p numeric(10,2)"
+
+
+def test_batch_atomic_is_a_checked_flag():
+    url = {"connection.url": "jdbc:postgresql://h/db"}
+    assert parse_jdbc_sink({**url, "batch.atomic": True}).batch_atomic
+    assert not parse_jdbc_sink(url).batch_atomic
+    with pytest.raises(ConfigErrors) as err:
+        parse_jdbc_sink({**url, "batch.atomic": "sometimes"})
+    assert "sink.batch.atomic" in str(err.value) and "true or false" in str(err.value)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import decimal
 
+from headwater.sinks.jdbc.connection import MySqlConnection
 from tests.sinks.jdbc_support import (
     apply_available,
     mariadb_rows,
@@ -22,7 +23,8 @@ SETUP = r"""
 CREATE TABLE kinds (id int PRIMARY KEY, i2 smallint, i8 bigint, b boolean, f4 real, f8 double precision,
                     num numeric(12,3), vc varchar(20), txt text, bin bytea, d date, t time(6), ts timestamp(6),
                     tstz timestamptz, j json, u uuid);
-CREATE TABLE pairs (a varchar(10), b int, v text, PRIMARY KEY (a, b));
+CREATE TABLE pairs (a varchar(10), b int, v text, at timestamp DEFAULT '2026-01-01 12:00', ok boolean DEFAULT true,
+                    price numeric(10,2) DEFAULT 1.5, PRIMARY KEY (a, b));  -- defaults of encoded types
 INSERT INTO kinds VALUES
   (1, 7, 70000000000, true, 3.25, 2.5, 1234.5, 'plain', 'text', '\x0102', '2024-02-29', '12:34:56.789012',
    '2024-01-02 03:04:05.678901', '2024-01-02 03:04:05.678901+02', '{"k": "v"}', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'),
@@ -106,13 +108,23 @@ def test_postgres_mirrored_into_postgres(pg_server, pg_db):
         pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
 
 
-def test_postgres_mirrored_into_mariadb(pg_server, pg_db, mariadb_server, mariadb_db):
+def test_postgres_mirrored_into_mariadb(pg_server, pg_db, mariadb_server, mariadb_db, monkeypatch):
+    loads = []  # (table, warnings) of each LOAD DATA: the rows go by bulk load, not by statements
+    load = MySqlConnection.load
+
+    def spy(self, table, columns, text, hexed):
+        warnings = load(self, table, columns, text, hexed)
+        loads.append((columns, warnings))
+        return warnings
+
+    monkeypatch.setattr(MySqlConnection, "load", spy)
     _mirror(pg_server, pg_db, "mirror_maria", mariadb_url(mariadb_server, mariadb_db),
             lambda sql: mariadb_rows(mariadb_server, mariadb_db, sql))
     types = dict(mariadb_rows(mariadb_server, mariadb_db, "SELECT column_name, column_type FROM "
                                                           "information_schema.columns WHERE table_name = 'kinds'"))
     assert types["num"] == "decimal(12,3)" and types["ts"] == "datetime(6)" and types["u"] == "char(36)"
     assert types["b"] == "tinyint(1)" and types["bin"] == "longblob"
+    assert any("bin" in cols and "tstz" in cols for cols, _ in loads) and not any(w for _, w in loads)
 
 
 EDGES = r"""

@@ -261,6 +261,52 @@ def test_mariadb_refuses_a_too_long_value_naming_the_row(mariadb_server, mariadb
         w.close()
 
 
+def test_mariadb_without_local_infile_takes_statements(mariadb_server, mariadb_db):
+    mariadb_server.execute("SET GLOBAL local_infile = 0")
+    w = writer({**mariadb_url(mariadb_server, mariadb_db), **UPSERT})
+    try:
+        w.apply(0, events(("c", 1, 2), ("c", 2, 3)))
+        w.apply(1, events(("u", 1, 5), ("c", 3, 4)))
+        assert mariadb_rows(mariadb_server, mariadb_db, "SELECT id, qty FROM orders ORDER BY id") == [(1, 5), (2, 3),
+                                                                                                     (3, 4)]
+        assert not w.bulk_load
+    finally:
+        w.close()
+        mariadb_server.execute("SET GLOBAL local_infile = 1")
+
+
+def test_postgres_without_temporary_tables_takes_statements(pg_server, pg_db):
+    user = f"{pg_db}_u"
+    pg_server.execute(f'CREATE ROLE "{user}" LOGIN PASSWORD \'pw\'; REVOKE TEMPORARY ON DATABASE "{pg_db}" FROM PUBLIC; '
+                      f'GRANT CREATE ON SCHEMA public TO "{user}"', pg_db)
+    w = writer({**pg_url(pg_server, pg_db), "connection.username": user, "connection.password": "pw",
+                **UPSERT, "delete.enabled": True})
+    try:
+        w.apply(0, events(("c", 1, 2), ("c", 2, 3)))
+        w.apply(1, events(("u", 1, 5), ("d", 2), ("c", 3, 4)))
+        assert pg_rows(pg_server, pg_db, "SELECT id, qty FROM orders ORDER BY id") == [(1, 5), (3, 4)]
+        assert not w.bulk_load
+    finally:
+        w.close()
+        pg_server.execute(f'DROP OWNED BY "{user}"; DROP ROLE "{user}"', pg_db)
+
+
+def test_mariadb_without_temporary_tables_takes_statements(mariadb_server, mariadb_db):
+    user = f"{mariadb_db}_u"
+    mariadb_server.execute(f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'; GRANT SELECT, INSERT, UPDATE, DELETE, "
+                           f"CREATE, ALTER ON `{mariadb_db}`.* TO '{user}'@'%'")
+    w = writer({**mariadb_url(mariadb_server, mariadb_db), "connection.username": user, "connection.password": "pw",
+                **UPSERT, "delete.enabled": True})
+    try:
+        w.apply(0, events(("c", 1, 2), ("c", 2, 3)))
+        w.apply(1, events(("u", 1, 5), ("d", 2), ("c", 3, 4)))
+        assert mariadb_rows(mariadb_server, mariadb_db, "SELECT id, qty FROM orders ORDER BY id") == [(1, 5), (3, 4)]
+        assert not w.bulk_load
+    finally:
+        w.close()
+        mariadb_server.execute(f"DROP USER '{user}'@'%'")
+
+
 def test_only_table_topics_are_written(target):
     """Transaction metadata (and heartbeats, schema changes) never become tables; `topics` and
     `topics.regex` choose among the rest."""

@@ -127,3 +127,33 @@ def test_a_target_that_cannot_be_reached_fails_at_start(pg_server, tmp_path):
         assert "wrong-secret-pw" not in proc.stderr + proc.stdout
     finally:
         drop_db(pg_server, source)
+
+
+def test_batch_atomic_applies_every_table_of_a_batch_or_none(pg_server, tmp_path):
+    source, target = fresh_db(pg_server, "jdbc_asrc"), fresh_db(pg_server, "jdbc_adst")
+    try:
+        pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text); "
+                          "CREATE TABLE u (id int PRIMARY KEY, v text); "
+                          "INSERT INTO t SELECT g, g, md5(g::text) FROM generate_series(1, 500) g; "
+                          "INSERT INTO u VALUES (1, 'fits'), (2, 'too long for the target')", source)
+        pg_server.execute("CREATE TABLE u (id int PRIMARY KEY, v varchar(4))", target)  # refuses row 2
+        path = jdbc_config(tmp_path, pg_server, source, target,
+                           sink={**pg_url(pg_server, target), "batch.atomic": True})
+        cfg = yaml.safe_load(path.read_text())
+        cfg["source"]["table.include.list"] = "public.t,public.u"
+        path.write_text(yaml.safe_dump(cfg))
+        proc = cli("run", str(path), "--once", check=False)
+        assert proc.returncode != 0
+        assert "table u" in proc.stderr and "{id=2}" in proc.stderr
+        # t's table was made (DDL commits first) but none of the batch's rows is there, in any table
+        assert pg_rows(pg_server, target, "SELECT count(*) FROM t") == [(0,)]
+        assert pg_rows(pg_server, target, "SELECT count(*) FROM u") == [(0,)]
+        assert pg_rows(pg_server, target, "SELECT count(*) FROM headwater_sink_batches") == [(0,)]
+        pg_server.execute("ALTER TABLE u ALTER COLUMN v TYPE text", target)
+        cli("run", str(path), "--once")
+        assert pg_rows(pg_server, target, ROWS) == pg_rows(pg_server, source, ROWS)
+        assert pg_rows(pg_server, target, "SELECT id, v FROM u ORDER BY id") == [(1, "fits"),
+                                                                                  (2, "too long for the target")]
+    finally:
+        drop_db(pg_server, source)
+        pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')

@@ -9,7 +9,9 @@
 `topics` or `topics.regex` choose the topics written (default: every topic of table changes; never
 transaction metadata, heartbeats or schema changes). `mirror: true` is headwater's shorthand for keeping every captured table in step with no per-table
 settings: upsert by the record key, deletes and truncates applied, missing tables and columns
-created, each table named as its source table (`${source.table}`). The password is held as a
+created, each table named as its source table (`${source.table}`). `batch.atomic: true` (headwater's)
+applies all tables of a micro-batch in one transaction, written by one Spark task, instead of one
+transaction per task with the tables spread over the tasks. The password is held as a
 `SecretStr`, so neither the configuration's text nor an error shows it.
 """
 
@@ -36,9 +38,9 @@ SCHEMES = {"postgresql": "postgresql", "mysql": "mysql", "mariadb": "mysql", "or
 CONNECTED = ("postgresql", "mysql")  # the dialects this machine has a driver for
 DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
 
-#: every property the sink block takes (Debezium's names, and headwater's `type` and `mirror`)
+#: every property the sink block takes (Debezium's names, and headwater's `type`, `mirror`, `batch.atomic`)
 PROPERTIES = (
-    "type", "mirror", "topics", "topics.regex", "connection.url", "connection.username", "connection.password", "insert.mode",
+    "type", "mirror", "batch.atomic", "topics", "topics.regex", "connection.url", "connection.username", "connection.password", "insert.mode",
     "delete.enabled", "truncate.enabled", "primary.key.mode", "primary.key.fields", "schema.evolution",
     "table.name.format", "quote.identifiers", "batch.size", "field.include.list", "field.exclude.list",
     "database.time_zone", "column.naming.strategy", "table.naming.strategy",
@@ -85,6 +87,7 @@ class JdbcSinkConfig:
     mirror: bool = False
     topics: tuple[str, ...] = ()
     topics_regex: str | None = None
+    batch_atomic: bool = False
 
     def properties(self) -> dict[str, str]:
         """The configuration as Debezium's properties (the password left out), e.g. to ship it to
@@ -94,7 +97,7 @@ class JdbcSinkConfig:
                  "truncate.enabled": str(self.truncate_enabled).lower(), "primary.key.mode": self.primary_key_mode,
                  "schema.evolution": self.schema_evolution, "table.name.format": self.table_name_format,
                  "quote.identifiers": str(self.quote_identifiers).lower(), "batch.size": str(self.batch_size),
-                 "database.time_zone": self.time_zone}
+                 "database.time_zone": self.time_zone, "batch.atomic": str(self.batch_atomic).lower()}
         if self.username is not None:
             props["connection.username"] = self.username
         if self.primary_key_fields:
@@ -248,6 +251,7 @@ def parse_jdbc_sink(props: dict[str, Any]) -> JdbcSinkConfig:
                                       "for example topics.regex: inventory\\..*"))
     truncate_enabled = _flag(p, "truncate.enabled", False, errors)
     quote = _flag(p, "quote.identifiers", False, errors)
+    batch_atomic = _flag(p, "batch.atomic", False, errors)
     if errors:
         raise ConfigErrors(errors)
     password = p.get("connection.password")
@@ -260,4 +264,4 @@ def parse_jdbc_sink(props: dict[str, Any]) -> JdbcSinkConfig:
         primary_key_fields=_names(p, "primary.key.fields"), schema_evolution=evolution, table_name_format=fmt,
         quote_identifiers=quote, batch_size=batch_size,
         field_include=include, field_exclude=exclude, time_zone=time_zone, mirror=mirror, topics=topics,
-        topics_regex=None if topics_regex is None else str(topics_regex))
+        topics_regex=None if topics_regex is None else str(topics_regex), batch_atomic=batch_atomic)

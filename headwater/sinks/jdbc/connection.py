@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import re
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,14 @@ _VALUES = re.compile(r"(.*\bVALUES\s*)(\((?:\s*%s\s*,)*\s*%s\s*\))(.*)", re.S)
 
 class DatabaseError(Exception):
     """The target refused a statement; the message is the database's."""
+
+
+class BulkLoadRefused(DatabaseError):
+    """The target does not allow the bulk load (MySQL's `LOAD DATA LOCAL` with `local_infile` off)."""
+
+
+#: the error codes of a LOAD DATA LOCAL the server or client does not allow (MySQL: 1148, 2068, 3948; MariaDB: 4166)
+LOCAL_INFILE_REFUSED = (1148, 2068, 3948, 4166)
 
 
 class Connection(ABC):
@@ -94,6 +103,28 @@ class PostgresConnection(Connection):
 
 
 class MySqlConnection(Connection):
+    def load(self, table: str, columns: list[str], text: bytes, hexed: list[bool]) -> list[tuple]:
+        """`LOAD DATA LOCAL INFILE` of `types.load_text`'s text into `table`'s `columns` (identifiers
+        as the SQL writes them; the `hexed` ones through UNHEX), through a temporary file PyMySQL
+        sends; the warnings it gave (a value the column could not hold is a warning there, not an
+        error). `BulkLoadRefused` when the server or client does not allow local files
+        (`local_infile` off, as in MySQL 8's default)."""
+        targets = [f"@h{i}" if h else c for i, (c, h) in enumerate(zip(columns, hexed, strict=True))]
+        sets = [f"{c} = UNHEX(@h{i})" for i, (c, h) in enumerate(zip(columns, hexed, strict=True)) if h]
+        with tempfile.NamedTemporaryFile(prefix="headwater-load-", suffix=".csv") as f:
+            f.write(text)
+            f.flush()
+            sql = (f"LOAD DATA LOCAL INFILE {self.raw.escape(f.name)} INTO TABLE {table} CHARACTER SET utf8mb4 "
+                   "FIELDS TERMINATED BY ',' OPTIONALLY ENCLOSED BY '\"' ESCAPED BY '' "
+                   f"LINES TERMINATED BY '\\n' ({', '.join(targets)})" + (" SET " + ", ".join(sets) if sets else ""))
+            try:
+                self.cursor.execute(sql)
+            except self.errors as exc:
+                if exc.args and exc.args[0] in LOCAL_INFILE_REFUSED:
+                    raise BulkLoadRefused(_message(exc)) from exc
+                raise DatabaseError(_message(exc)) from exc
+        return [w for w in self.query("SHOW WARNINGS") if w[0] != "Note"]
+
     def columns(self, table: str) -> list[str]:
         return [r[0] for r in self.query("SELECT column_name FROM information_schema.columns WHERE "
                                          "table_schema = DATABASE() AND table_name = %s", [table])]
@@ -123,7 +154,7 @@ def connect(cfg: JdbcSinkConfig) -> Connection:
             import pymysql
 
             raw = pymysql.connect(host=t.host, port=t.port, database=t.database, user=user, password=password or "",
-                                  charset="utf8mb4", autocommit=False)
+                                  charset="utf8mb4", autocommit=False, local_infile=True)
             with raw.cursor() as c:
                 c.execute("SET time_zone = '+00:00'")
             return MySqlConnection(raw, (pymysql.MySQLError,), cfg.batch_size)

@@ -24,6 +24,9 @@ from headwater.sinks.jdbc.types import SqlType
 
 PLAIN = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 APPLIED_TABLE = "headwater_sink_batches"
+#: the kinds whose Connect default is the column's value as it is (a timestamp's, date's or decimal's
+#: is its encoded number or bytes, which the column's DEFAULT cannot take)
+DEFAULT_KINDS = ("tinyint", "smallint", "integer", "bigint", "real", "double", "boolean", "year")
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ class Dialect:
 
     def column_def(self, c: Column, key: bool = False) -> str:
         text = f"{self.ident(c.name)} {self.type_name(c.type, key)}"
-        if c.default is not None and not key and c.type.kind not in ("json", "bytes", "string", "xml", "array"):
+        if c.default is not None and not key and c.type.kind in DEFAULT_KINDS:
             text += f" DEFAULT {self.literal(c.default)}"
         return text + ("" if c.nullable and not key else " NOT NULL")
 
@@ -188,6 +191,9 @@ class PostgresDialect(Dialect):
 
     def decimal(self, t: SqlType) -> str:
         return f"numeric({t.precision},{t.scale or 0})" if t.precision else "numeric"
+
+    def literal(self, v: Any) -> str:
+        return ("true" if v else "false") if isinstance(v, bool) else super().literal(v)
 
     def bits(self, t: SqlType) -> str:
         """bit(n) when the source says BIT; else bit varying, which takes a bit(n) column's values too."""
@@ -265,6 +271,30 @@ class MySqlDialect(Dialect):
         if not sets:  # every column is the key: keep the row as it is
             sets = [f"{self.ident(key[0])} = {self.ident(key[0])}"]
         return f"{self.insert(table, columns)} ON DUPLICATE KEY UPDATE " + ", ".join(sets)
+
+    def create_stage(self, stage: str, table: str, columns: list[str]) -> str:
+        """A temporary table with the target's types of `columns` (without its keys); MySQL's DDL on
+        a temporary table does not commit the transaction."""
+        cols = ", ".join(self.ident(c) for c in columns)
+        return f"CREATE TEMPORARY TABLE {stage} AS SELECT {cols} FROM {self.ident(table)} LIMIT 0"
+
+    def from_stage(self, kind: str, table: str, stage: str, columns: list[str], key: list[str]) -> str:
+        """The statement applying a staging table's rows: insert, update, upsert or delete by key
+        (multi-table UPDATE and DELETE joined on the key)."""
+        t, cols = self.ident(table), ", ".join(self.ident(c) for c in columns)
+        on = " AND ".join(f"t.{self.ident(k)} = s.{self.ident(k)}" for k in key)
+        if kind == "delete":
+            return f"DELETE t FROM {t} t JOIN {stage} s ON {on}"
+        if kind == "update":
+            sets = ", ".join(f"t.{self.ident(c)} = s.{self.ident(c)}" for c in columns if c not in key)
+            return f"UPDATE {t} t JOIN {stage} s ON {on} SET {sets}"
+        insert = f"INSERT INTO {t} ({cols}) SELECT {cols} FROM {stage}"
+        if kind == "insert":
+            return insert
+        return insert + self.upsert(table, columns, key)[len(self.insert(table, columns)):]
+
+    def drop_stage(self, stage: str) -> str:
+        return f"DROP TEMPORARY TABLE IF EXISTS {stage}"
 
 
 class OracleDialect(Dialect):

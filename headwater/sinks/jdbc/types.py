@@ -12,7 +12,8 @@ the type: VARCHAR(n), CHAR(n), NUMERIC(p,s), TINYINT(1)... The result is a gener
 dialect (`dialects`) names it in its own SQL.
 
 `copy_text` writes columns as PostgreSQL's COPY text (CSV, by Arrow, no Python per value) when
-every value can go that way; `python_values` turns one column of a typed block (`events.typed`: Arrow types over the events'
+every value can go that way; `load_text` writes them as the text of MySQL's `LOAD DATA` (the same
+CSV, with unquoted `NULL` for a null, booleans as 0 and 1, zoned times in `database.time_zone`); `python_values` turns one column of a typed block (`events.typed`: Arrow types over the events'
 values) into Python values for the driver, whole columns at a time (`to_pylist`), with the few
 values Python's types cannot hold (PostgreSQL's infinite dates and timestamps, a time of 24:00)
 handed over as the text the database reads.
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
@@ -252,6 +254,45 @@ def copy_text(columns: list[Cells]) -> bytes | None:
     out = pa.BufferOutputStream()
     pacsv.write_csv(table, out, pacsv.WriteOptions(include_header=False, quoting_style="all_valid"))
     return out.getvalue().to_pybytes()
+
+
+def load_text(columns: list[Cells], binding: Binding) -> tuple[bytes, list[bool]] | None:
+    """The columns as the text of MySQL's and MariaDB's `LOAD DATA ... FIELDS TERMINATED BY ','
+    OPTIONALLY ENCLOSED BY '"' ESCAPED BY ''` (every value quoted with its quotes doubled, a null the
+    unquoted word NULL, bytes as hex), and which columns are hex (for UNHEX); None when a value could
+    not go as that text. Column-wise by Arrow but for the bytes' hex."""
+    fields, hexed = [], []
+    for _, arr, schema in columns:
+        name = schema.get("name")
+        if name == "io.debezium.time.ZonedTimestamp" and binding.zoned_as_local:
+            try:
+                instant = arr.cast(pa.timestamp("us", "UTC"))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # infinity, years beyond 9999
+                return None
+            arr = pc.local_timestamp(instant.cast(pa.timestamp("us", binding.zone.key)))
+        elif name == "io.debezium.time.ZonedTime" and binding.zoned_as_local:
+            arr = pc.replace_substring_regex(arr, "Z$", "")
+        elif name in _NOT_COPIED or name == DECIMAL and pa.types.is_binary(arr.type) or not _copyable(arr):
+            return None
+        hexed.append(pa.types.is_binary(arr.type))
+        if hexed[-1]:
+            arr = pa.array([None if v is None else v.hex() for v in arr.to_pylist()], pa.string())
+        if pa.types.is_boolean(arr.type):
+            arr = arr.cast(pa.int8())
+        text = pc.replace_substring(arr.cast(pa.large_string()), '"', '""')
+        quoted = pc.binary_join_element_wise(_large('"'), text, _large('"'), _large(""))
+        fields.append(pc.fill_null(quoted, _large("NULL")))
+    if not fields:
+        return None
+    lines = pc.binary_join_element_wise(*fields, _large(","))
+    lines = pc.binary_join_element_wise(lines, _large(""), _large("\n"))
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)
+    start, stop = int(offsets[lines.offset]), int(offsets[lines.offset + len(lines)])
+    return lines.buffers()[2][start:stop].to_pybytes(), hexed  # the lines end to end
+
+
+def _large(text: str) -> pa.Scalar:
+    return pa.scalar(text, pa.large_string())
 
 
 def _copyable(arr: pa.Array) -> bool:

@@ -13,10 +13,12 @@ or flat records such as ExtractNewRecordState writes) and, per topic it writes (
    before the data: MySQL's DDL commits by itself); with `none` a missing table or column fails;
 4. applies the changes in one transaction for the whole batch: a truncate first, then deletes by
    key and the rows (`insert.mode`: INSERT, UPDATE by key, or the dialect's upsert), in pages of
-   `batch.size`; into PostgreSQL, when every column's values can go as COPY text, by COPY into a
-   temporary staging table and one INSERT ... SELECT, UPDATE ... FROM or DELETE ... USING from it
-   (`bench/jdbc_sink.py`, 20k rows: 0.14x of COPY's own rate, against 0.08x with multi-row
-   INSERTs; 0.33x for 200k rows); and
+   `batch.size`; when every column's values can go as the target's bulk-load text, by a bulk load
+   into a temporary staging table and one statement from it: into PostgreSQL COPY, then INSERT ...
+   SELECT (ON CONFLICT), UPDATE ... FROM or DELETE ... USING; into MySQL and MariaDB `LOAD DATA
+   LOCAL INFILE`, then INSERT ... SELECT (ON DUPLICATE KEY UPDATE), or UPDATE/DELETE joined on the
+   key (a load that warns, as MySQL's does for a value that does not fit, is undone and the rows go
+   as statements, which the database refuses); `bench/jdbc_sink.py` measures both; and
    records `(pipeline, batch id, topic)` in `headwater_sink_batches` in the same transaction. A
    topic the table already records for this batch is skipped, so a batch applied again (a Spark
    batch replayed after a crash) changes nothing.
@@ -42,9 +44,23 @@ from headwater.events.arrow import row_schema
 from headwater.events.typed import TypedBlock
 from headwater.sinks.changes import Changes, by_topic, reduce
 from headwater.sinks.jdbc.config import JdbcSinkConfig
-from headwater.sinks.jdbc.connection import Connection, DatabaseError, PostgresConnection, connect
-from headwater.sinks.jdbc.dialects import APPLIED_TABLE, Column, Dialect, PostgresDialect, dialect
-from headwater.sinks.jdbc.types import Binding, Cells, column_type, copy_text, python_values
+from headwater.sinks.jdbc.connection import (
+    BulkLoadRefused,
+    Connection,
+    DatabaseError,
+    MySqlConnection,
+    PostgresConnection,
+    connect,
+)
+from headwater.sinks.jdbc.dialects import (
+    APPLIED_TABLE,
+    Column,
+    Dialect,
+    MySqlDialect,
+    PostgresDialect,
+    dialect,
+)
+from headwater.sinks.jdbc.types import Binding, Cells, column_type, copy_text, load_text, python_values
 
 UPSERT_OPS = ("c", "r", "u")
 NOT_TABLE_RECORDS = ("TransactionMetadataValue", "Heartbeat", "SchemaChangeValue")  # value schemas' last names
@@ -98,6 +114,7 @@ class JdbcWriter:
         self.tables: dict[str, set[str]] = {}  # table -> its columns (as `_norm` writes them)
         self.applied_ready = False
         self.stages = 0  # staging tables made (their names are numbered)
+        self.bulk_load = True  # False once the target refused the staging table or LOAD DATA LOCAL
 
     def close(self) -> None:
         self.conn.close()
@@ -344,9 +361,9 @@ class JdbcWriter:
 
     def _run(self, plan: TablePlan, kind: str, columns: list[Cells], keys: list[Cells]) -> None:
         """Apply rows (`kind`: insert, update, upsert or delete by key) under a savepoint: through a
-        staging table filled by COPY where the dialect has one and every column's values can go as
-        COPY text, else as statements in pages of `batch.size`. A refused page or COPY is applied
-        again a row at a time to name the row the database refuses."""
+        staging table filled by the target's bulk load (`_staged`) where every column's values can
+        go as its text, else as statements in pages of `batch.size`. A refused page or load is
+        applied again a row at a time to name the row the database refuses."""
         d, table, key = self.dialect, plan.table, plan.key
         names = [n for n, _, _ in columns]
         if kind == "delete":
@@ -360,34 +377,73 @@ class JdbcWriter:
         else:
             sql = d.insert(table, names)
         n = len(columns[0][1]) if columns else 0
-        staging = isinstance(d, PostgresDialect) and isinstance(self.conn, PostgresConnection)
-        csv = copy_text(columns) if staging else None
-        pages = [(0, n)] if csv is not None else [(i, min(n, i + self.cfg.batch_size))
-                                                   for i in range(0, n, self.cfg.batch_size)]
-        rows = None if csv is not None else self._python_rows(columns, n)
-        for start, stop in pages:
+        text = self._stage_text(columns)
+        if text is not None:
             self.conn.execute(f"SAVEPOINT {SAVEPOINT}")
             try:
-                if csv is not None:
-                    self._staged(plan, kind, names, csv)
-                else:
-                    assert rows is not None
-                    self.conn.many(sql, rows[start:stop])
+                if self._staged(plan, kind, names, text):
+                    return
+                self.conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")  # the load warned: statements judge
             except DatabaseError as exc:
                 self.conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
-                all_rows = rows if rows is not None else self._python_rows(columns, n)
-                key_rows = self._python_rows(keys, n)
-                raise self._refused(plan, sql, all_rows[start:stop], key_rows[start:stop], exc) from None
+                raise self._refused(plan, sql, self._python_rows(columns, n), self._python_rows(keys, n),
+                                    exc) from None
+        rows = self._python_rows(columns, n)
+        for start in range(0, n, self.cfg.batch_size):
+            stop = min(n, start + self.cfg.batch_size)
+            self.conn.execute(f"SAVEPOINT {SAVEPOINT}")
+            try:
+                self.conn.many(sql, rows[start:stop])
+            except DatabaseError as exc:
+                self.conn.execute(f"ROLLBACK TO SAVEPOINT {SAVEPOINT}")
+                raise self._refused(plan, sql, rows[start:stop], self._python_rows(keys, n)[start:stop],
+                                    exc) from None
 
-    def _staged(self, plan: TablePlan, kind: str, names: list[str], csv: bytes) -> None:
-        """COPY the rows into a temporary table shaped as the target's columns, then one statement."""
+    def _stage_text(self, columns: list[Cells]) -> tuple[bytes, list[bool]] | None:
+        """The rows as the text the target's bulk load reads (COPY, LOAD DATA), or None when the
+        target has none here (or refused it before) or a value cannot go that way."""
+        if not self.bulk_load:
+            return None
+        if isinstance(self.dialect, PostgresDialect) and isinstance(self.conn, PostgresConnection):
+            text = copy_text(columns)
+            return None if text is None else (text, [])
+        if isinstance(self.dialect, MySqlDialect) and isinstance(self.conn, MySqlConnection):
+            return load_text(columns, self.binding)
+        return None
+
+    def _staged(self, plan: TablePlan, kind: str, names: list[str], text: tuple[bytes, list[bool]]) -> bool:
+        """Bulk-load the rows into a temporary table shaped as the target's columns (COPY into
+        PostgreSQL, LOAD DATA into MySQL), then apply them with one statement; False (nothing
+        applied) when MySQL's load warned that a value did not fit, which its statements refuse, or
+        when the target refused the temporary table (no privilege for one; MySQL's GTID
+        consistency) or LOAD DATA LOCAL (then no later rows try it)."""
         d, conn = self.dialect, self.conn
-        assert isinstance(d, PostgresDialect) and isinstance(conn, PostgresConnection)
+        assert isinstance(d, (PostgresDialect, MySqlDialect))
         self.stages += 1
         stage = f"headwater_stage_{self.stages}"
-        conn.execute(d.create_stage(stage, plan.table, names))
-        conn.copy(stage, [d.ident(n) for n in names], csv)
-        conn.execute(d.from_stage(kind, plan.table, stage, names, plan.key))
+        cols = [d.ident(n) for n in names]
+        try:
+            conn.execute(d.create_stage(stage, plan.table, names))
+        except DatabaseError:
+            self.bulk_load = False
+            return False
+        if isinstance(d, PostgresDialect) and isinstance(conn, PostgresConnection):
+            conn.copy(stage, cols, text[0])
+            conn.execute(d.from_stage(kind, plan.table, stage, names, plan.key))
+            return True
+        assert isinstance(d, MySqlDialect) and isinstance(conn, MySqlConnection)
+        try:
+            try:
+                warned = conn.load(stage, cols, *text)
+            except BulkLoadRefused:
+                self.bulk_load = False
+                return False
+            if warned:
+                return False
+            conn.execute(d.from_stage(kind, plan.table, stage, names, plan.key))
+            return True
+        finally:
+            conn.execute(d.drop_stage(stage))
 
     def _refused(self, plan: TablePlan, sql: str, rows: list, keys: list, page_error: DatabaseError) -> SinkError:
         for row, key in zip(rows, keys, strict=True):
