@@ -28,13 +28,15 @@ from pathlib import Path
 from typing import Any
 
 from headwater.config.properties import ConnectorConfig
-from headwater.connectors.base import Offset, SourceConnector
+from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.common.phases import position, snapshot_batch
 from headwater.connectors.history_file import with_history_file
 from headwater.connectors.registry import create_source
 from headwater.engine.startup import open_connector
 from headwater.events.batch import Event, Events
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents
+from headwater.observe.observer import Observer
 
 log = logging.getLogger("headwater.engine")
 
@@ -66,7 +68,8 @@ class Engine:
 
     def __init__(self, config: ConnectorConfig, offsets: OffsetFile | None = None, *,
                  schemas_enable: bool = False, replace_null_with_default: bool = True,
-                 max_events: int | None = None, connector: SourceConnector | None = None, output: str = "json"):
+                 max_events: int | None = None, connector: SourceConnector | None = None, output: str = "json",
+                 metrics_file: Path | None = None):
         self.offsets = offsets
         self.max_events = max_events
         self.output = output
@@ -77,6 +80,9 @@ class Engine:
         self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
                                                     replace_null_with_default=replace_null_with_default,
                                                     output=output)
+        if metrics_file is None and offsets is not None:
+            metrics_file = offsets.path.with_name(f"{offsets.path.name}.metrics.json")
+        self.observer = Observer(config, metrics_file)
         self.stopping = threading.Event()
         self.offset: Offset | None = None
 
@@ -89,7 +95,7 @@ class Engine:
         self.connector.commit(offset)
         self.offset = offset
 
-    def batches(self, once: bool = False) -> Iterator[Events]:
+    def batches(self, once: bool = False) -> Iterator[Events | TypedEvents]:
         """Event batches until stopped (or, with `once`, until what the source held at the start)."""
         connector = self.connector
         if self.offset is None:
@@ -97,6 +103,8 @@ class Engine:
             self.offset = stored if stored is not None else connector.initial_offset()
             open_connector(connector, self.offset, self.stopping)
             connector.commit(self.offset)
+            self.observer.opened(connector.captured_tables, connector.snapshot_due(self.offset))
+            yield from self._notifications()
         start = self.offset
         if once:
             connector.prepare_available_now()
@@ -106,10 +114,41 @@ class Engine:
                 if once or connector.is_finished(start):
                     return
                 continue
-            for unit in connector.plan(start, end):
-                yield from unit.read()
+            snapshot = snapshot_batch(start, end)
+            if snapshot:
+                yield from self._snapshot(connector.plan(start, end))
+            else:
+                for unit in connector.plan(start, end):
+                    for batch in unit.read():
+                        self.observer.seen(batch, snapshot=False)
+                        yield batch
             self._commit(end)
+            self.observer.committed(None if snapshot else position(end))
             start = end
+
+    def _snapshot(self, units: list[WorkUnit]) -> Iterator[Events | TypedEvents]:
+        """The snapshot batch's events, with the initial snapshot's notifications and metrics."""
+        self.observer.snapshot_started(self.connector.captured_tables)
+        finished = False
+        try:
+            yield from self._notifications()
+            for unit in units:
+                for batch in unit.read():
+                    self.observer.seen(batch, snapshot=True)
+                    yield from self._notifications()
+                    yield batch
+            self.observer.snapshot_finished()
+            finished = True
+            yield from self._notifications()
+        finally:
+            if not finished:
+                self.observer.snapshot_aborted()
+
+    def _notifications(self) -> Iterator[Events | TypedEvents]:
+        """The notification records of the `sink` channel, as this engine's batches are."""
+        records = self.observer.take_records()
+        if records is not None:
+            yield records if self.output == "typed" else to_event_batch(records, self.json)
 
     def blocks(self, once: bool = False) -> Iterator[TypedEvents]:
         """Batches of typed blocks (an engine made with `output="typed"`)."""
@@ -128,4 +167,5 @@ class Engine:
         return self.connector.status(self.offset)
 
     def close(self) -> None:
+        self.observer.close()
         self.connector.close()

@@ -53,6 +53,11 @@ def epoch(offset: Offset) -> int:
     return int(offset.get("epoch", 0))
 
 
+def snapshot_batch(start: Offset, end: Offset) -> bool:
+    """The batch from `start` to `end` is a snapshot."""
+    return phase(end) == SNAPSHOT_COMPLETED and (phase(start) != SNAPSHOT_COMPLETED or epoch(start) != epoch(end))
+
+
 @dataclass(frozen=True)
 class SnapshotMode:
     """What a `snapshot.mode` value asks of the phases (Debezium's Snapshotter)."""
@@ -176,6 +181,7 @@ class SnapshotThenStream(SourceConnector):
     def prepare(self) -> Sequence[Any]:
         """`prepare_database`, warning (once) when the filters capture no table."""
         tables = self.prepare_database()
+        self.captured_tables = [str(t) for t in tables]
         if not tables and not self._warned_no_tables:
             self._warned_no_tables = True
             log.warning("%s", self._no_tables_message())
@@ -224,8 +230,8 @@ class SnapshotThenStream(SourceConnector):
         raise PositionLost(lost_message(why)) from None
 
     def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
-        ph, n = phase(start), epoch(start)
-        if ph == SNAPSHOT_PENDING or self.resnapshot:
+        n = epoch(start)
+        if self.snapshot_due(start):
             return self._snapshot_offset(n + 1)
         if not self.snapshot_mode.streams:
             return start
@@ -233,7 +239,7 @@ class SnapshotThenStream(SourceConnector):
         self._open_once(start)
         cap = self.config["headwater.max.batch.events"]
         try:
-            end = self.stream_latest(_position(start), min(max_events, cap) if max_events else cap)
+            end = self.stream_latest(position(start), min(max_events, cap) if max_events else cap)
         except PositionLost as exc:
             self.stop_stream()
             self.position_lost(str(exc))
@@ -241,6 +247,9 @@ class SnapshotThenStream(SourceConnector):
         if end is None:
             return start
         return {"snapshot": STREAMING, **end, "epoch": n}
+
+    def snapshot_due(self, offset: Offset) -> bool:
+        return phase(offset) == SNAPSHOT_PENDING or self.resnapshot
 
     def _snapshot_offset(self, epoch: int) -> Offset:
         """The offset at the end of snapshot number `epoch`."""
@@ -251,7 +260,7 @@ class SnapshotThenStream(SourceConnector):
         return not self.snapshot_mode.streams and phase(offset) != SNAPSHOT_PENDING
 
     def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
-        if phase(end) == SNAPSHOT_COMPLETED and (phase(start) != SNAPSHOT_COMPLETED or epoch(start) != epoch(end)):
+        if snapshot_batch(start, end):
             units = self.plan_snapshot(epoch(end) or 1)
             self.resnapshot = False
             return units
@@ -259,16 +268,16 @@ class SnapshotThenStream(SourceConnector):
             return []
         self._open_once(start)
         try:
-            return self.stream_plan(_position(start), _position(end))
+            return self.stream_plan(position(start), position(end))
         except PositionLost as exc:
             raise PositionLost(lost_message(str(exc))) from None
 
     def commit(self, end: Offset) -> None:
         if phase(end) == STREAMING:
-            self.commit_position(_position(end))
+            self.commit_position(position(end))
 
 
-def _position(offset: Offset) -> Offset:
+def position(offset: Offset) -> Offset:
     """The database's position fields of an offset: `{}` before a snapshot, and after one (phase
     `completed`) those `snapshot_position` gave, `{}` when it gave none."""
     if phase(offset) == SNAPSHOT_PENDING:
