@@ -1,100 +1,124 @@
-"""The few columns of a batch the metrics and notifications need, read column-wise.
+"""What the metrics and notifications need of one batch of events, read column-wise.
 
-`batch_facts(batch)` gives one Arrow table, one row per event in the batch's order: `topic`, `op`,
-and from the value's `source` block `ts_ms`, the transaction (`txId` on PostgreSQL, `gtid` on the
-binlog connectors), the `snapshot` marker and the table (`schema.table`, or `db.table`). Typed
-blocks are read through their struct columns; JSON rows through regular expressions over the
-value text (Debezium's `source` block holds no nested object), never by parsing each event.
+`batch_facts(batch)` gives a `BatchFacts` of the batch's change events (those with an `op`: not
+tombstones, transaction or heartbeat records): the count per `op`, per topic the count and the
+captured table (`schema.table`, or `db.table`, from the `source` block of one of its events), the
+distinct `_commit_version`s (one per transaction: the commit's position), and the last event's
+topic, `op` and `source` block. Only `op`, `topic` and `_commit_version` are read for every event
+(Arrow kernels); a `source` block is read for one event per topic and for the last event, from the
+struct columns of typed blocks or the JSON text of JSON rows.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from headwater.events.batch import Events
 from headwater.events.typed import TypedEvents
 
-FACTS = pa.schema([
-    ("topic", pa.string()), ("op", pa.string()), ("ts_ms", pa.int64()), ("tx", pa.string()),
-    ("marker", pa.string()), ("table", pa.string()),
-])
 
-_SOURCE = r'"source":\{[^}]*'
+@dataclass
+class BatchFacts:
+    """The change events of one batch (see the module's docstring)."""
+
+    ops: dict[str, int] = field(default_factory=dict)
+    topics: list[tuple[str, str | None, int]] = field(default_factory=list)  # (topic, table, events), in order
+    versions: list[int] = field(default_factory=list)  # distinct commit versions, ascending
+    last_topic: str = ""
+    last_op: str = ""
+    last_source: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def events(self) -> int:
+        return sum(self.ops.values())
 
 
-def batch_facts(batch: Events | TypedEvents) -> pa.Table:
-    """The batch's facts (see the module's docstring), in the batch's event order."""
+def table_name(source: dict[str, Any]) -> str | None:
+    """The captured table a `source` block names: `schema.table` (PostgreSQL) or `db.table` (binlog)."""
+    table = source.get("table")
+    if table is None:
+        return None
+    first = source.get("schema") or source.get("db")
+    return f"{first}.{table}" if first else str(table)
+
+
+def _counts(values: pa.Array) -> dict[Any, int]:
+    """Value -> count, in order of first appearance."""
+    vc = pc.value_counts(values)
+    return dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
+
+
+def batch_facts(batch: Events | TypedEvents) -> BatchFacts:
+    """The facts of `batch`'s change events."""
     if isinstance(batch, TypedEvents):
-        tables = [_block_facts(b.topic, b.batch) for b in batch]
-        if not tables:
-            return FACTS.empty_table()
-        return pa.concat_tables(tables).sort_by("_order").drop_columns("_order")
+        return _typed_facts(batch)
     return _json_facts(batch.to_arrow())
 
 
-def _nulls(n: int, t: pa.DataType = pa.string()) -> pa.Array:
-    return pa.nulls(n, t)
+def _json_source(value: str) -> dict[str, Any]:
+    doc = orjson.loads(value)
+    payload = doc.get("payload", doc) if "schema" in doc and "payload" in doc else doc
+    source: dict[str, Any] = payload.get("source") or {}
+    return source
 
 
-def _field(struct: pa.Array, name: str) -> pa.Array | None:
-    if not pa.types.is_struct(struct.type) or struct.type.get_field_index(name) < 0:
-        return None
-    return pc.struct_field(struct, name)
+def _json_facts(b: pa.RecordBatch) -> BatchFacts:
+    changes = b.filter(pc.is_valid(b.column("op")))
+    facts = BatchFacts()
+    if changes.num_rows == 0:
+        return facts
+    topic, value = changes.column("topic"), changes.column("value")
+    facts.ops = _counts(changes.column("op"))
+    for name, n in _counts(topic).items():
+        first = pc.index(topic, name).as_py()
+        facts.topics.append((name, table_name(_json_source(value[first].as_py())), n))
+    facts.versions = pc.unique(changes.column("_commit_version")).sort().to_pylist()
+    last = changes.num_rows - 1
+    facts.last_topic, facts.last_op = topic[last].as_py(), changes.column("op")[last].as_py()
+    facts.last_source = _json_source(value[last].as_py())
+    return facts
 
 
-def _table_names(first: pa.Array | None, table: pa.Array | None, n: int) -> pa.Array:
-    if table is None:
-        return _nulls(n)
-    if first is None:
-        return table.cast(pa.string())
-    return pc.binary_join_element_wise(first.cast(pa.string()), table.cast(pa.string()), ".")
+def _source_of(block: pa.RecordBatch, row: int) -> dict[str, Any]:
+    value = block.column("value")
+    if not pa.types.is_struct(value.type) or value.type.get_field_index("source") < 0:
+        return {}
+    source: dict[str, Any] = pc.struct_field(value, "source")[row].as_py() or {}
+    return source
 
 
-def _block_facts(topic: str, b: pa.RecordBatch) -> pa.Table:
-    n = b.num_rows
-    value = b.column("value")
-    source = _field(value, "source")
-    if source is None:
-        ts = tx = marker = None
-        table = _nulls(n)
-    else:
-        ts = _field(source, "ts_ms")
-        tx = _field(source, "txId")
-        if tx is None:
-            tx = _field(source, "gtid")
-        marker = _field(source, "snapshot")
-        first = _field(source, "schema")
-        table = _table_names(first if first is not None else _field(source, "db"), _field(source, "table"), n)
-    return pa.table({
-        "topic": pa.array([topic] * n, pa.string()),
-        "op": b.column("op").cast(pa.string()),
-        "ts_ms": ts.cast(pa.int64()) if ts is not None else _nulls(n, pa.int64()),
-        "tx": tx.cast(pa.string()) if tx is not None else _nulls(n),
-        "marker": marker.cast(pa.string()) if marker is not None else _nulls(n),
-        "table": table,
-        "_order": b.column("_order"),
-    })
-
-
-def _extract(values: pa.Array, pattern: str) -> pa.Array:
-    """The one group of `pattern` in each text, null where it does not match."""
-    found = pc.extract_regex(values, pattern)
-    return pc.if_else(found.is_valid(), pc.struct_field(found, 0), pa.scalar(None, pa.string()))
-
-
-def _json_facts(b: pa.RecordBatch) -> pa.Table:
-    value = b.column("value")
-    tx = _extract(value, _SOURCE + r'"txId":(?P<v>\d+)')
-    gtid = _extract(value, _SOURCE + r'"gtid":"(?P<v>[^"]*)"')
-    first = _extract(value, _SOURCE + r'"schema":"(?P<v>[^"]*)"')
-    db = _extract(value, _SOURCE + r'"db":"(?P<v>[^"]*)"')
-    table = _extract(value, _SOURCE + r'"table":"(?P<v>[^"]*)"')
-    return pa.table({
-        "topic": b.column("topic"),
-        "op": b.column("op"),
-        "ts_ms": _extract(value, _SOURCE + r'"ts_ms":(?P<v>-?\d+)').cast(pa.int64()),
-        "tx": pc.coalesce(tx, gtid),
-        "marker": _extract(value, _SOURCE + r'"snapshot":"(?P<v>[^"]*)"'),
-        "table": pc.binary_join_element_wise(pc.coalesce(first, db), table, "."),
-    })
+def _typed_facts(batch: TypedEvents) -> BatchFacts:
+    facts = BatchFacts()
+    per_topic: dict[str, list[Any]] = {}  # topic -> [first order, table, events]
+    versions: list[pa.Array] = []
+    last_order = -1
+    for block in batch:
+        b = block.batch
+        changes = b.filter(pc.is_valid(b.column("op")))
+        if changes.num_rows == 0:
+            continue
+        for op, n in _counts(changes.column("op")).items():
+            facts.ops[op] = facts.ops.get(op, 0) + n
+        orders = changes.column("_order")
+        first, last = pc.min_max(orders).values()
+        entry = per_topic.get(block.topic)
+        if entry is None:
+            per_topic[block.topic] = [first.as_py(), table_name(_source_of(changes, 0)), changes.num_rows]
+        else:
+            entry[0] = min(entry[0], first.as_py())
+            entry[2] += changes.num_rows
+        versions.append(changes.column("_commit_version"))
+        if last.as_py() > last_order:
+            last_order = last.as_py()
+            row = pc.index(orders, last).as_py()
+            facts.last_topic, facts.last_op = block.topic, changes.column("op")[row].as_py()
+            facts.last_source = _source_of(changes, row)
+    facts.topics = [(t, table, n) for t, (_, table, n) in sorted(per_topic.items(), key=lambda kv: kv[1][0])]
+    if versions:
+        facts.versions = pc.unique(pa.concat_arrays(versions)).sort().to_pylist()
+    return facts

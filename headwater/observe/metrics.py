@@ -2,8 +2,8 @@
 
 `ConnectorMetrics` holds the attributes of Debezium's `context=snapshot` and `context=streaming`
 MBeans under their names (crosscutting.md §7.2). Counts are taken per batch from its facts
-(`observe.facts`): `value_counts` of the `op` column, the distinct transactions, the last event;
-never per event in Python. A change event is one with an `op` (a tombstone is part of the delete
+(`observe.facts`): the count per `op`, the distinct commit versions (one per transaction), the
+last event; never per event in Python. A change event is one with an `op` (a tombstone is part of the delete
 event before it, as in Debezium, and transaction or heartbeat records are not change events).
 
 The incremental-snapshot attributes (`ChunkId`, `ChunkFrom`, `ChunkTo`, `TableFrom`, `TableTo`)
@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from headwater.observe.facts import BatchFacts
 
 SNAPSHOT_ATTRIBUTES: dict[str, Any] = {
     "LastEvent": "", "MilliSecondsSinceLastEvent": -1, "TotalNumberOfEventsSeen": 0, "NumberOfEventsFiltered": 0,
@@ -60,6 +59,7 @@ class ConnectorMetrics:
         self._snapshot_end: float | None = None
         self._paused_since: float | None = None
         self._paused_seconds = 0.0
+        self._last_version: int | None = None  # the commit version of the last streamed transaction
 
     # ------------------------------------------------------------------ snapshot
     def captured(self, tables: list[str]) -> None:
@@ -75,16 +75,12 @@ class ConnectorMetrics:
         self._snapshot_start, self._snapshot_end = time.monotonic(), None
         self._paused_seconds, self._paused_since = 0.0, None
 
-    def snapshot_rows(self, facts: pa.Table) -> list[tuple[str, int]]:
+    def snapshot_rows(self, facts: BatchFacts) -> list[tuple[str, int]]:
         """Count a snapshot batch's events; its tables with their rows in it, in order of first appearance."""
         self._seen("snapshot", facts)
-        changes = facts.filter(pc.is_valid(facts.column("op")))
-        if changes.num_rows == 0:
-            return []
-        counts = pc.value_counts(changes.column("table").combine_chunks())
         scanned = self.snapshot["RowsScanned"]
         found = []
-        for table, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True):
+        for _, table, n in facts.topics:
             if table is not None:
                 scanned[table] = scanned.get(table, 0) + n
                 found.append((table, n))
@@ -114,24 +110,23 @@ class ConnectorMetrics:
                              TableTo=table_to)
 
     # ------------------------------------------------------------------ streaming
-    def streamed(self, facts: pa.Table) -> None:
+    def streamed(self, facts: BatchFacts) -> None:
         """Count a streaming batch's events."""
-        changes = self._seen("streaming", facts)
+        self._seen("streaming", facts)
         st = self.streaming
-        if changes.num_rows:
-            counts = pc.value_counts(changes.column("op").combine_chunks())
-            for op, n in zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True):
-                if op in _OP_COUNTERS:
-                    st[_OP_COUNTERS[op]] += n
-            txs = changes.column("tx").drop_null()
-            if len(txs):
-                distinct = pc.unique(txs.combine_chunks()).to_pylist()
-                continued = st["LastTransactionId"] == distinct[0]  # the last batch's transaction went on
-                st["NumberOfCommittedTransactions"] += len(distinct) - int(continued)
-                st["LastTransactionId"] = distinct[-1]
-            ts = changes.column("ts_ms").drop_null()
-            if len(ts):
-                st["MilliSecondsBehindSource"] = max(0, _now_ms() - int(ts[len(ts) - 1].as_py()))
+        for op, n in facts.ops.items():
+            if op in _OP_COUNTERS:
+                st[_OP_COUNTERS[op]] += n
+        if facts.versions:
+            continued = facts.versions[0] == self._last_version  # the last batch's transaction went on
+            st["NumberOfCommittedTransactions"] += len(facts.versions) - int(continued)
+            self._last_version = facts.versions[-1]
+        source = facts.last_source
+        tx = source.get("txId", source.get("gtid"))
+        if tx is not None:
+            st["LastTransactionId"] = str(tx)
+        if source.get("ts_ms") is not None:
+            st["MilliSecondsBehindSource"] = max(0, _now_ms() - int(source["ts_ms"]))
 
     def position(self, position: dict[str, Any]) -> None:
         """The stream position the last streaming batch ended at."""
@@ -144,16 +139,13 @@ class ConnectorMetrics:
         """`n` events of `context` (snapshot or streaming) were dropped by a filter."""
         (self.snapshot if context == "snapshot" else self.streaming)["NumberOfEventsFiltered"] += n
 
-    def _seen(self, context: str, facts: pa.Table) -> pa.Table:
-        """Add the batch's change events to `context`'s totals and last event; the change events."""
+    def _seen(self, context: str, facts: BatchFacts) -> None:
+        """Add the batch's change events to `context`'s totals and last event."""
         values = self.snapshot if context == "snapshot" else self.streaming
-        changes = facts.filter(pc.is_valid(facts.column("op")))
-        if changes.num_rows:
-            values["TotalNumberOfEventsSeen"] += changes.num_rows
-            last = changes.slice(changes.num_rows - 1).to_pylist()[0]
-            values["LastEvent"] = f"{last['topic']} op={last['op']}"
+        if facts.events:
+            values["TotalNumberOfEventsSeen"] += facts.events
+            values["LastEvent"] = f"{facts.last_topic} op={facts.last_op}"
             self._last_event_ms[context] = _now_ms()
-        return changes
 
     # ------------------------------------------------------------------ reading them
     def values(self) -> dict[str, dict[str, Any]]:
