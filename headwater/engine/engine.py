@@ -29,7 +29,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
-from headwater.connectors.common.phases import position, snapshot_batch
+from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, STREAMING, phase, position
 from headwater.connectors.history_file import with_history_file
 from headwater.connectors.registry import create_source
 from headwater.engine.startup import open_connector
@@ -114,9 +114,9 @@ class Engine:
                 if once or connector.is_finished(start):
                     return
                 continue
-            snapshot = snapshot_batch(start, end)
+            snapshot = phase(end) != STREAMING  # a snapshot batch (or one of its batches: binlog chunks)
             if snapshot:
-                yield from self._snapshot(connector.plan(start, end))
+                yield from self._snapshot(connector.plan(start, end), last=phase(end) == SNAPSHOT_COMPLETED)
             else:
                 for unit in connector.plan(start, end):
                     for batch in unit.read():
@@ -126,9 +126,11 @@ class Engine:
             self.observer.committed(None if snapshot else position(end))
             start = end
 
-    def _snapshot(self, units: list[WorkUnit]) -> Iterator[Events | TypedEvents]:
-        """The snapshot batch's events, with the initial snapshot's notifications and metrics."""
-        self.observer.snapshot_started(self.connector.captured_tables)
+    def _snapshot(self, units: list[WorkUnit], last: bool) -> Iterator[Events | TypedEvents]:
+        """A snapshot batch's events (`last`: the snapshot's last batch), with the initial snapshot's
+        notifications and metrics."""
+        if not self.observer.snapshot_running:
+            self.observer.snapshot_started(self.connector.captured_tables)
         finished = False
         try:
             yield from self._notifications()
@@ -137,9 +139,10 @@ class Engine:
                     self.observer.seen(batch, snapshot=True)
                     yield from self._notifications()
                     yield batch
-            self.observer.snapshot_finished()
+            if last:
+                self.observer.snapshot_finished()
+                yield from self._notifications()
             finished = True
-            yield from self._notifications()
         finally:
             if not finished:
                 self.observer.snapshot_aborted()

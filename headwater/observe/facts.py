@@ -3,10 +3,12 @@
 `batch_facts(batch)` gives a `BatchFacts` of the batch's change events (those with an `op`: not
 tombstones, transaction or heartbeat records): the count per `op`, per topic the count and the
 captured table (`schema.table`, or `db.table`, from the `source` block of one of its events), the
-distinct `_commit_version`s (one per transaction: the commit's position), and the last event's
-topic, `op` and `source` block. Only `op`, `topic` and `_commit_version` are read for every event
-(Arrow kernels); a `source` block is read for one event per topic and for the last event, from the
-struct columns of typed blocks or the JSON text of JSON rows.
+distinct `_commit_version`s (one per transaction: the commit's position), the snapshot records
+marked the last of their table (`source.snapshot` `last_in_data_collection` or `last`), and the
+last event's topic, `op` and `source` block. Only `op`, `topic`, `_commit_version` and the marker
+are read for every event (Arrow kernels: for JSON rows a substring search, confirmed on the few rows
+it finds); a `source` block is read for one event per topic and for the last event, from the struct
+columns of typed blocks or the JSON text of JSON rows.
 """
 
 from __future__ import annotations
@@ -27,7 +29,10 @@ class BatchFacts:
     """The change events of one batch (see the module's docstring)."""
 
     ops: dict[str, int] = field(default_factory=dict)
-    topics: list[tuple[str, str | None, int]] = field(default_factory=list)  # (topic, table, events), in order
+    # (place of its first event, topic, table, events), in order
+    topics: list[tuple[int, str, str | None, int]] = field(default_factory=list)
+    # (place, table) of the events marked the last of their table's snapshot, in order
+    table_ends: list[tuple[int, str]] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)  # distinct commit versions, ascending
     last_topic: str = ""
     last_op: str = ""
@@ -36,6 +41,9 @@ class BatchFacts:
     @property
     def events(self) -> int:
         return sum(self.ops.values())
+
+
+LAST_MARKERS = ("last_in_data_collection", "last")
 
 
 def table_name(source: dict[str, Any]) -> str | None:
@@ -76,7 +84,12 @@ def _json_facts(b: pa.RecordBatch) -> BatchFacts:
     facts.ops = _counts(changes.column("op"))
     for name, n in _counts(topic).items():
         first = pc.index(topic, name).as_py()
-        facts.topics.append((name, table_name(_json_source(value[first].as_py())), n))
+        facts.topics.append((first, name, table_name(_json_source(value[first].as_py())), n))
+    for row in pc.indices_nonzero(pc.match_substring(value, '"snapshot":"last')).to_pylist():
+        source = _json_source(value[row].as_py())
+        table = table_name(source)
+        if source.get("snapshot") in LAST_MARKERS and table is not None:
+            facts.table_ends.append((row, table))
     facts.versions = pc.unique(changes.column("_commit_version")).sort().to_pylist()
     last = changes.num_rows - 1
     facts.last_topic, facts.last_op = topic[last].as_py(), changes.column("op")[last].as_py()
@@ -94,7 +107,7 @@ def _source_of(block: pa.RecordBatch, row: int) -> dict[str, Any]:
 
 def _typed_facts(batch: TypedEvents) -> BatchFacts:
     facts = BatchFacts()
-    per_topic: dict[str, list[Any]] = {}  # topic -> [first order, table, events]
+    per_topic: dict[str, list[Any]] = {}  # topic -> [first place, table, events]
     versions: list[pa.Array] = []
     last_order = -1
     for block in batch:
@@ -113,12 +126,22 @@ def _typed_facts(batch: TypedEvents) -> BatchFacts:
             entry[0] = min(entry[0], first.as_py())
             entry[2] += changes.num_rows
         versions.append(changes.column("_commit_version"))
+        value = changes.column("value")
+        if pa.types.is_struct(value.type) and value.type.get_field_index("source") >= 0:
+            source = pc.struct_field(value, "source")
+            if source.type.get_field_index("snapshot") >= 0:
+                ends = pc.is_in(pc.struct_field(source, "snapshot"), pa.array(LAST_MARKERS))
+                for row in pc.indices_nonzero(ends).to_pylist():
+                    table = table_name(_source_of(changes, row))
+                    if table is not None:
+                        facts.table_ends.append((orders[row].as_py(), table))
         if last.as_py() > last_order:
             last_order = last.as_py()
             row = pc.index(orders, last).as_py()
             facts.last_topic, facts.last_op = block.topic, changes.column("op")[row].as_py()
             facts.last_source = _source_of(changes, row)
-    facts.topics = [(t, table, n) for t, (_, table, n) in sorted(per_topic.items(), key=lambda kv: kv[1][0])]
+    facts.topics = sorted((first, t, table, n) for t, (first, table, n) in per_topic.items())
+    facts.table_ends.sort()
     if versions:
         facts.versions = pc.unique(pa.concat_arrays(versions)).sort().to_pylist()
     return facts

@@ -75,16 +75,13 @@ class ConnectorMetrics:
         self._snapshot_start, self._snapshot_end = time.monotonic(), None
         self._paused_seconds, self._paused_since = 0.0, None
 
-    def snapshot_rows(self, facts: BatchFacts) -> list[tuple[str, int]]:
-        """Count a snapshot batch's events; its tables with their rows in it, in order of first appearance."""
+    def snapshot_rows(self, facts: BatchFacts) -> None:
+        """Count a snapshot batch's events (`RowsScanned` per table)."""
         self._seen("snapshot", facts)
         scanned = self.snapshot["RowsScanned"]
-        found = []
-        for _, table, n in facts.topics:
+        for _, _, table, n in facts.topics:
             if table is not None:
                 scanned[table] = scanned.get(table, 0) + n
-                found.append((table, n))
-        return found
 
     def table_completed(self) -> None:
         self.snapshot["RemainingTableCount"] = max(0, self.snapshot["RemainingTableCount"] - 1)

@@ -1,14 +1,17 @@
 """What a running connector reports: its metrics, the initial snapshot's notifications, the metrics
 file and the Prometheus endpoint, fed by whatever runs the connector (the engine).
 
-The runner calls `opened` once the connector is open, `snapshot_started` before a snapshot batch,
-`seen` with each batch of events, `snapshot_finished` (or `snapshot_aborted`) after a snapshot
-batch, `committed` after each batch, and `close`. Between them it hands `take_records` (the
+The runner calls `opened` once the connector is open, `snapshot_started` before the first batch of a
+snapshot (a snapshot is one batch, or several: the binlog connectors' lock-free chunks), `seen` with
+each batch of events, `snapshot_finished` after the snapshot's last batch (`snapshot_aborted` when a
+snapshot batch did not finish), `committed` after each batch, and `close` (a snapshot still running
+then is aborted). Between them it hands `take_records` (the
 notification records of the `sink` channel) on with the events.
 
 The initial snapshot's notifications follow Debezium's: `STARTED`; per table `IN_PROGRESS` when its
-first row arrives and `TABLE_SCAN_COMPLETED` (`total_rows_scanned`, `status` `SUCCEEDED`) when the
-next table's first row arrives or the snapshot ends (a table with no rows gets both at the end);
+first row arrives and `TABLE_SCAN_COMPLETED` (`total_rows_scanned`, `status` `SUCCEEDED`) with its
+row marked the last of the table (`source.snapshot`), or when the snapshot ends (a table with no
+rows gets both then);
 then `COMPLETED`, or `ABORTED` when the snapshot batch did not finish; `SKIPPED` at an open with no
 snapshot due.
 """
@@ -40,8 +43,8 @@ class Observer:
         port = config["headwater.metrics.port"]
         self.endpoint = Endpoint(self.metrics, port, config["headwater.metrics.host"]) if port else None
         self._tables: list[str] = []
-        self._current: str | None = None
-        self._scanned: list[str] = []
+        self._started: list[str] = []  # tables whose scan was announced (IN_PROGRESS)
+        self._scanned: list[str] = []  # tables whose scan completed
         self._written = 0.0
 
     def opened(self, tables: list[str], snapshot_due: bool) -> None:
@@ -53,8 +56,12 @@ class Observer:
         self.write()
 
     # ------------------------------------------------------------------ the initial snapshot
+    @property
+    def snapshot_running(self) -> bool:
+        return bool(self.metrics.snapshot["SnapshotRunning"])
+
     def snapshot_started(self, tables: list[str]) -> None:
-        self._tables, self._current, self._scanned = list(tables), None, []
+        self._tables, self._started, self._scanned = list(tables), [], []
         self.metrics.snapshot_started(tables)
         self.notifier.initial_snapshot("STARTED")
 
@@ -62,15 +69,16 @@ class Observer:
         return ",".join(self._tables)
 
     def _in_progress(self, table: str) -> None:
-        self._current = table
+        if table in self._started:
+            return
+        self._started.append(table)
         self.notifier.initial_snapshot("IN_PROGRESS", {"current_collection_in_progress": table,
                                                        "data_collections": self._collections()})
 
-    def _table_done(self) -> None:
-        table = self._current
-        if table is None:
+    def _table_done(self, table: str) -> None:
+        if table in self._scanned:
             return
-        self._current = None
+        self._in_progress(table)
         self._scanned.append(table)
         self.metrics.table_completed()
         rows = self.metrics.snapshot["RowsScanned"].get(table, 0)
@@ -79,11 +87,8 @@ class Observer:
             "total_rows_scanned": str(rows)})
 
     def snapshot_finished(self) -> None:
-        self._table_done()
-        for table in self._tables:  # tables with no rows
-            if table not in self._scanned:
-                self._in_progress(table)
-                self._table_done()
+        for table in self._started + self._tables:  # tables whose last row was not marked, or with no rows
+            self._table_done(table)
         self.metrics.snapshot_ended(completed=True)
         self.notifier.initial_snapshot("COMPLETED")
         self.write()
@@ -98,10 +103,12 @@ class Observer:
         """Count a batch of events (`snapshot`: read by the snapshot)."""
         facts = batch_facts(batch)
         if snapshot:
-            for table, _ in self.metrics.snapshot_rows(facts):
-                if table != self._current and table not in self._scanned:
-                    self._table_done()
-                    self._in_progress(table)
+            self.metrics.snapshot_rows(facts)
+            # in the events' order: a table's first row announces it, its marked last row completes it
+            steps = [(place, 0, table) for place, _, table, _ in facts.topics if table is not None]
+            steps += [(place, 1, table) for place, table in facts.table_ends]
+            for _, done, table in sorted(steps):
+                (self._table_done if done else self._in_progress)(table)
         else:
             self.metrics.streamed(facts)
         if time.monotonic() - self._written >= WRITE_EVERY_S:
@@ -124,6 +131,8 @@ class Observer:
             self.metrics.write_file(self.metrics_file, [n.to_dict() for n in self.notifier.recent])
 
     def close(self) -> None:
+        if self.snapshot_running:  # stopped between two batches of a snapshot
+            self.snapshot_aborted()
         self.metrics.connected(False)
         self.write()
         if self.endpoint is not None:

@@ -127,3 +127,37 @@ def test_status_shows_the_metrics_and_notifications(pg_server, pg_db, tmp_path):
     assert any("TABLE_SCAN_COMPLETED (data_collections=public.a,public.b,public.empty, scanned_collection=public.b"
                in line for line in shown)
     assert json.loads(Path(metrics_path(checkpoint)).read_text())["server"] == "p"
+
+
+def test_mariadb_counts_through_the_shared_layer(mariadb_server, mariadb_db, tmp_path):
+    mariadb_server.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20));"
+                           "INSERT INTO a SELECT seq, 'r' FROM seq_1_to_250;"
+                           "CREATE TABLE b (id INT PRIMARY KEY); INSERT INTO b VALUES (5)", mariadb_db)
+    props = {"connector.class": "mariadb", **mariadb_server.connector_properties(mariadb_db),
+             "database.server.id": "5411", "topic.prefix": "m", "include.schema.changes": "false",
+             "notification.enabled.channels": "sink", "notification.sink.topic.name": "notes",
+             "headwater.snapshot.chunk.rows": "40"}  # the lock-free snapshot: chunks over several batches
+    engine = Engine(validate_connector(props), OffsetFile(tmp_path / "offsets.json"), output="typed")
+    try:
+        snapshot = list(engine.blocks(once=True))
+        mariadb_server.execute("START TRANSACTION; INSERT INTO a VALUES (400, 'n'); UPDATE b SET id = 6; COMMIT;"
+                               "DELETE FROM a WHERE id = 1", mariadb_db)
+        streamed = list(engine.blocks(once=True))
+        m = engine.observer.metrics.values()
+    finally:
+        engine.close()
+    notes = [v for batch in snapshot for b in batch if b.topic == "notes" for v in b.batch.column("value").to_pylist()]
+    assert [n["type"] for n in notes] == ["STARTED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "IN_PROGRESS",
+                                          "TABLE_SCAN_COMPLETED", "COMPLETED"]
+    a, b = f"{mariadb_db}.a", f"{mariadb_db}.b"
+    assert dict(notes[2]["additional_data"])["scanned_collection"] == a
+    assert dict(notes[2]["additional_data"])["total_rows_scanned"] == "250"
+    assert m["snapshot"]["RowsScanned"] == {a: 250, b: 1} and m["snapshot"]["SnapshotCompleted"] is True
+    assert m["snapshot"]["TotalNumberOfEventsSeen"] == 251 and len(snapshot) > 2
+    ops = _ops(streamed)
+    st = m["streaming"]
+    assert st["TotalNumberOfEventsSeen"] == len(ops) == 4  # insert, key change (delete + create), delete
+    assert (st["TotalNumberOfCreateEventsSeen"], st["TotalNumberOfUpdateEventsSeen"],
+            st["TotalNumberOfDeleteEventsSeen"]) == (ops.count("c"), ops.count("u"), ops.count("d")) == (2, 0, 2)
+    assert st["NumberOfCommittedTransactions"] == 2
+    assert st["LastTransactionId"].count("-") == 2  # the last transaction's GTID, domain-server-sequence

@@ -66,9 +66,14 @@ def test_initial_snapshot_notifications_equal_debeziums(pg_server, pg_db, tmp_pa
         engine.close()
     notes, others = _records(events)
     assert notes == _golden("initial_snapshot_debezium.jsonl")
-    # each notification comes before the rows of the table it announces, COMPLETED after them all
-    topics = [e.topic for e in events]
-    assert topics[:2] == [TOPIC, TOPIC] and topics[-1] == TOPIC and topics[2] == "p.public.a"
+    # STARTED first, COMPLETED last, a table's notifications with the batch of its rows, before them
+    kinds = [json.loads(e.value)["payload"]["type"] if e.topic == TOPIC else e.topic for e in events]
+    assert kinds[0] == "STARTED" and kinds[-1] == "COMPLETED"
+    for table in ("a", "b"):
+        first_row = kinds.index(f"p.public.{table}")
+        announced = [i for i, e in enumerate(events) if e.topic == TOPIC
+                     and json.loads(e.value)["payload"]["additional_data"].get("scanned_collection") == f"public.{table}"]
+        assert announced and announced[0] < first_row
     assert [json.loads(e.key)["payload"] for e in others] == [{"id": 1}, {"id": 2}, {"id": 5}]
     logged = [r.getMessage() for r in caplog.records if r.name == "headwater.notifications"]
     assert [m.split("type='")[1].split("'")[0] for m in logged] == [

@@ -53,11 +53,6 @@ def epoch(offset: Offset) -> int:
     return int(offset.get("epoch", 0))
 
 
-def snapshot_batch(start: Offset, end: Offset) -> bool:
-    """The batch from `start` to `end` is a snapshot."""
-    return phase(end) == SNAPSHOT_COMPLETED and (phase(start) != SNAPSHOT_COMPLETED or epoch(start) != epoch(end))
-
-
 @dataclass(frozen=True)
 class SnapshotMode:
     """What a `snapshot.mode` value asks of the phases (Debezium's Snapshotter)."""
@@ -260,7 +255,7 @@ class SnapshotThenStream(SourceConnector):
         return not self.snapshot_mode.streams and phase(offset) != SNAPSHOT_PENDING
 
     def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
-        if snapshot_batch(start, end):
+        if phase(end) == SNAPSHOT_COMPLETED and (phase(start) != SNAPSHOT_COMPLETED or epoch(start) != epoch(end)):
             units = self.plan_snapshot(epoch(end) or 1)
             self.resnapshot = False
             return units
