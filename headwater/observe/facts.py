@@ -4,11 +4,12 @@
 tombstones, transaction or heartbeat records): the count per `op`, per topic the count and the
 captured table (`schema.table`, or `db.table`, from the `source` block of one of its events), the
 distinct `_commit_version`s (one per transaction: the commit's position), the snapshot records
-marked the last of their table (`source.snapshot` `last_in_data_collection` or `last`), and the
-last event's topic, `op` and `source` block. Only `op`, `topic`, `_commit_version` and the marker
-are read for every event (Arrow kernels: for JSON rows a substring search, confirmed on the few rows
-it finds); a `source` block is read for one event per topic and for the last event, from the struct
-columns of typed blocks or the JSON text of JSON rows.
+marked the last of their table (`source.snapshot` `last_in_data_collection` or `last`: a table's
+last record, so only the last event of each topic, or typed block, is looked at), and the last
+event's topic, `op` and `source` block. Only `op`, `topic` and `_commit_version` are read for every
+event (Arrow kernels); a `source` block is read for the first and last event of each topic (typed:
+of each block) and for the batch's last event, from the struct columns of typed blocks or the JSON
+text of JSON rows.
 """
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ def _counts(values: pa.Array) -> dict[Any, int]:
     return dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
 
 
+def _table_end(facts: BatchFacts, place: int, source: dict[str, Any]) -> None:
+    """Note the event at `place` when its `source` marks it the last of its table's snapshot."""
+    table = table_name(source)
+    if source.get("snapshot") in LAST_MARKERS and table is not None:
+        facts.table_ends.append((place, table))
+
+
 def batch_facts(batch: Events | TypedEvents) -> BatchFacts:
     """The facts of `batch`'s change events."""
     if isinstance(batch, TypedEvents):
@@ -82,14 +90,13 @@ def _json_facts(b: pa.RecordBatch) -> BatchFacts:
         return facts
     topic, value = changes.column("topic"), changes.column("value")
     facts.ops = _counts(changes.column("op"))
+    backwards = topic[::-1]
     for name, n in _counts(topic).items():
         first = pc.index(topic, name).as_py()
         facts.topics.append((first, name, table_name(_json_source(value[first].as_py())), n))
-    for row in pc.indices_nonzero(pc.match_substring(value, '"snapshot":"last')).to_pylist():
-        source = _json_source(value[row].as_py())
-        table = table_name(source)
-        if source.get("snapshot") in LAST_MARKERS and table is not None:
-            facts.table_ends.append((row, table))
+        last = changes.num_rows - 1 - pc.index(backwards, name).as_py()
+        _table_end(facts, last, _json_source(value[last].as_py()))
+    facts.table_ends.sort()
     facts.versions = pc.unique(changes.column("_commit_version")).sort().to_pylist()
     last = changes.num_rows - 1
     facts.last_topic, facts.last_op = topic[last].as_py(), changes.column("op")[last].as_py()
@@ -126,15 +133,7 @@ def _typed_facts(batch: TypedEvents) -> BatchFacts:
             entry[0] = min(entry[0], first.as_py())
             entry[2] += changes.num_rows
         versions.append(changes.column("_commit_version"))
-        value = changes.column("value")
-        if pa.types.is_struct(value.type) and value.type.get_field_index("source") >= 0:
-            source = pc.struct_field(value, "source")
-            if source.type.get_field_index("snapshot") >= 0:
-                ends = pc.is_in(pc.struct_field(source, "snapshot"), pa.array(LAST_MARKERS))
-                for row in pc.indices_nonzero(ends).to_pylist():
-                    table = table_name(_source_of(changes, row))
-                    if table is not None:
-                        facts.table_ends.append((orders[row].as_py(), table))
+        _table_end(facts, last.as_py(), _source_of(changes, pc.index(orders, last).as_py()))
         if last.as_py() > last_order:
             last_order = last.as_py()
             row = pc.index(orders, last).as_py()
