@@ -15,6 +15,8 @@ import pytest
 from headwater.config import ConfigErrors
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine, OffsetFile
+from headwater.events.formats.json import JsonOptions, to_event_batch
+from headwater.observe.notifications import Notifier
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "notifications"
 TOPIC = "io.debezium.notification"
@@ -147,3 +149,23 @@ def test_notification_properties_are_accepted():
                                  "notification.sink.topic.name": "notes", "headwater.metrics.port": "9404"})
     assert config["notification.enabled.channels"] == ["log", "sink"]
     assert config["headwater.metrics.port"] == 9404
+
+
+def test_the_incremental_snapshot_notification_for_signals():
+    config = validate_connector({"connector.class": "postgres", "topic.prefix": "p", "database.hostname": "h",
+                                 "database.user": "u", "database.dbname": "d",
+                                 "notification.enabled.channels": "sink", "notification.sink.topic.name": TOPIC})
+    notifier = Notifier(config)
+    data = {"data_collections": "public.a", "current_collection_in_progress": "public.a", "maximum_key": "100",
+            "last_processed_key": "50"}
+    notifier.incremental_snapshot("signal-1", "IN_PROGRESS", data)
+    with pytest.raises(ValueError, match="SKIPPED"):
+        notifier.incremental_snapshot("signal-1", "SKIPPED")
+    records = notifier.take_records()
+    assert records is not None and notifier.take_records() is None
+    [row] = list(to_event_batch(records, JsonOptions(True, True)).rows())
+    value = json.loads(row.value)
+    assert row.topic == TOPIC and json.loads(row.key)["payload"] == {"id": "signal-1"}
+    assert value["schema"] == _golden("initial_snapshot_debezium.jsonl")[0]["value_schema"]
+    assert value["payload"]["aggregate_type"] == "Incremental Snapshot" and value["payload"]["type"] == "IN_PROGRESS"
+    assert value["payload"]["additional_data"] == {"connector_name": "p", **data}
