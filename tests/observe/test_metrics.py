@@ -101,15 +101,15 @@ def test_counts_equal_the_events_delivered(pg_server, pg_db, tmp_path, output):
 
 def test_status_shows_the_metrics_and_notifications(pg_server, pg_db, tmp_path):
     pg_server.execute(SETUP, pg_db)
-    props = _props(pg_server, pg_db, **{"notification.enabled.channels": "log"})
+    props = _props(pg_server, pg_db)
     checkpoint = tmp_path / "checkpoint"
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"name": "m", "source": props,
                                       "sink": {"type": "jsonl", "path": str(tmp_path / "out")},
                                       "spark": {"master": "local[1]", "checkpoint": str(checkpoint)}}))
     assert "no metrics written yet" in cli("status", str(config)).stdout
-    engine = Engine(validate_connector(props), OffsetFile(tmp_path / "offsets.json"),
-                    metrics_file=metrics_path(checkpoint))
+    engine = Engine(validate_connector({**props, "notification.enabled.channels": "log"}),
+                    OffsetFile(tmp_path / "offsets.json"), metrics_file=metrics_path(checkpoint))
     try:
         list(engine.batches(once=True))
         pg_server.execute(CHANGES, pg_db)
@@ -161,3 +161,13 @@ def test_mariadb_counts_through_the_shared_layer(mariadb_server, mariadb_db, tmp
             st["TotalNumberOfDeleteEventsSeen"]) == (ops.count("c"), ops.count("u"), ops.count("d")) == (2, 0, 2)
     assert st["NumberOfCommittedTransactions"] == 2
     assert st["LastTransactionId"].count("-") == 2  # the last transaction's GTID, domain-server-sequence
+
+
+def test_a_spark_pipeline_refuses_what_only_the_engine_has(pg_server, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({
+        "name": "m", "source": {**_props(pg_server, "postgres"), "headwater.metrics.port": "9404"},
+        "sink": {"type": "jsonl", "path": str(tmp_path / "out")}}))
+    proc = cli("validate", str(config), check=False)
+    assert proc.returncode == 2 and "source.headwater.metrics.port" in proc.stderr
+    assert "not available on Spark yet" in proc.stderr
