@@ -13,6 +13,12 @@ writes as JSON (`events.formats.json`, with the engine's JsonConverter settings)
 Work units run here, in order (snapshot chunks optionally on threads). The offset file is written
 atomically after the caller has processed a batch, then the connector commits that offset to the
 database, so a crash never loses a change; the batch in flight at the crash is delivered again.
+
+The engine reports what it runs (`observe.observer`): Debezium's snapshot and streaming metrics,
+kept in `<offset file>.metrics.json` (or `metrics_file`) after every batch and on the Prometheus
+endpoint when `headwater.metrics.port` is set, and the initial snapshot's notifications, whose
+`sink` channel records come in the batches, before the events they announce.
+
 A connector that keeps a schema history (MySQL, MariaDB) keeps it beside the offset file
 (`<offset file>.schema_history.jsonl`) unless its `headwater.schema.history.file` names another.
 """

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from headwater.cli.status import metrics_lines
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.common import free_port
 from headwater.engine import Engine, OffsetFile
-from headwater.observe.metrics import metrics_path, read_file
+from headwater.observe.metrics import ConnectorMetrics, metrics_path, read_file
 from tests.spark_support import cli
 
 SETUP = """
@@ -171,3 +172,21 @@ def test_a_spark_pipeline_refuses_what_only_the_engine_has(pg_server, tmp_path):
     proc = cli("validate", str(config), check=False)
     assert proc.returncode == 2 and "source.headwater.metrics.port" in proc.stderr
     assert "not available on Spark yet" in proc.stderr
+
+
+def test_the_fields_an_incremental_snapshot_and_filters_fill():
+    m = ConnectorMetrics("postgres", "p")
+    m.snapshot_started(["public.a"])
+    m.incremental_chunk("c-1", "[1]", "[100]", "[1]", "[1000]")
+    m.snapshot_paused(True)
+    m.filtered("streaming", 3)
+    values = m.values()
+    snap = values["snapshot"]
+    assert (snap["ChunkId"], snap["ChunkFrom"], snap["ChunkTo"], snap["TableFrom"], snap["TableTo"]) == (
+        "c-1", "[1]", "[100]", "[1]", "[1000]")
+    assert snap["SnapshotPaused"] is True and snap["SnapshotRunning"] is True
+    assert values["streaming"]["NumberOfEventsFiltered"] == 3 and snap["NumberOfEventsFiltered"] == 0
+    m.snapshot_ended(completed=True)
+    assert m.values()["snapshot"]["SnapshotPaused"] is False
+    lines = metrics_lines({"written_ms": 0, **m.values(), "notifications": []})
+    assert "    ChunkId: c-1" in lines and "    NumberOfEventsFiltered: 3" in lines
