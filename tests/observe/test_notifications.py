@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Generator
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from headwater.config import ConfigErrors
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine, OffsetFile
+from headwater.events.batch import Event
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.observe.notifications import Notifier
 
@@ -46,12 +49,12 @@ def _golden(name: str) -> list[dict]:
     return [_comparable(json.loads(line)) for line in (DATA / name).read_text().splitlines()]
 
 
-def _records(events) -> tuple[list[dict], list[dict]]:
+def _records(events: list[Event]) -> tuple[list[dict], list[Event]]:
     """The notification records (as comparable dicts) and the other events."""
     notes, others = [], []
     for e in events:
         if e.topic == TOPIC:
-            notes.append(_comparable({"topic": e.topic, "key": json.loads(e.key), "value": json.loads(e.value)}))
+            notes.append(_comparable({"topic": e.topic, "key": json.loads(e.key or "null"), "value": json.loads(e.value or "null")}))
         else:
             others.append(e)
     return notes, others
@@ -69,14 +72,14 @@ def test_initial_snapshot_notifications_equal_debeziums(pg_server, pg_db, tmp_pa
     notes, others = _records(events)
     assert notes == _golden("initial_snapshot_debezium.jsonl")
     # STARTED first, COMPLETED last, a table's notifications with the batch of its rows, before them
-    kinds = [json.loads(e.value)["payload"]["type"] if e.topic == TOPIC else e.topic for e in events]
+    kinds = [json.loads(e.value or "null")["payload"]["type"] if e.topic == TOPIC else e.topic for e in events]
     assert kinds[0] == "STARTED" and kinds[-1] == "COMPLETED"
     for table in ("a", "b"):
         first_row = kinds.index(f"p.public.{table}")
         announced = [i for i, e in enumerate(events) if e.topic == TOPIC
-                     and json.loads(e.value)["payload"]["additional_data"].get("scanned_collection") == f"public.{table}"]
+                     and json.loads(e.value or "null")["payload"]["additional_data"].get("scanned_collection") == f"public.{table}"]
         assert announced and announced[0] < first_row
-    assert [json.loads(e.key)["payload"] for e in others] == [{"id": 1}, {"id": 2}, {"id": 5}]
+    assert [json.loads(e.key or "null")["payload"] for e in others] == [{"id": 1}, {"id": 2}, {"id": 5}]
     logged = [r.getMessage() for r in caplog.records if r.name == "headwater.notifications"]
     assert [m.split("type='")[1].split("'")[0] for m in logged] == [
         "STARTED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "COMPLETED"]
@@ -117,7 +120,7 @@ def test_an_interrupted_snapshot_is_aborted(pg_server, pg_db, tmp_path):
                                         "headwater.snapshot.chunk.rows": "100"})
     engine = Engine(validate_connector(props), OffsetFile(tmp_path / "offsets.json"))
     try:
-        stream = engine.batches(once=True)
+        stream = cast(Generator, engine.batches(once=True))
         next(stream)
         stream.close()  # the consumer stops in the middle of the snapshot
         recent = [n.type for n in engine.observer.notifier.recent]
@@ -164,8 +167,8 @@ def test_the_incremental_snapshot_notification_for_signals():
     records = notifier.take_records()
     assert records is not None and notifier.take_records() is None
     [row] = list(to_event_batch(records, JsonOptions(True, True)).rows())
-    value = json.loads(row.value)
-    assert row.topic == TOPIC and json.loads(row.key)["payload"] == {"id": "signal-1"}
+    value = json.loads(row.value or "null")
+    assert row.topic == TOPIC and json.loads(row.key or "null")["payload"] == {"id": "signal-1"}
     assert value["schema"] == _golden("initial_snapshot_debezium.jsonl")[0]["value_schema"]
     assert value["payload"]["aggregate_type"] == "Incremental Snapshot" and value["payload"]["type"] == "IN_PROGRESS"
     assert value["payload"]["additional_data"] == {"connector_name": "p", **data}
