@@ -7,8 +7,9 @@ distinct `_commit_version`s (one per transaction: the commit's position), the sn
 marked the last of their table (`source.snapshot` `last_in_data_collection` or `last`: a table's
 last record, so only the last event of each topic, or typed block, is looked at), and the last
 event's topic, `op` and `source` block. Only `op`, `topic` and `_commit_version` are read for every
-event (Arrow kernels); a `source` block is read for the first and last event of each topic (typed:
-of each block) and for the batch's last event, from the struct columns of typed blocks or the JSON
+event, by Arrow and numpy kernels (none that makes a pyarrow scalar from a Python value, which
+imports pandas); a `source` block is read for the first and last event of each topic (typed: of
+each block) and for the batch's last event, from the struct columns of typed blocks or the JSON
 text of JSON rows.
 """
 
@@ -17,10 +18,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from headwater.events.arrays import int64_values
 from headwater.events.batch import Events
 from headwater.events.typed import TypedEvents
 
@@ -90,12 +93,16 @@ def _json_facts(b: pa.RecordBatch) -> BatchFacts:
         return facts
     topic, value = changes.column("topic"), changes.column("value")
     facts.ops = _counts(changes.column("op"))
-    backwards = topic[::-1]
-    for name, n in _counts(topic).items():
-        first = pc.index(topic, name).as_py()
-        facts.topics.append((first, name, table_name(_json_source(value[first].as_py())), n))
-        last = changes.num_rows - 1 - pc.index(backwards, name).as_py()
+    encoded = pc.dictionary_encode(topic)
+    codes = int64_values(encoded.indices.cast(pa.int64()))
+    names = encoded.dictionary.to_pylist()
+    _, firsts, counts = np.unique(codes, return_index=True, return_counts=True)
+    _, from_end = np.unique(codes[::-1], return_index=True)
+    for code, (first, n, back) in enumerate(zip(firsts.tolist(), counts.tolist(), from_end.tolist(), strict=True)):
+        facts.topics.append((first, names[code], table_name(_json_source(value[first].as_py())), n))
+        last = changes.num_rows - 1 - back
         _table_end(facts, last, _json_source(value[last].as_py()))
+    facts.topics.sort()
     facts.table_ends.sort()
     facts.versions = pc.unique(changes.column("_commit_version")).sort().to_pylist()
     last = changes.num_rows - 1
@@ -124,19 +131,19 @@ def _typed_facts(batch: TypedEvents) -> BatchFacts:
             continue
         for op, n in _counts(changes.column("op")).items():
             facts.ops[op] = facts.ops.get(op, 0) + n
-        orders = changes.column("_order")
-        first, last = pc.min_max(orders).values()
+        orders = int64_values(changes.column("_order"))
+        first, last = int(orders.min()), int(orders.max())
         entry = per_topic.get(block.topic)
         if entry is None:
-            per_topic[block.topic] = [first.as_py(), table_name(_source_of(changes, 0)), changes.num_rows]
+            per_topic[block.topic] = [first, table_name(_source_of(changes, 0)), changes.num_rows]
         else:
-            entry[0] = min(entry[0], first.as_py())
+            entry[0] = min(entry[0], first)
             entry[2] += changes.num_rows
         versions.append(changes.column("_commit_version"))
-        _table_end(facts, last.as_py(), _source_of(changes, pc.index(orders, last).as_py()))
-        if last.as_py() > last_order:
-            last_order = last.as_py()
-            row = pc.index(orders, last).as_py()
+        _table_end(facts, last, _source_of(changes, int(orders.argmax())))
+        if last > last_order:
+            last_order = last
+            row = int(orders.argmax())
             facts.last_topic, facts.last_op = block.topic, changes.column("op")[row].as_py()
             facts.last_source = _source_of(changes, row)
     facts.topics = sorted((first, t, table, n) for t, (first, table, n) in per_topic.items())
