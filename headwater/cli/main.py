@@ -165,9 +165,11 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
 @click.argument("config", type=click.Path())
 @click.pass_context
 def status(ctx: click.Context, config: str) -> None:
-    """Show the stored positions and how far the source is ahead of them."""
+    """Show the stored positions, how far the source is ahead of them, and the last metrics."""
     cfg = _load(config)
+    from headwater.cli.status import metrics_lines
     from headwater.connectors.registry import create_source
+    from headwater.observe.metrics import metrics_path, read_file
     from headwater.spark.pipeline import checkpoint_offsets
 
     info = checkpoint_offsets(Path(cfg.spark.checkpoint).expanduser())
@@ -192,6 +194,9 @@ def status(ctx: click.Context, config: str) -> None:
         return
     for k, v in st.items():
         out.print(f"  {k}: {v}", markup=False)
+    doc = read_file(metrics_path(Path(cfg.spark.checkpoint).expanduser()))
+    for line in metrics_lines(doc) if doc is not None else ["no metrics written yet"]:
+        out.print(line, markup=False)
 
 
 @cli.command(name="signal")

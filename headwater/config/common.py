@@ -78,11 +78,16 @@ COMMON: list[Property] = [
            "headwater.snapshot.chunk.rows, and the cores in spark.master"),
     refuse("snapshot.lock.timeout.ms", "the snapshot takes no table locks (it reads one exported snapshot)",
            "remove it from the configuration"),
+    prop("notification.enabled.channels", "list", [], ("log", "sink"),
+         why="jmx: headwater has no JMX; `headwater status` shows the last notifications"),
+    prop("notification.sink.topic.name", doc="the topic of the notification records (channel sink)"),
+    prop("headwater.metrics.port", "int", 0, minimum=0, maximum=65535,
+         doc="the port of the Prometheus endpoint of a running pipeline; 0: no endpoint"),
+    prop("headwater.metrics.host", default="127.0.0.1", doc="the address the Prometheus endpoint listens on"),
     # Debezium features headwater has not built yet.
     *[refuse(n) for n in (
         "signal.data.collection", "signal.enabled.channels", "signal.kafka.topic",
         "signal.kafka.groupid", "signal.kafka.bootstrap.servers", "signal.kafka.poll.timeout.ms",
-        "notification.enabled.channels", "notification.sink.topic.name",
         "incremental.snapshot.chunk.size", "incremental.snapshot.watermarking.strategy",
         "incremental.snapshot.allow.schema.changes", "converters",
         "kafka.consumer.offset.commit.enabled", "snapshot.custom.class",
@@ -125,6 +130,9 @@ def check(values: dict[str, Any], errors: list[ConfigError]) -> None:
     if prefix is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", prefix):
         errors.append(ConfigError("topic.prefix", f"{prefix!r} has characters a topic name cannot hold",
                                   "use letters, digits, '.', '_' and '-'"))
+    if "sink" in (values.get("notification.enabled.channels") or []) and not values.get("notification.sink.topic.name"):
+        errors.append(ConfigError("notification.sink.topic.name", "the notification channel sink needs a topic",
+                                  "for example notification.sink.topic.name: io.debezium.notification"))
     skipped = values.get("skipped.operations")
     if skipped and "none" in skipped and len(skipped) > 1:
         errors.append(ConfigError("skipped.operations", "'none' cannot be combined with other operations",

@@ -113,8 +113,9 @@ def _parse(prop_: Property, raw: Any) -> tuple[Any, ConfigError | None]:
         if prop_.allowed:
             bad = [v for v in values if v.lower() not in prop_.allowed]
             if bad:
+                hint = "allowed values: " + ", ".join(prop_.allowed)
                 return None, ConfigError(name, f"{', '.join(bad)} not allowed",
-                                         "allowed values: " + ", ".join(prop_.allowed))
+                                         f"{hint}; {prop_.why}" if prop_.why else hint)
             values = [v.lower() for v in values]
         if prop_.type == "regexes":
             for v in values:

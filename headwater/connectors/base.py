@@ -42,6 +42,7 @@ class SourceConnector(ABC):
 
     def __init__(self, config: ConnectorConfig):
         self.config = config
+        self.captured_tables: list[str] = []  # the captured tables' names (schema.table), once open
 
     @abstractmethod
     def initial_offset(self) -> Offset:
@@ -65,6 +66,10 @@ class SourceConnector(ABC):
 
     def prepare_available_now(self) -> None:  # noqa: B027 - optional hook
         """Fix the end of an 'everything available now' run to what the source holds now."""
+
+    def snapshot_due(self, offset: Offset) -> bool:
+        """True when the next batch after `offset` (at which the connector is open) is a snapshot."""
+        return False
 
     def is_finished(self, offset: Offset) -> bool:
         """True when nothing will ever follow `offset` (initial_only after its snapshot)."""

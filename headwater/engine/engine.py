@@ -16,6 +16,12 @@ output, and JSON output is written after it.
 Work units run here, in order (snapshot chunks optionally on threads). The offset file is written
 atomically after the caller has processed a batch, then the connector commits that offset to the
 database, so a crash never loses a change; the batch in flight at the crash is delivered again.
+
+The engine reports what it runs (`observe.observer`): Debezium's snapshot and streaming metrics,
+kept in `<offset file>.metrics.json` (or `metrics_file`) after every batch and on the Prometheus
+endpoint when `headwater.metrics.port` is set, and the initial snapshot's notifications, whose
+`sink` channel records come in the batches, before the events they announce.
+
 A connector that keeps a schema history (MySQL, MariaDB) keeps it beside the offset file
 (`<offset file>.schema_history.jsonl`) unless its `headwater.schema.history.file` names another; one
 that takes signals reads the command line's (`headwater signal`) from `<offset file>.signals.jsonl`.
@@ -32,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from headwater.config.properties import ConnectorConfig
-from headwater.connectors.base import Offset, SourceConnector
+from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, STREAMING, phase, position
 from headwater.connectors.common.signals import with_cli_file
 from headwater.connectors.history_file import with_history_file
 from headwater.connectors.registry import create_source
@@ -40,6 +47,7 @@ from headwater.engine.startup import open_connector
 from headwater.events.batch import Event, Events
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents
+from headwater.observe.observer import Observer
 from headwater.transforms.chain import parse_chain
 from headwater.transforms.reselect import post_processors
 
@@ -73,7 +81,8 @@ class Engine:
 
     def __init__(self, config: ConnectorConfig, offsets: OffsetFile | None = None, *,
                  schemas_enable: bool = False, replace_null_with_default: bool = True,
-                 max_events: int | None = None, connector: SourceConnector | None = None, output: str = "json"):
+                 max_events: int | None = None, connector: SourceConnector | None = None, output: str = "json",
+                 metrics_file: Path | None = None):
         self.offsets = offsets
         self.max_events = max_events
         self.output = output
@@ -88,6 +97,9 @@ class Engine:
         self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
                                                     replace_null_with_default=replace_null_with_default,
                                                     output="typed" if self.transforms else output)
+        if metrics_file is None and offsets is not None:
+            metrics_file = offsets.path.with_name(f"{offsets.path.name}.metrics.json")
+        self.observer = Observer(config, metrics_file)
         self.stopping = threading.Event()
         self.offset: Offset | None = None
 
@@ -100,7 +112,7 @@ class Engine:
         self.connector.commit(offset)
         self.offset = offset
 
-    def batches(self, once: bool = False) -> Iterator[Events]:
+    def batches(self, once: bool = False) -> Iterator[Events | TypedEvents]:
         """Event batches until stopped (or, with `once`, until what the source held at the start)."""
         connector = self.connector
         if self.offset is None:
@@ -108,6 +120,8 @@ class Engine:
             self.offset = stored if stored is not None else connector.initial_offset()
             open_connector(connector, self.offset, self.stopping)
             connector.commit(self.offset)
+            self.observer.opened(connector.captured_tables, connector.snapshot_due(self.offset))
+            yield from self._notifications()
         start = self.offset
         if once:
             connector.prepare_available_now()
@@ -117,17 +131,54 @@ class Engine:
                 if once or connector.is_finished(start):
                     return
                 continue
-            for unit in connector.plan(start, end):
-                yield from (self._transformed(batch) for batch in unit.read()) if self.transforms else unit.read()
+            snapshot = phase(end) != STREAMING  # a snapshot batch (or one of its batches: binlog chunks)
+            if snapshot:
+                yield from self._snapshot(connector.plan(start, end), last=phase(end) == SNAPSHOT_COMPLETED)
+            else:
+                for unit in connector.plan(start, end):
+                    for batch in unit.read():
+                        self.observer.seen(batch, snapshot=False)
+                        yield self._out(batch)
             self._commit(end)
+            self.observer.committed(None if snapshot else position(end))
             start = end
 
-    def _transformed(self, batch: Events) -> Events:
-        """A batch through the transformation chain, in the engine's output."""
+    def _out(self, batch: Events) -> Events:
+        """A batch as the engine yields it: through the post processors and the transformation chain
+        when there are some (the metrics count the connector's events, before them)."""
+        if not self.transforms:
+            return batch
         assert isinstance(batch, TypedEvents)
         out = self.post.apply(batch) if self.post is not None else batch  # post processors run first
         out = self.chain.apply(out) if self.chain is not None else out
         return out if self.output == "typed" else to_event_batch(out, self.json)
+
+    def _snapshot(self, units: list[WorkUnit], last: bool) -> Iterator[Events | TypedEvents]:
+        """A snapshot batch's events (`last`: the snapshot's last batch), with the initial snapshot's
+        notifications and metrics."""
+        if not self.observer.snapshot_running:
+            self.observer.snapshot_started(self.connector.captured_tables)
+        finished = False
+        try:
+            yield from self._notifications()
+            for unit in units:
+                for batch in unit.read():
+                    self.observer.seen(batch, snapshot=True)
+                    yield from self._notifications()
+                    yield self._out(batch)
+            if last:
+                self.observer.snapshot_finished()
+                yield from self._notifications()
+            finished = True
+        finally:
+            if not finished:
+                self.observer.snapshot_aborted()
+
+    def _notifications(self) -> Iterator[Events | TypedEvents]:
+        """The notification records of the `sink` channel, as this engine's batches are."""
+        records = self.observer.take_records()
+        if records is not None:
+            yield records if self.output == "typed" else to_event_batch(records, self.json)
 
     def blocks(self, once: bool = False) -> Iterator[TypedEvents]:
         """Batches of typed blocks (an engine made with `output="typed"`)."""
@@ -146,4 +197,5 @@ class Engine:
         return self.connector.status(self.offset)
 
     def close(self) -> None:
+        self.observer.close()
         self.connector.close()

@@ -12,15 +12,12 @@ A `Notification` is Debezium's: `id` (the execute-snapshot signal's), `aggregate
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from headwater.config.errors import ConfigError
-from headwater.config.properties import Property, prop
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.records import RecordContext
 from headwater.events.batch import Events
@@ -30,11 +27,6 @@ log = logging.getLogger("headwater.notifications")
 
 INCREMENTAL = "Incremental Snapshot"
 
-PROPERTIES: list[Property] = [
-    prop("notification.enabled.channels", "list", allowed=("log", "sink")),
-    prop("notification.sink.topic.name", doc="the topic of the sink channel's notification records"),
-]
-
 KEY_SCHEMA = struct("io.debezium.connector.common.NotificationKey", [("id", primitive(STRING))], version=1)
 VALUE_SCHEMA = struct("io.debezium.connector.common.Notification", [
     ("id", primitive(STRING)), ("type", primitive(STRING)), ("aggregate_type", primitive(STRING)),
@@ -42,21 +34,23 @@ VALUE_SCHEMA = struct("io.debezium.connector.common.Notification", [
     ("timestamp", primitive(INT64))], version=1)
 
 
-def check_properties(values: dict[str, Any], errors: list[ConfigError]) -> None:
-    if "sink" in (values.get("notification.enabled.channels") or []) and not values.get("notification.sink.topic.name"):
-        errors.append(ConfigError("notification.sink.topic.name", "the sink notification channel needs a topic",
-                                  "set notification.sink.topic.name, e.g. <topic.prefix>.notifications"))
-
-
 @dataclass(frozen=True)
 class Notification:
+    """One notification, with Debezium's field names (`timestamp`: ms since the epoch)."""
+
     id: str
     aggregate_type: str
     type: str
     additional_data: dict[str, str] = field(default_factory=dict)
     timestamp: int = 0
 
-    def to_json(self) -> dict[str, Any]:
+    def log_text(self) -> str:
+        """The text Debezium's LogNotificationChannel writes."""
+        data = ", ".join(f"{k}={v}" for k, v in self.additional_data.items())
+        return (f"[Notification Service]  {{id='{self.id}', aggregateType='{self.aggregate_type}', "
+                f"type='{self.type}', additionalData={{{data}}}, timestamp={self.timestamp}}}")
+
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -77,12 +71,12 @@ class Notifier:
         n = Notification(id_ or "", INCREMENTAL, type_, {"connector_name": self.connector_name, **data},
                          time.time_ns() // 1_000_000)
         if self.log:
-            log.info("notification: %s", json.dumps(n.to_json()))
+            log.info("%s", n.log_text())
         if self.sink:
             self.pending.append(n)
 
     def take(self) -> list[dict[str, Any]]:
-        out, self.pending = [n.to_json() for n in self.pending], []
+        out, self.pending = [n.to_dict() for n in self.pending], []
         return out
 
 

@@ -178,6 +178,7 @@ class SnapshotThenStream(SourceConnector):
     def prepare(self) -> Sequence[Any]:
         """`prepare_database`, warning (once) when the filters capture no table."""
         tables = self.prepare_database()
+        self.captured_tables = [str(t) for t in tables]
         if not tables and not self._warned_no_tables:
             self._warned_no_tables = True
             log.warning("%s", self._no_tables_message())
@@ -226,15 +227,15 @@ class SnapshotThenStream(SourceConnector):
         raise PositionLost(lost_message(why)) from None
 
     def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
-        ph, n = phase(start), epoch(start)
-        if ph == SNAPSHOT_PENDING or self.resnapshot:
+        n = epoch(start)
+        if self.snapshot_due(start):
             return self._snapshot_offset(n + 1)
         if not self.snapshot_mode.streams:
             return start
         self.end_snapshot()  # the snapshot batch is over once the next batch is planned
         self._open_once(start)
         cap = self.config["headwater.max.batch.events"]
-        here = _position(start)
+        here = position(start)
 
         def stream() -> Offset | None:
             return self.stream_latest(here, min(max_events, cap) if max_events else cap)
@@ -253,6 +254,9 @@ class SnapshotThenStream(SourceConnector):
             return start
         return {"snapshot": STREAMING, **end, "epoch": n}
 
+    def snapshot_due(self, offset: Offset) -> bool:
+        return phase(offset) == SNAPSHOT_PENDING or self.resnapshot
+
     def _snapshot_offset(self, epoch: int) -> Offset:
         """The offset at the end of snapshot number `epoch`."""
         return {"snapshot": SNAPSHOT_COMPLETED, **self.snapshot_position(epoch), "epoch": epoch}
@@ -269,7 +273,7 @@ class SnapshotThenStream(SourceConnector):
         if phase(end) != STREAMING:
             return []
         self._open_once(start)
-        first, last = _position(start), _position(end)
+        first, last = position(start), position(end)
         try:
             chunk = [] if self.incremental is None else self.incremental.units(first, end, last)
             if self.incremental is not None and without_heartbeat(first) == last:
@@ -280,10 +284,10 @@ class SnapshotThenStream(SourceConnector):
 
     def commit(self, end: Offset) -> None:
         if phase(end) == STREAMING:
-            self.commit_position(_position(end))
+            self.commit_position(position(end))
 
 
-def _position(offset: Offset) -> Offset:
+def position(offset: Offset) -> Offset:
     """The database's position fields of an offset: `{}` before a snapshot, and after one (phase
     `completed`) those `snapshot_position` gave, `{}` when it gave none (never the incremental
     snapshot's and the signals' fields)."""

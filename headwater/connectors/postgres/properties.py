@@ -12,7 +12,7 @@ from typing import Any
 from headwater.config.errors import ConfigError
 from headwater.config.properties import Property, prop
 from headwater.config.validation import PropertySet
-from headwater.connectors.common import notifications, signals
+from headwater.connectors.common import signals
 
 DEFINITIONS: list[Property] = [
     prop("plugin.name", "enum", "pgoutput", ("pgoutput",),
@@ -62,7 +62,6 @@ DEFINITIONS: list[Property] = [
     prop("headwater.pgoutput.protocol.version", "int", 2, minimum=1, maximum=2,
          doc="pgoutput protocol version: 1 or 2"),
     *signals.PROPERTIES,
-    *notifications.PROPERTIES,
 ]
 
 
@@ -73,7 +72,6 @@ def check(values: dict[str, Any], errors: list[ConfigError]) -> None:
         errors.append(ConfigError("slot.name", f"{slot!r} is not a valid replication slot name",
                                   "use 1 to 63 lower-case letters, digits and underscores"))
     signals.check_properties(values, errors)
-    notifications.check_properties(values, errors)
 
 
 PROPERTIES = PropertySet(
