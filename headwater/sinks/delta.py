@@ -4,9 +4,12 @@ Each table lives at `<path>/<table.name.format>` (default `${topic}`, characters
 digits and `._-` replaced by `_`). In `merge` mode (the default) a micro-batch is reduced to the last
 change of each key (`sinks.changes`, `sinks.lake`) and applied as one Delta `MERGE`: matched keys are updated or
 deleted, new ones inserted; a truncate in the batch makes it one overwrite with the rows that follow
-it. In `changelog` mode every change is appended as a row: the row image plus `_op`, `_change_type`,
+it. A column whose value is PostgreSQL's unchanged TOAST (`__debezium_unavailable_value`, the
+value older than the batch: `sinks.lake`) keeps the table's value: the MERGE updates that column of
+such a row to its own value (a new key's row, from a primary-key change, gets the placeholder).
+In `changelog` mode every change is appended as a row: the row image plus `_op`, `_change_type`,
 `_commit_version`, `_commit_timestamp`, `_source_ts_ms`, `_batch_id` and `_batch_order` (the order of
-the changes; a truncate is a row with `_op` `t`).
+the changes; a truncate is a row with `_op` `t`); unchanged TOAST is written as the placeholder.
 A table is created by its first batch, partitioned by the `partition.by` columns it has; columns the
 source adds are added to the table (Delta schema evolution), and a column the source drops stays,
 null in the rows written after the drop.
@@ -37,6 +40,7 @@ from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_n
 from headwater.sinks.lake_config import MODES, DeltaOptions
 
 DELETE_FLAG = "__headwater_delete"  # the merge source's column that tells a delete from an upsert
+KEEP_FLAG = "__headwater_keep_"  # + a column: the merge source's column marking unchanged TOAST in it
 _DAY_US = 86_400_000_000
 
 
@@ -102,7 +106,7 @@ class DeltaSink:
             rows = delta_table(changes.changelog(batch_id))
             self._append(table or location, rows, "append", commit)
             return len(rows)
-        upserts, deletes = changes.upserts_and_deletes()
+        upserts, deletes, unavailable = changes.upserts_and_deletes()
         upserts = delta_table(upserts)
         if table is None or changes.truncated:
             self._append(table or location, upserts, "overwrite" if table is not None else "append", commit)
@@ -111,6 +115,10 @@ class DeltaSink:
         dropped = [f for f in pa.schema(table.schema().to_arrow()) if f.name not in upserts.schema.names]
         for f in dropped:  # columns the source no longer has: null in the rows the batch writes
             upserts = upserts.append_column(f, pa.nulls(len(upserts), f.type))
+        columns = upserts.column_names
+        for column, mask in unavailable.items():
+            upserts = upserts.append_column(KEEP_FLAG + column, mask)
+        flags = [DELETE_FLAG, *(KEEP_FLAG + c for c in unavailable)]
         source = pa.concat_tables([
             upserts.append_column(DELETE_FLAG, pa.array([False] * len(upserts), pa.bool_())),
             deletes.append_column(DELETE_FLAG, pa.array([True] * len(deletes), pa.bool_())),
@@ -119,11 +127,15 @@ class DeltaSink:
             return 0
         on = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in changes.key)
         flag = f"s.{_quote(DELETE_FLAG)}"
-        (table.merge(source, on, source_alias="s", target_alias="t", merge_schema=True, commit_properties=commit)
-         .when_matched_delete(flag)
-         .when_matched_update_all(predicate=f"NOT {flag}", except_cols=[DELETE_FLAG])
-         .when_not_matched_insert_all(predicate=f"NOT {flag}", except_cols=[DELETE_FLAG])
-         .execute())
+        merge = (table.merge(source, on, source_alias="s", target_alias="t", merge_schema=True,
+                             commit_properties=commit).when_matched_delete(flag))
+        if unavailable:  # unchanged TOAST: such a cell keeps the target's value
+            merge = merge.when_matched_update(predicate=f"NOT {flag}", updates={
+                _quote(c): (f"CASE WHEN s.{_quote(KEEP_FLAG + c)} THEN t.{_quote(c)} ELSE s.{_quote(c)} END"
+                            if c in unavailable else f"s.{_quote(c)}") for c in columns})
+        else:
+            merge = merge.when_matched_update_all(predicate=f"NOT {flag}", except_cols=flags)
+        merge.when_not_matched_insert_all(predicate=f"NOT {flag}", except_cols=flags).execute()
         return len(source)
 
     def _append(self, target: DeltaTable | str, rows: pa.Table, mode: Literal["append", "overwrite"],

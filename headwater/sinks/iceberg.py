@@ -12,9 +12,13 @@ In `merge` mode (the default) a micro-batch is reduced to the last change of eac
 (`sinks.changes`, `sinks.lake`) and applied copy-on-write in one Iceberg transaction: the rows in
 the range of the first key column that the batch touches are deleted (pyiceberg rewrites the data
 files that hold them; it writes no equality deletes), and the upserted rows appended with the rows
-of that range whose key the batch does not touch; a truncate in the batch deletes every row first. In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
+of that range whose key the batch does not touch; a truncate in the batch deletes every row first.
+A column whose value is PostgreSQL's unchanged TOAST (`__debezium_unavailable_value`, the value older
+than the batch: `sinks.lake`) takes the value of the row it replaces (a new key's row, from a
+primary-key change, gets the placeholder).
+In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
 `_commit_version`, `_commit_timestamp`, `_source_ts_ms`, `_batch_id` and `_batch_order` (the order of
-the changes; a truncate is a row with `_op` `t`).
+the changes; a truncate is a row with `_op` `t`); unchanged TOAST is written as the placeholder.
 A table is created by its first batch, in the same commit, partitioned (identity) by the
 `partition.by` columns it has; columns the source adds are added (`union_by_name`), and a column
 the source drops stays, null in the rows written after the drop.
@@ -46,7 +50,7 @@ from pyiceberg.table import Table, Transaction
 
 from headwater.events.arrays import int64_array
 from headwater.events.typed import TypedBlock
-from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
+from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, fill_column, safe_name, table_name
 from headwater.sinks.lake_config import MODES, IcebergOptions
 
 DEFAULT_NAMESPACE = "default"
@@ -130,7 +134,7 @@ class IcebergSink:
             tx = self._transaction(identifier, table, rows.schema)
             written = len(rows)
         else:
-            upserts, deletes = changes.upserts_and_deletes()
+            upserts, deletes, unavailable = changes.upserts_and_deletes()
             rows = cast_types(upserts, iceberg_type)
             tx = self._transaction(identifier, table, rows.schema)
             if table is not None and changes.truncated:
@@ -138,7 +142,7 @@ class IcebergSink:
             elif table is not None:
                 touched = pa.concat_tables([rows.select(changes.key), cast_types(deletes, iceberg_type)])
                 if len(touched):
-                    rows = _replace_keys(tx, table, touched, changes.key, rows, props)
+                    rows = _replace_keys(tx, table, touched, changes.key, rows, props, unavailable)
             written = len(upserts) + len(deletes)
         tx.append(rows, snapshot_properties=props)  # an empty append still records the batch
         tx.commit_transaction()
@@ -165,9 +169,10 @@ class IcebergSink:
 
 
 def _replace_keys(tx: Transaction, table: Table, touched: pa.Table, key: list[str], rows: pa.Table,
-                  props: dict[str, str]) -> pa.Table:
-    """Delete in `tx` the rows of every key in `touched`; the rows to append: `rows` and the table's
-    untouched rows the delete took along.
+                  props: dict[str, str], unavailable: dict[str, pa.Array]) -> pa.Table:
+    """Delete in `tx` the rows of every key in `touched`; the rows to append: `rows` (their cells of
+    unchanged TOAST, per column in `unavailable`, with the value of the row they replace) and the
+    table's untouched rows the delete took along.
 
     The delete goes by the range of the key's first column in `touched` (pyiceberg binds an `In` of
     many values slowly: ~0.2 s per 10,000 keys, each time it plans); the table's rows in that range
@@ -179,6 +184,9 @@ def _replace_keys(tx: Transaction, table: Table, touched: pa.Table, key: list[st
     existing = table.scan(row_filter=within).to_arrow()
     if not len(existing):
         return rows
+    for column, mask in unavailable.items():
+        if column in existing.column_names:
+            rows, _ = fill_column(rows, column, mask, key, existing)
     positions = existing.select(key).append_column("__row", int64_array(np.arange(len(existing))))
     untouched = positions.join(touched.cast(positions.select(key).schema), keys=key, join_type="left anti")
     tx.delete(within, snapshot_properties=props)
