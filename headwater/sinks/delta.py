@@ -28,15 +28,20 @@ within the retention still needs; both for every Delta table under the sink's pa
 
 from __future__ import annotations
 
+import json
+import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Field, Schema, Transaction, write_deltalake
+from deltalake.transaction import AddAction, RemoveAction, create_table_with_add_actions
 
 from headwater.events.typed import TypedBlock
-from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
+from headwater.sinks.lake import DataFile, TopicChanges, batch_changes, cast_types, safe_name, table_name
 from headwater.sinks.lake_config import MODES, DeltaOptions
 
 DELETE_FLAG = "__headwater_delete"  # the merge source's column that tells a delete from an upsert
@@ -86,6 +91,51 @@ class DeltaSink:
             n = self._write_table(location, changes, batch_id)
             if n is not None:
                 written[location] = n
+        return written
+
+    def write_files(self, blocks: list[TypedBlock], batch_id: int, first: int, name: str) -> list[DataFile]:
+        """Change-log mode in a Spark task: write the change-log rows of its part of a batch as one
+        parquet file per table (`_batch_order` from `first`, the file named `headwater-<batch>-<name>`),
+        into the table's directory, for `commit_files` to commit; a local path only."""
+        files = []
+        for changes in batch_changes(blocks, reduced=False).values():
+            location = self.location(changes)
+            rows = delta_table(changes.changelog(batch_id, first))
+            Path(location).mkdir(parents=True, exist_ok=True)
+            path = f"headwater-{batch_id}-{name}.parquet"
+            pq.write_table(rows, f"{location}/{path}")
+            files.append(DataFile(location, path, Path(location, path).stat().st_size, len(rows), rows.schema))
+        return files
+
+    def commit_files(self, files: list[DataFile], batch_id: int) -> dict[str, int]:
+        """Change-log mode on the driver: commit the files the tasks wrote for a batch, one Delta commit
+        per table with the batch's application transaction (a table that already holds the batch
+        commits nothing; its files stay out of the table, for `vacuum`). The rows committed per table
+        location; columns the files add are added to the table first."""
+        by_table: dict[str, list[DataFile]] = defaultdict(list)
+        for f in files:
+            by_table[f.table].append(f)
+        written = {}
+        storage = self.options.storage_options or None
+        for location, parts in by_table.items():
+            table = DeltaTable(location, storage_options=storage) if DeltaTable.is_deltatable(location, storage) else None
+            if table is not None and (table.transaction_version(self.app_id) or -1) >= batch_id:
+                continue
+            schema = pa.unify_schemas([f.schema for f in parts])
+            now = int(time.time() * 1000)
+            actions: list[AddAction | RemoveAction] = [AddAction(f.path, f.size, {}, now, True, json.dumps({"numRecords": f.rows})) for f in parts]
+            commit = CommitProperties(app_transactions=[Transaction(self.app_id, batch_id)],
+                                      custom_metadata={"headwater.batch": str(batch_id)})
+            if table is None:
+                create_table_with_add_actions(location, Schema.from_arrow(schema), actions, mode="append",  # type: ignore[arg-type]
+                                              storage_options=storage, commit_properties=commit)
+            else:
+                known = set(table.schema().to_arrow().names)
+                added = [f for f in schema if f.name not in known]
+                if added:  # a commit of its own before the data's (delta-rs's write transaction adds none)
+                    table.alter.add_columns([Field.from_arrow(f) for f in added])
+                table.create_write_transaction(actions, mode="append", schema=table.schema(), commit_properties=commit)
+            written[location] = sum(f.rows for f in parts)
         return written
 
     def applied_batch(self, location: str) -> int | None:

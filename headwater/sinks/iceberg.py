@@ -36,13 +36,16 @@ type as text; UUIDs and JSON stay text, as the events hold them.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThanOrEqual
@@ -50,7 +53,15 @@ from pyiceberg.table import Table, Transaction
 
 from headwater.events.arrays import int64_array
 from headwater.events.typed import TypedBlock
-from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, fill_column, safe_name, table_name
+from headwater.sinks.lake import (
+    DataFile,
+    TopicChanges,
+    batch_changes,
+    cast_types,
+    fill_column,
+    safe_name,
+    table_name,
+)
 from headwater.sinks.lake_config import MODES, IcebergOptions
 
 DEFAULT_NAMESPACE = "default"
@@ -93,7 +104,11 @@ class IcebergSink:
             raise ValueError(f"mode {options.mode!r}: allowed {', '.join(MODES)}")
         self.options = options
         self.app_id = app_id
-        self.catalog = open_catalog(options)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """The catalog, opened when first needed (never in a Spark task that writes files)."""
+        return open_catalog(self.options)
 
     def identifier(self, changes: TopicChanges) -> str:
         """The table's identifier, `namespace.name`, each made of letters, digits and `_` (see the
@@ -110,6 +125,47 @@ class IcebergSink:
             n = self._write_table(identifier, changes, batch_id)
             if n is not None:
                 written[identifier] = n
+        return written
+
+    def write_files(self, blocks: list[TypedBlock], batch_id: int, first: int, name: str) -> list[DataFile]:
+        """Change-log mode in a Spark task: write the change-log rows of its part of a batch as one
+        parquet file per table (`_batch_order` from `first`, the file named `headwater-<batch>-<name>`)
+        under `<catalog.warehouse>/<namespace>.db/<name>/data/`, for `commit_files` to commit; a local
+        warehouse only."""
+        files = []
+        for changes in batch_changes(blocks, reduced=False).values():
+            identifier = self.identifier(changes)
+            namespace, _, table = identifier.partition(".")
+            directory = Path(self.options.warehouse, f"{namespace}.db", table, "data").resolve()
+            directory.mkdir(parents=True, exist_ok=True)
+            rows = cast_types(changes.changelog(batch_id, first), iceberg_type)
+            path = directory / f"headwater-{batch_id}-{name}.parquet"
+            pq.write_table(rows, path)
+            files.append(DataFile(identifier, str(path), path.stat().st_size, len(rows), rows.schema))
+        return files
+
+    def commit_files(self, files: list[DataFile], batch_id: int) -> dict[str, int]:
+        """Change-log mode on the driver: commit the files the tasks wrote for a batch, one snapshot per
+        table (`add_files`, in the transaction that creates the table or adds the columns the files
+        have); a table that already holds the batch commits nothing, and its files stay out of the
+        table. The rows committed per table identifier."""
+        by_table: dict[str, list[DataFile]] = defaultdict(list)
+        for f in files:
+            by_table[f.table].append(f)
+        written = {}
+        for identifier, parts in by_table.items():
+            try:
+                table: Table | None = self.catalog.load_table(identifier)
+            except NoSuchTableError:
+                table = None
+            if table is not None:
+                done = applied_batch(table, self.app_id)
+                if done is not None and done >= batch_id:
+                    continue
+            tx = self._transaction(identifier, table, pa.unify_schemas([f.schema for f in parts]))
+            tx.add_files([f.path for f in parts], snapshot_properties={APP_ID: self.app_id, BATCH_ID: str(batch_id)})
+            tx.commit_transaction()
+            written[identifier] = sum(f.rows for f in parts)
         return written
 
     def applied_batch(self, identifier: str) -> int | None:

@@ -71,12 +71,40 @@ class TopicChanges:
         deletes = self.rows.filter(pc.fill_null(pc.equal(op, lit("d")), lit(False))).select(self.key)
         return upserts, deletes, {c: m.filter(upsert) for c, m in self.unavailable.items()}
 
-    def changelog(self, batch_id: int) -> pa.Table:
-        """The rows as change-log rows: `_batch_id` and `_batch_order` (the change's place in the batch)
-        after the row's and the change columns, so that readers can order the changes of a commit."""
+    def changelog(self, batch_id: int, first: int = 0) -> pa.Table:
+        """The rows as change-log rows: `_batch_id` and `_batch_order` (the change's place in the batch,
+        counted from `first`) after the row's and the change columns, so that readers can order the
+        changes of a commit."""
         n = len(self.rows)
         return self.rows.append_column("_batch_id", int64_array(np.full(n, batch_id))).append_column(
-            "_batch_order", int64_array(np.arange(n)))
+            "_batch_order", int64_array(np.arange(first, first + n)))
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A parquet file of change-log rows a Spark task wrote for one table, for the driver to commit."""
+
+    table: str  # the table's location (Delta) or identifier (Iceberg)
+    path: str  # Delta: relative to the table's location; Iceberg: the full path
+    size: int
+    rows: int
+    schema: pa.Schema
+
+    def record(self) -> dict[str, object]:
+        """The file as a row of `DATA_FILES` (what a task gives the driver)."""
+        return {"table": self.table, "path": self.path, "size": self.size, "rows": self.rows,
+                "schema": self.schema.serialize().to_pybytes()}
+
+    @classmethod
+    def of(cls, record: dict[str, object]) -> DataFile:
+        """The file of a row of `DATA_FILES`."""
+        schema = pa.ipc.read_schema(pa.py_buffer(record["schema"]))  # type: ignore[arg-type]
+        return cls(str(record["table"]), str(record["path"]), int(record["size"]),  # type: ignore[call-overload]
+                   int(record["rows"]), schema)  # type: ignore[call-overload]
+
+
+DATA_FILES = pa.schema([("table", pa.string()), ("path", pa.string()), ("size", pa.int64()), ("rows", pa.int64()),
+                        ("schema", pa.binary())])
 
 
 def batch_changes(blocks: Iterable[TypedBlock], reduced: bool, placeholder: str = DEFAULT_PLACEHOLDER
