@@ -86,7 +86,7 @@ class DeltaSink:
         """Apply one batch; the rows written (or merged) per table location, none for a table that
         already holds this batch."""
         written = {}
-        for changes in batch_changes(blocks, reduced=self.options.mode == "merge").values():
+        for changes in batch_changes(blocks, reduced=self.options.mode == "merge", placeholder=self.options.placeholder).values():
             location = self.location(changes)
             n = self._write_table(location, changes, batch_id)
             if n is not None:

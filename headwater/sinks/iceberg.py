@@ -120,7 +120,7 @@ class IcebergSink:
         """Apply one batch; the rows written per table identifier, none for a table that already
         holds this batch."""
         written = {}
-        for changes in batch_changes(blocks, reduced=self.options.mode == "merge").values():
+        for changes in batch_changes(blocks, reduced=self.options.mode == "merge", placeholder=self.options.placeholder).values():
             identifier = self.identifier(changes)
             n = self._write_table(identifier, changes, batch_id)
             if n is not None:

@@ -39,10 +39,12 @@ PHASES = [
 ]
 
 
-def _batches(pg_server, pg_db: str) -> list[list[TypedBlock]]:
+def _batches(pg_server, pg_db: str, placeholder: str | None = None) -> list[list[TypedBlock]]:
     pg_server.execute(SCHEMA, pg_db)
     props = {"connector.class": "postgres", **pg_server.connector_properties(pg_db), "topic.prefix": "toast",
              "slot.name": f"{pg_db}_toast", "table.include.list": "public.docs"}
+    if placeholder is not None:
+        props["unavailable.value.placeholder"] = placeholder
     engine = Engine(validate_connector(props), output="typed", max_events=1000)
     batches = []
     try:
@@ -94,6 +96,18 @@ def test_merge_keeps_the_value_of_unchanged_toast(pg_server, pg_db, tmp_path, ki
         if batch_id in (1, 2):
             assert _lake(sink, tmp_path) != _source(pg_server, pg_db)  # the source moved on since
     assert _lake(sink, tmp_path) == _source(pg_server, pg_db)
+
+
+def test_a_placeholder_of_the_connector_s_own(pg_server, pg_db, tmp_path):
+    batches = _batches(pg_server, pg_db, placeholder="~unchanged~")
+    for placeholder, equal in [("~unchanged~", True), (DeltaOptions("").placeholder, False)]:
+        root = tmp_path / placeholder
+        sink = DeltaSink(DeltaOptions(str(root), "${source.table}", placeholder=placeholder), "toast")
+        for batch_id, blocks in enumerate(batches):
+            sink.write(blocks, batch_id)
+        rows = sorted(pl.read_delta(str(root / "docs")).to_dicts(), key=lambda r: r["id"])
+        assert ([{k: normal(v) for k, v in row.items()} for row in rows] == _source(pg_server, pg_db)) is equal
+        assert any(row["body"] == "~unchanged~" for row in rows) is not equal
 
 
 def test_changelog_writes_the_placeholder(pg_server, pg_db, tmp_path):
