@@ -23,7 +23,8 @@ Types: the row image's Arrow types (`events.arrow`) as Delta has them: timestamp
 as text `HH:MM:SS.ffffff`, and a column without a type as text.
 
 `optimize` compacts the small files each micro-batch leaves, `vacuum` removes the files no version
-within the retention still needs; both for every Delta table under the sink's path.
+within the retention still needs (and files no version holds); both for every Delta table under
+the sink's path.
 """
 
 from __future__ import annotations
@@ -214,8 +215,10 @@ def optimize(path: str | Path) -> dict[str, dict]:
 
 def vacuum(path: str | Path, retention_hours: int | None = None) -> dict[str, list[str]]:
     """Delete the files no table version within `retention_hours` (default: the table's
-    `delta.deletedFileRetentionDuration`, 7 days) needs, for each Delta table under `path`: the files
-    deleted per table."""
-    return {t.table_uri: t.vacuum(retention_hours, dry_run=False, enforce_retention_duration=retention_hours is None)
-            for t in tables_under(path)}
+    `delta.deletedFileRetentionDuration`, 7 days) needs, for each Delta table under `path`, and the
+    files older than that no version holds (a replayed batch's task files): the files deleted per
+    table. Files of a batch being written are seconds old: a retention of 0 while the query runs
+    can delete them before their commit."""
+    return {t.table_uri: t.vacuum(retention_hours, dry_run=False, enforce_retention_duration=retention_hours is None,
+                                  full=True) for t in tables_under(path)}
 
