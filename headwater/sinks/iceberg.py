@@ -163,7 +163,10 @@ class IcebergSink:
                 if done is not None and done >= batch_id:
                     continue
             tx = self._transaction(identifier, table, pa.unify_schemas([f.schema for f in parts]))
-            tx.add_files([f.path for f in parts], snapshot_properties={APP_ID: self.app_id, BATCH_ID: str(batch_id)})
+            # no duplicate check (a scan of every file the table has): the files' names are new, and
+            # a batch the table holds is not committed again
+            tx.add_files([f.path for f in parts], snapshot_properties={APP_ID: self.app_id, BATCH_ID: str(batch_id)},
+                         check_duplicate_files=False)
             tx.commit_transaction()
             written[identifier] = sum(f.rows for f in parts)
         return written
