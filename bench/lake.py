@@ -9,6 +9,9 @@ kept in memory, so that only the sink is timed. For each format, in one run:
 - `sink merge`: `DeltaSink`/`IcebergSink` in merge mode applying every batch in order (reduction
   per key, conversion to the format's types, MERGE or copy-on-write commit, exactly-once check);
 - `sink changelog`: the same sink appending every change;
+- `changelog task files` / `changelog driver commit`: the change log as a Spark query in changelog mode
+  writes it (`spark.lakesink`): the tasks' part (`write_files`, parquet files) and the driver's
+  (`commit_files`, one commit per batch), timed apart;
 - `limit`: `write_deltalake(mode="append")` / pyiceberg `Table.append` of the same rows, already
   typed, in one call: what the format's writer does with no merging.
 
@@ -33,7 +36,7 @@ from headwater.engine import Engine
 from headwater.events.typed import TypedBlock
 from headwater.sinks.delta import DeltaSink, delta_table
 from headwater.sinks.iceberg import IcebergSink, iceberg_type, open_catalog
-from headwater.sinks.lake import CHANGE_COLUMNS, batch_changes, cast_types
+from headwater.sinks.lake import CHANGE_COLUMNS, DataFile, batch_changes, cast_types
 from headwater.sinks.lake_config import DeltaOptions, IcebergOptions
 
 Batches = list[list[TypedBlock]]
@@ -63,6 +66,15 @@ def convert_all(batches: Batches) -> None:
 def apply_all(sink: DeltaSink | IcebergSink, batches: Batches, first_id: int) -> None:
     for i, blocks in enumerate(batches):
         sink.write(blocks, first_id + i)
+
+
+def files_all(sink: DeltaSink | IcebergSink, batches: Batches, first_id: int) -> list[list[DataFile]]:
+    return [sink.write_files(blocks, first_id + i, 0, "bench") for i, blocks in enumerate(batches)]
+
+
+def commit_all(sink: DeltaSink | IcebergSink, files: list[list[DataFile]], first_id: int) -> None:
+    for i, batch in enumerate(files):
+        sink.commit_files(batch, first_id + i)
 
 
 def main() -> None:
@@ -103,6 +115,18 @@ def main() -> None:
                     n = sum(len(b) for bs in batches for b in bs)
                     results.append((load, f"{fmt} sink {mode}", n, timed(apply_all, sink, batches, first)))
                     first += len(batches)
+            root = work / f"{fmt}-files"
+            files_sink: DeltaSink | IcebergSink = (
+                DeltaSink(DeltaOptions(str(root), "${source.table}", "changelog"), "bench") if fmt == "delta" else
+                IcebergSink(IcebergOptions(str(root), table_name_format="${source.table}", mode="changelog"), "bench"))
+            first = 0
+            for load, batches in loads.items():
+                n = sum(len(b) for bs in batches for b in bs)
+                start = time.perf_counter()
+                files = files_all(files_sink, batches, first)
+                results.append((load, f"{fmt} changelog task files", n, time.perf_counter() - start))
+                results.append((load, f"{fmt} changelog driver commit", n, timed(commit_all, files_sink, files, first)))
+                first += len(batches)
             for load, batches in loads.items():
                 rows = rows_of(batches)
                 if fmt == "delta":

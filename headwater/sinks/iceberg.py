@@ -12,9 +12,13 @@ In `merge` mode (the default) a micro-batch is reduced to the last change of eac
 (`sinks.changes`, `sinks.lake`) and applied copy-on-write in one Iceberg transaction: the rows in
 the range of the first key column that the batch touches are deleted (pyiceberg rewrites the data
 files that hold them; it writes no equality deletes), and the upserted rows appended with the rows
-of that range whose key the batch does not touch; a truncate in the batch deletes every row first. In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
+of that range whose key the batch does not touch; a truncate in the batch deletes every row first.
+A column whose value is PostgreSQL's unchanged TOAST (`__debezium_unavailable_value`, the value older
+than the batch: `sinks.lake`) takes the value of the row it replaces (a new key's row, from a
+primary-key change, gets the placeholder).
+In `changelog` mode every change is appended: the row image plus `_op`, `_change_type`,
 `_commit_version`, `_commit_timestamp`, `_source_ts_ms`, `_batch_id` and `_batch_order` (the order of
-the changes; a truncate is a row with `_op` `t`).
+the changes; a truncate is a row with `_op` `t`); unchanged TOAST is written as the placeholder.
 A table is created by its first batch, in the same commit, partitioned (identity) by the
 `partition.by` columns it has; columns the source adds are added (`union_by_name`), and a column
 the source drops stays, null in the rows written after the drop.
@@ -32,13 +36,16 @@ type as text; UUIDs and JSON stay text, as the events hold them.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import AlwaysTrue, And, GreaterThanOrEqual, LessThanOrEqual
@@ -46,7 +53,15 @@ from pyiceberg.table import Table, Transaction
 
 from headwater.events.arrays import int64_array
 from headwater.events.typed import TypedBlock
-from headwater.sinks.lake import TopicChanges, batch_changes, cast_types, safe_name, table_name
+from headwater.sinks.lake import (
+    DataFile,
+    TopicChanges,
+    batch_changes,
+    cast_types,
+    fill_column,
+    safe_name,
+    table_name,
+)
 from headwater.sinks.lake_config import MODES, IcebergOptions
 
 DEFAULT_NAMESPACE = "default"
@@ -89,7 +104,11 @@ class IcebergSink:
             raise ValueError(f"mode {options.mode!r}: allowed {', '.join(MODES)}")
         self.options = options
         self.app_id = app_id
-        self.catalog = open_catalog(options)
+
+    @cached_property
+    def catalog(self) -> Catalog:
+        """The catalog, opened when first needed (never in a Spark task that writes files)."""
+        return open_catalog(self.options)
 
     def identifier(self, changes: TopicChanges) -> str:
         """The table's identifier, `namespace.name`, each made of letters, digits and `_` (see the
@@ -101,11 +120,55 @@ class IcebergSink:
         """Apply one batch; the rows written per table identifier, none for a table that already
         holds this batch."""
         written = {}
-        for changes in batch_changes(blocks, reduced=self.options.mode == "merge").values():
+        for changes in batch_changes(blocks, reduced=self.options.mode == "merge", placeholder=self.options.placeholder).values():
             identifier = self.identifier(changes)
             n = self._write_table(identifier, changes, batch_id)
             if n is not None:
                 written[identifier] = n
+        return written
+
+    def write_files(self, blocks: list[TypedBlock], batch_id: int, first: int, name: str) -> list[DataFile]:
+        """Change-log mode in a Spark task: write the change-log rows of its part of a batch as one
+        parquet file per table (`_batch_order` from `first`, the file named `headwater-<batch>-<name>`)
+        under `<catalog.warehouse>/<namespace>.db/<name>/data/`, for `commit_files` to commit; a local
+        warehouse only."""
+        files = []
+        for changes in batch_changes(blocks, reduced=False).values():
+            identifier = self.identifier(changes)
+            namespace, _, table = identifier.partition(".")
+            directory = Path(self.options.warehouse, f"{namespace}.db", table, "data").resolve()
+            directory.mkdir(parents=True, exist_ok=True)
+            rows = cast_types(changes.changelog(batch_id, first), iceberg_type)
+            path = directory / f"headwater-{batch_id}-{name}.parquet"
+            pq.write_table(rows, path)
+            files.append(DataFile(identifier, str(path), path.stat().st_size, len(rows), rows.schema))
+        return files
+
+    def commit_files(self, files: list[DataFile], batch_id: int) -> dict[str, int]:
+        """Change-log mode on the driver: commit the files the tasks wrote for a batch, one snapshot per
+        table (`add_files`, in the transaction that creates the table or adds the columns the files
+        have); a table that already holds the batch commits nothing, and its files stay out of the
+        table. The rows committed per table identifier."""
+        by_table: dict[str, list[DataFile]] = defaultdict(list)
+        for f in files:
+            by_table[f.table].append(f)
+        written = {}
+        for identifier, parts in by_table.items():
+            try:
+                table: Table | None = self.catalog.load_table(identifier)
+            except NoSuchTableError:
+                table = None
+            if table is not None:
+                done = applied_batch(table, self.app_id)
+                if done is not None and done >= batch_id:
+                    continue
+            tx = self._transaction(identifier, table, pa.unify_schemas([f.schema for f in parts]))
+            # no duplicate check (a scan of every file the table has): the files' names are new, and
+            # a batch the table holds is not committed again
+            tx.add_files([f.path for f in parts], snapshot_properties={APP_ID: self.app_id, BATCH_ID: str(batch_id)},
+                         check_duplicate_files=False)
+            tx.commit_transaction()
+            written[identifier] = sum(f.rows for f in parts)
         return written
 
     def applied_batch(self, identifier: str) -> int | None:
@@ -130,7 +193,7 @@ class IcebergSink:
             tx = self._transaction(identifier, table, rows.schema)
             written = len(rows)
         else:
-            upserts, deletes = changes.upserts_and_deletes()
+            upserts, deletes, unavailable = changes.upserts_and_deletes()
             rows = cast_types(upserts, iceberg_type)
             tx = self._transaction(identifier, table, rows.schema)
             if table is not None and changes.truncated:
@@ -138,7 +201,7 @@ class IcebergSink:
             elif table is not None:
                 touched = pa.concat_tables([rows.select(changes.key), cast_types(deletes, iceberg_type)])
                 if len(touched):
-                    rows = _replace_keys(tx, table, touched, changes.key, rows, props)
+                    rows = _replace_keys(tx, table, touched, changes.key, rows, props, unavailable)
             written = len(upserts) + len(deletes)
         tx.append(rows, snapshot_properties=props)  # an empty append still records the batch
         tx.commit_transaction()
@@ -165,9 +228,10 @@ class IcebergSink:
 
 
 def _replace_keys(tx: Transaction, table: Table, touched: pa.Table, key: list[str], rows: pa.Table,
-                  props: dict[str, str]) -> pa.Table:
-    """Delete in `tx` the rows of every key in `touched`; the rows to append: `rows` and the table's
-    untouched rows the delete took along.
+                  props: dict[str, str], unavailable: dict[str, pa.Array]) -> pa.Table:
+    """Delete in `tx` the rows of every key in `touched`; the rows to append: `rows` (their cells of
+    unchanged TOAST, per column in `unavailable`, with the value of the row they replace) and the
+    table's untouched rows the delete took along.
 
     The delete goes by the range of the key's first column in `touched` (pyiceberg binds an `In` of
     many values slowly: ~0.2 s per 10,000 keys, each time it plans); the table's rows in that range
@@ -179,6 +243,9 @@ def _replace_keys(tx: Transaction, table: Table, touched: pa.Table, key: list[st
     existing = table.scan(row_filter=within).to_arrow()
     if not len(existing):
         return rows
+    for column, mask in unavailable.items():
+        if column in existing.column_names:
+            rows, _ = fill_column(rows, column, mask, key, existing)
     positions = existing.select(key).append_column("__row", int64_array(np.arange(len(existing))))
     untouched = positions.join(touched.cast(positions.select(key).schema), keys=key, join_type="left anti")
     tx.delete(within, snapshot_properties=props)

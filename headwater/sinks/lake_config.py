@@ -8,7 +8,9 @@ appended), `table.name.format` (`${topic}` by default; `${source.db}`, `${source
 `${source.table}` and any other field of the events' `source` block), `partition.by` (columns, a
 list or comma-separated; a table without them is not partitioned) and `mirror: true` (every captured
 table kept in step with no per-table settings: what `mode: merge` does, the default; named for a
-JDBC sink user's settings to carry over). `delta`: `path` (the directory or URI the tables go
+JDBC sink user's settings to carry over) and `unavailable.value.placeholder` (the source connector's
+value for unchanged TOAST, `__debezium_unavailable_value` by default: a merged table keeps its value
+for it, `sinks.lake`). `delta`: `path` (the directory or URI the tables go
 under, required) and `storage.options` (delta-rs's object-store settings, a mapping). `iceberg`:
 `catalog.warehouse` (where the files go, required), `catalog.uri` (a SQLAlchemy URL for a SQL
 catalog, SQLite in the warehouse by default; `http(s)://` for a REST catalog), `catalog.name`
@@ -25,11 +27,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from headwater.config.errors import ConfigError, ConfigErrors
-from headwater.sinks.lake import check_template
+from headwater.sinks.lake import DEFAULT_PLACEHOLDER, check_template
 
 LAKE_SINKS = ("delta", "iceberg")
 MODES = ("merge", "changelog")
-COMMON = ("type", "mirror", "mode", "table.name.format", "partition.by")
+COMMON = ("type", "mirror", "mode", "table.name.format", "partition.by", "unavailable.value.placeholder")
 PROPERTIES = {
     "delta": (*COMMON, "path", "storage.options"),
     "iceberg": (*COMMON, "catalog.warehouse", "catalog.uri", "catalog.name", "catalog.properties"),
@@ -45,6 +47,7 @@ class DeltaOptions:
     mode: str = "merge"
     partition_by: tuple[str, ...] = ()
     storage_options: dict[str, str] = field(default_factory=dict)
+    placeholder: str = DEFAULT_PLACEHOLDER  # unavailable.value.placeholder
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class IcebergOptions:
     mode: str = "merge"
     partition_by: tuple[str, ...] = ()
     catalog_properties: dict[str, str] = field(default_factory=dict)  # more of pyiceberg's catalog properties
+    placeholder: str = DEFAULT_PLACEHOLDER  # unavailable.value.placeholder
 
 
 def parse_lake_sink(props: dict[str, Any]) -> DeltaOptions | IcebergOptions:
@@ -85,11 +89,15 @@ def parse_lake_sink(props: dict[str, Any]) -> DeltaOptions | IcebergOptions:
         errors.append(ConfigError("sink.table.name.format", problem, 'for example table.name.format: "${topic}"'))
     partition_by = _names(props.get("partition.by"), "sink.partition.by", errors)
     mappings = {k: _mapping(props.get(k), f"sink.{k}", errors) for k in ("storage.options", "catalog.properties")}
+    placeholder = props.get("unavailable.value.placeholder", DEFAULT_PLACEHOLDER)
+    if not isinstance(placeholder, str) or not placeholder:
+        errors.append(ConfigError("sink.unavailable.value.placeholder", "must be a non-empty text",
+                                  "the source connector's unavailable.value.placeholder, or leave it out"))
     if kind == "delta":
         path = _required(props, "path", "the directory the tables go under, e.g. path: lake/", errors)
         if errors:
             raise ConfigErrors(errors)
-        return DeltaOptions(path, fmt, mode, partition_by, mappings["storage.options"])
+        return DeltaOptions(path, fmt, mode, partition_by, mappings["storage.options"], placeholder)
     warehouse = _required(props, "catalog.warehouse", "where the tables' files go, e.g. catalog.warehouse: lake/",
                           errors)
     uri = props.get("catalog.uri")
@@ -101,7 +109,7 @@ def parse_lake_sink(props: dict[str, Any]) -> DeltaOptions | IcebergOptions:
         errors.append(ConfigError("sink.catalog.name", "must be a non-empty text", "for example catalog.name: lake"))
     if errors:
         raise ConfigErrors(errors)
-    return IcebergOptions(warehouse, uri, name, fmt, mode, partition_by, mappings["catalog.properties"])
+    return IcebergOptions(warehouse, uri, name, fmt, mode, partition_by, mappings["catalog.properties"], placeholder)
 
 
 def _required(props: dict[str, Any], key: str, hint: str, errors: list[ConfigError]) -> str:

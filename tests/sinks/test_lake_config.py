@@ -31,6 +31,7 @@ def test_delta_and_iceberg_blocks(monkeypatch):
                   "mirror": True, "storage.options": {"timeout": 5}})
     assert sink.type == "delta"
     assert sink.lake == DeltaOptions("lake/", "${topic}", "merge", ("a", "b"), {"timeout": "5"})
+    assert _sink({"type": "delta", "path": "p", "unavailable.value.placeholder": "~"}).lake.placeholder == "~"
     sink = _sink({"type": "iceberg", "catalog.warehouse": "w", "mode": "changelog", "partition.by": ["k"],
                   "catalog.uri": "postgresql+psycopg2://u:pw@h/db", "table.name.format": "cdc.${source.table}"})
     assert sink.lake == IcebergOptions("w", "postgresql+psycopg2://u:pw@h/db", "headwater", "cdc.${source.table}",
@@ -46,8 +47,9 @@ def test_every_problem_named_with_a_fix():
     assert "${topic} and ${source.FIELD}" in problems["sink.table.name.format"]
     assert problems["sink.path"].startswith("is required")
     problems = _problems({"type": "iceberg", "mirror": True, "mode": "changelog", "catalog.uri": "not a url",
-                          "catalog.name": ""})
-    assert set(problems) == {"sink.mode", "sink.catalog.uri", "sink.catalog.name", "sink.catalog.warehouse"}
+                          "catalog.name": "", "unavailable.value.placeholder": ""})
+    assert set(problems) == {"sink.mode", "sink.catalog.uri", "sink.catalog.name", "sink.catalog.warehouse",
+                             "sink.unavailable.value.placeholder"}
     assert "mirror: true" in problems["sink.mode"]
 
 

@@ -79,6 +79,26 @@ def test_a_batch_spark_replays_changes_nothing(pg_server, pg_db, tmp_path, kind)
     # the snapshot's 4 rows; 2 inserts, an update, a delete, a key change (delete, create), 40 created,
     # updated and deleted: once each
     assert len(before) == 4 + 9
+    # the Spark tasks wrote the files; the replay's are on disk, not in the table
+    on_disk, in_table = _files(sink, "kinds")
+    assert in_table and in_table < on_disk
+
+
+def _files(sink: dict, table: str) -> tuple[set[str], set[str]]:
+    """The names of the files the Spark tasks wrote for a table, and of the table's data files."""
+    from pathlib import Path
+
+    if sink["type"] == "delta":
+        from deltalake import DeltaTable
+
+        root = Path(sink["path"], table)
+        return {p.name for p in root.glob("headwater-*.parquet")}, {Path(f).name for f in DeltaTable(str(root)).file_uris()}
+    from headwater.sinks.iceberg import open_catalog
+    from headwater.sinks.lake_config import IcebergOptions
+
+    iceberg = open_catalog(IcebergOptions(sink["catalog.warehouse"])).load_table(f"default.{table}")
+    on_disk = {p.name for p in Path(sink["catalog.warehouse"], "default.db", table, "data").glob("headwater-*.parquet")}
+    return on_disk, {Path(t.file.file_path).name for t in iceberg.scan().plan_files()}
 
 
 def _log(sink: dict, table: str) -> list[dict]:
