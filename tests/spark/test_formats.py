@@ -21,6 +21,7 @@ import base64
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
@@ -125,7 +126,7 @@ def test_avro_converter_lines_and_registry(pg_server, tmp_path):
     readers = {i: fastavro.parse_schema(plain(json.loads(registry.schema(i)))) for i in (1, 2)}
     actual = []
     for line in lines:
-        decoded = {}
+        decoded: dict[str, Any] = {}
         for part in ("key", "value"):
             if line[part] is None:
                 decoded[part] = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pyarrow as pa
@@ -85,7 +86,7 @@ def test_avro_sink_files_per_topic_and_schema(tmp_path):
     batch replaces its files."""
     key = {"type": "struct", "optional": False, "name": "t.Key", "fields": [
         {"type": "int32", "optional": False, "field": "id"}]}
-    v1 = {"type": "struct", "optional": False, "name": "t.Envelope", "fields": [
+    v1: dict[str, Any] = {"type": "struct", "optional": False, "name": "t.Envelope", "fields": [
         {"type": "int32", "optional": False, "field": "id"}, {"type": "string", "optional": False, "field": "op"}]}
     v2 = {**v1, "fields": [*v1["fields"], {"type": "string", "optional": True, "field": "note"}]}
     b = BlockBuilder()

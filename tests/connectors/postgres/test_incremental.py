@@ -28,6 +28,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from headwater.engine.engine import Engine, OffsetFile
 from headwater.events.batch import Event
+from tests.events_support import json_rows
 
 SIGNALS = "public.dbz_signal"
 
@@ -302,14 +303,14 @@ def test_a_batch_replayed_in_a_fresh_connector_reads_its_chunk_again(pg_server, 
             end = src.latest_offset(start)
             units = src.plan(start, end)
             if end.get(inc.CHUNK):
-                planned = (start, end, [e for u in units for b in u.read() for e in b.rows()])
+                planned = (start, end, [e for u in units for b in u.read() for e in json_rows(b)])
                 break
             start = end
         assert planned is not None
         start, end, events = planned
         src.close()  # (it holds the slot)
         fresh.open(start)
-        replayed = [e for u in fresh.plan(start, end) for b in u.read() for e in b.rows()]
+        replayed = [e for u in fresh.plan(start, end) for b in u.read() for e in json_rows(b)]
         assert reads(replayed) == reads(events) == list(range(1, 201))
         assert [_value(e)["after"] for e in replayed] == [_value(e)["after"] for e in events]
     finally:
@@ -383,8 +384,8 @@ def test_additional_conditions_and_malformed_signals(pg_server, pg_db, caplog):
 
 def test_file_channel_acts_once_across_restarts(pg_server, pg_db, tmp_path):
     signals = tmp_path / "signals.txt"
-    config = small(pg_server, pg_db, **{"signal.enabled.channels": "source,file", "signal.file": str(signals),
-                                        "heartbeat.interval.ms": "100"})  # (batches of heartbeats only, too)
+    config = small(pg_server, pg_db, 2000, **{"signal.enabled.channels": "source,file", "signal.file": str(signals),
+                                              "heartbeat.interval.ms": "100"})  # (batches of heartbeats only, too)
     offsets = tmp_path / "offsets.json"
     signals.write_text("this is not a signal\n")
     append_signal(signals, "execute-snapshot", {"data-collections": ["public.items"]}, "f1")

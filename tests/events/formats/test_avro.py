@@ -127,6 +127,7 @@ def test_schemas_and_bytes_equal_confluents(name: str) -> None:
                     continue
                 assert same_schema(json.loads(text), json.loads(recorded["schemas"][exp[0]])), (part, events[i]["topic"])
                 wire = base64.b64decode(exp[1])
+                assert body is not None
                 back = fastavro.schemaless_reader(io.BytesIO(body), reader, None)
                 if body != wire[5:]:
                     java = fastavro.schemaless_reader(io.BytesIO(wire[5:]), reader, None)
@@ -170,7 +171,7 @@ def test_every_connect_type_of_the_golden_events_is_covered() -> None:
 def test_names() -> None:
     assert valid_name("_1col") and valid_name("übung") and valid_name("a1")
     assert not valid_name("1col") and not valid_name("a-b") and not valid_name("v w") and not valid_name("")
-    unnamed = {"type": "struct", "optional": False, "fields": [
+    unnamed: dict[str, Any] = {"type": "struct", "optional": False, "fields": [
         {"field": "a", "type": "struct", "optional": True, "fields": [{"field": "x", "type": "int8", "optional": False}]},
         {"field": "m", "type": "map", "optional": False, "keys": {"type": "int32", "optional": False},
          "values": {"type": "string", "optional": True}},

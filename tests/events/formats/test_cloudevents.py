@@ -182,7 +182,9 @@ def test_avro_cloudevents_equal_debeziums(name: str, tmp_path: Path) -> None:
                 assert all(written[k][j] is None for k in writers)
                 continue
             # JSON envelope, Avro data
-            got, want = json.loads(written["avro_data"][j]), json.loads(recorded[i]["avro_data"])
+            text = written["avro_data"][j]
+            assert text is not None
+            got, want = json.loads(text), json.loads(recorded[i]["avro_data"])
             assert list(got) == list(want)
             mine_data, java_data = base64.b64decode(got.pop("data")), base64.b64decode(want.pop("data"))
             assert mine_data[5:] == java_data[5:] and mine_schema(mine_data) == java_schema(java_data)
@@ -191,6 +193,7 @@ def test_avro_cloudevents_equal_debeziums(name: str, tmp_path: Path) -> None:
             assert got == want
             # Avro envelope
             mine_wire, java_wire = written["avro_avro"][j], base64.b64decode(recorded[i]["avro_avro"])
+            assert mine_wire is not None
             assert mine_schema(mine_wire) == java_schema(java_wire)
             parsed = fastavro.parse_schema(plain(java_schema(java_wire)))
             got = fastavro.schemaless_reader(io.BytesIO(mine_wire[5:]), parsed, None)
