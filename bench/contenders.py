@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import debezium, headwater_contenders, jdbc_sink, mariadb, pg_baselines, transforms
+from bench import debezium, headwater_contenders, jdbc_sink, lake, mariadb, pg_baselines, transforms
 from bench.model import BASELINE, LIMIT, REFERENCE, SUBJECT, Benchmark, Contender, Options, Target
 
 
@@ -106,7 +106,8 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
 
 
 def all_benchmarks(opts: Options) -> list[Benchmark]:
-    out = postgres_benchmarks(opts) + mariadb.benchmarks(opts) + transforms.benchmarks(opts) + jdbc_sink.benchmarks(opts)
+    out = (postgres_benchmarks(opts) + mariadb.benchmarks(opts) + transforms.benchmarks(opts) + jdbc_sink.benchmarks(opts)
+           + lake.benchmarks(opts))
     if opts.only:
         out = [b for b in out if any(b.key.startswith(o) or b.source == o or b.kind == o for o in opts.only)]
     if opts.contenders:

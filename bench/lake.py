@@ -1,8 +1,18 @@
-"""The Delta Lake and Iceberg sinks' apply rate, against each format's own bulk append of the same rows.
+"""The Delta Lake and Iceberg sinks' apply rate, against each format's own bulk append of the same rows:
+eight `make bench` rows, and a standalone run with more detail.
 
-    .venv/bin/python -m bench.lake [--rows 200000] [--updates 100000]
+    .venv/bin/python -m bench --only lake                  # the eight rows, in the harness
+    .venv/bin/python -m bench.lake [--rows 200000] [--updates 100000]   # alone, printed
 
-A fresh PostgreSQL gets the benchmark table (`bench.data`, with a primary key) of `--rows` rows; the
+In the harness (`benchmarks`), per format (delta, iceberg), mode (merge, changelog) and load: the
+PostgreSQL snapshot runner loads the benchmark table; the engine reads its snapshot as typed blocks
+(not timed, read once per benchmark and shared by its two contenders). The snapshot rows time the
+sink applying the snapshot into a fresh table; the stream rows apply the snapshot untimed, update
+`UPDATES` rows in one transaction, read them, and time the apply of those changes. The limit is the
+format's bulk append of the same row images (the snapshot's, or the updated ones'), already typed, in
+one call into a new table: `write_deltalake(mode="append")`, pyiceberg `Table.append`.
+
+Alone (`main`), a fresh PostgreSQL gets the benchmark table (`bench.data`, with a primary key) of `--rows` rows; the
 engine reads its snapshot, then a stream of `--updates` updates (10 transactions), as typed blocks
 kept in memory, so that only the sink is timed. For each format, in one run:
 
@@ -27,10 +37,15 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
 from bench import data
+from bench.cases import SnapshotCase
+from bench.headwater_contenders import properties
+from bench.measure import Measurement
+from bench.model import LIMIT, SUBJECT, Benchmark, Contender, Options, Target
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from headwater.events.typed import TypedBlock
@@ -40,6 +55,8 @@ from headwater.sinks.lake import CHANGE_COLUMNS, DataFile, batch_changes, cast_t
 from headwater.sinks.lake_config import DeltaOptions, IcebergOptions
 
 Batches = list[list[TypedBlock]]
+UPDATES = 100_000
+LIMIT_NAMES = {"delta": "write_deltalake", "iceberg": "pyiceberg append"}
 
 
 def read_batches(engine: Engine) -> Batches:
@@ -75,6 +92,89 @@ def files_all(sink: DeltaSink | IcebergSink, batches: Batches, first_id: int) ->
 def commit_all(sink: DeltaSink | IcebergSink, files: list[list[DataFile]], first_id: int) -> None:
     for i, batch in enumerate(files):
         sink.commit_files(batch, first_id + i)
+
+
+def new_sink(fmt: str, mode: str, root: Path) -> DeltaSink | IcebergSink:
+    if fmt == "delta":
+        return DeltaSink(DeltaOptions(str(root), "${source.table}", mode), "bench")
+    return IcebergSink(IcebergOptions(str(root), table_name_format="${source.table}", mode=mode), "bench")
+
+
+def bulk_append_seconds(fmt: str, rows: pa.Table, root: Path) -> float:
+    """Seconds of the format's own append of `rows` (typed first, not timed) into a new table."""
+    if fmt == "delta":
+        from deltalake import write_deltalake
+
+        return timed(write_deltalake, str(root), delta_table(rows))
+    typed = cast_types(rows, iceberg_type)
+    catalog = open_catalog(IcebergOptions(str(root)))
+    catalog.create_namespace_if_not_exists("default")
+    return timed(catalog.create_table("default.limit", typed.schema).append, typed)
+
+
+# the batches last read, shared by one benchmark's contenders: [server, stream, snapshot, updates]
+_read: list[Any] = []
+
+
+def case_batches(case: SnapshotCase, stream: bool) -> tuple[Batches, Batches]:
+    """The case's snapshot and, for `stream`, its updates, read once by the engine (not timed)."""
+    if not _read or _read[0] is not case.server or _read[1] != stream:
+        engine = Engine(validate_connector(properties(case, case.slot_name, "initial")), output="typed")
+        try:
+            snapshot = read_batches(engine)
+            updates: Batches = []
+            if stream:
+                case.server.execute(f"UPDATE {data.TABLE} SET qty = qty + 1, flag = NOT flag WHERE id <= "
+                                    f"{min(UPDATES, case.rows)}", data.DBNAME)
+                updates = read_batches(engine)
+        finally:
+            engine.close()
+        _read[:] = [case.server, stream, snapshot, updates]
+    return _read[2], _read[3]
+
+
+def _contender(fmt: str, mode: str, stream: bool, limit: bool) -> Callable[[SnapshotCase], Measurement]:
+    name = LIMIT_NAMES[fmt] if limit else f"headwater {fmt} {mode}"
+
+    def run(case: SnapshotCase) -> Measurement:
+        snapshot, updates = case_batches(case, stream)
+        timed_batches = updates if stream else snapshot
+        rows = sum(len(b) for bs in timed_batches for b in bs)
+        if rows != (min(UPDATES, case.rows) if stream else case.rows):
+            raise RuntimeError(f"read {rows} {'updates' if stream else 'snapshot events'}")
+        if limit:
+            seconds = bulk_append_seconds(fmt, rows_of(timed_batches), Path(tempfile.mkdtemp(dir=case.workdir)))
+        else:
+            sink = new_sink(fmt, mode, Path(tempfile.mkdtemp(dir=case.workdir)))
+            if stream:
+                apply_all(sink, snapshot, 0)
+            seconds = timed(apply_all, sink, timed_batches, len(snapshot) if stream else 0)
+        return Measurement(name, rows=rows, seconds=seconds, first_to_last_seconds=seconds, data_bytes=case.data_bytes)
+
+    return run
+
+
+def benchmarks(opts: Options) -> list[Benchmark]:
+    out = []
+    for fmt, title, load in (("delta", "Delta Lake", 'write_deltalake(mode="append")'),
+                             ("iceberg", "Iceberg", "pyiceberg Table.append")):
+        for mode in ("merge", "changelog"):
+            for stream in (False, True):
+                what = (f"{min(UPDATES, opts.rows):,} updated rows after a {opts.rows:,}-row snapshot" if stream
+                        else f"the {opts.rows:,}-row snapshot")
+                out.append(Benchmark(
+                    f"lake_{fmt}_{mode}_{'stream' if stream else 'snapshot'}",
+                    f"{fmt} sink ({mode}) into {title}: {what} applied, against {load}",
+                    "postgresql", "snapshot",
+                    [Contender(f"headwater {fmt} {mode}", SUBJECT, _contender(fmt, mode, stream, False),
+                               f"{'DeltaSink' if fmt == 'delta' else 'IcebergSink'}.write of the engine's typed "
+                               "blocks, batch by batch (the reading not timed)"),
+                     Contender(LIMIT_NAMES[fmt], LIMIT, _contender(fmt, mode, stream, True),
+                               f"{load} of the same row images, already typed, in one call into a new table")],
+                    [Target("≥ ¼ of the bulk append's rows/s", "rows_per_s", 0.25, LIMIT)],
+                    {"rows": opts.rows, "updates": min(UPDATES, opts.rows) if stream else 0},
+                ))
+    return out
 
 
 def main() -> None:
