@@ -50,3 +50,11 @@ def test_tombstone_and_missing_field_fail():
 def test_bad_options_are_refused(options, bad):
     with pytest.raises(ConfigErrors, match=bad):
         parse_chain(props(**options))
+
+
+def test_headers_survive_extract_new_record_state():
+    chain = {**props(fields="source,op", headers="source,op", operation="copy"), "transforms": "h,unwrap",
+             "transforms.unwrap.type": "io.debezium.transforms.ExtractNewRecordState"}
+    [event] = as_json(run(inserts(1), chain))
+    assert event["value"] == {"id": 1, "name": "n"}
+    assert event["headers"] == {"source": source(), "op": "c"}
