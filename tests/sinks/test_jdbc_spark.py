@@ -81,12 +81,24 @@ def test_run_once_mirrors_into_mariadb(pg_server, mariadb_server, mariadb_db, tm
 
 
 @pytest.mark.slow
-def test_kill_9_again_and_again_while_writes_go_on(pg_server, tmp_path):
+@pytest.mark.parametrize("into", ["postgresql", "mariadb"])
+def test_kill_9_again_and_again_while_writes_go_on(pg_server, tmp_path, request, into):
     source, target = fresh_db(pg_server, "jdbc_ksrc"), fresh_db(pg_server, "jdbc_kdst")
+    if into == "mariadb":
+        maria, maria_db = request.getfixturevalue("mariadb_server"), request.getfixturevalue("mariadb_db")
+        sink = mariadb_url(maria, maria_db)
+
+        def target_rows() -> list:
+            return mariadb_rows(maria, maria_db, ROWS)
+    else:
+        sink = pg_url(pg_server, target)
+
+        def target_rows() -> list:
+            return pg_rows(pg_server, target, ROWS)
     try:
         pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text); "
                           "INSERT INTO t SELECT g, 0, md5(g::text) FROM generate_series(1, 5000) g", source)
-        config = jdbc_config(tmp_path, pg_server, source, target,
+        config = jdbc_config(tmp_path, pg_server, source, target, sink=sink,
                              spark={"trigger.interval": "1 second", "maxEventsPerTrigger": 2000})
         checkpoint = tmp_path / "state" / "checkpoint"
         log = tmp_path / "headwater.log"
@@ -110,7 +122,7 @@ def test_kill_9_again_and_again_while_writes_go_on(pg_server, tmp_path):
         assert writer.error is None, writer.error
         assert writer.ops > 50
         cli("run", str(config), "--once", timeout=600)  # what the kills left behind
-        assert pg_rows(pg_server, target, ROWS) == pg_rows(pg_server, source, ROWS)
+        assert target_rows() == pg_rows(pg_server, source, ROWS)
     finally:
         drop_db(pg_server, source)
         pg_server.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')

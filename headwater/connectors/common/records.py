@@ -378,7 +378,8 @@ class RecordMaker(ABC):
         self.ctx = ctx
         self.out = out if out is not None else ctx.new_output()
         self.clock = Clock()
-        self.source_info = SourceInfo(ctx.connector, ctx.prefix, ctx.dbname)
+        self.source_info = SourceInfo(ctx.connector, ctx.prefix, ctx.dbname,
+                                      streamed_null=ctx.output == "json" and not ctx.replace_null_with_default)
 
     # ---- source block
     @abstractmethod

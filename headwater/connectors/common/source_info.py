@@ -79,7 +79,10 @@ class SourceTemplate:
 class SourceInfo:
     """The `source` blocks of one connector configuration: the common head and a connector's tail."""
 
-    def __init__(self, connector: str, server_name: str, db: str):
+    def __init__(self, connector: str, server_name: str, db: str, streamed_null: bool = False):
+        """`streamed_null`: a streamed event's `snapshot` ("false") is written null, as JsonConverter
+        writes Debezium's Struct (which holds null there) with `replace.null.with.default=false`."""
+        self.streamed_null = streamed_null
         self._head = (b'{"version":' + orjson.dumps(SOURCE_VERSION) + b',"connector":' + orjson.dumps(connector)
                       + b',"name":' + orjson.dumps(server_name) + b',"ts_ms":')
         self._db = orjson.dumps(db)
@@ -89,5 +92,6 @@ class SourceInfo:
         null), `ts_us`, `ts_ns`; `db` the connector's database unless given, as MySQL's per table),
         then the connector's `tail` (pieces that start with `,` and end with `}`)."""
         db_json = self._db if db is None else orjson.dumps(db)
-        return [self._head, "ts_ms", b',"snapshot":' + orjson.dumps(snapshot) + b',"db":' + db_json
+        marker = b"null" if snapshot == "false" and self.streamed_null else orjson.dumps(snapshot)
+        return [self._head, "ts_ms", b',"snapshot":' + marker + b',"db":' + db_json
                 + b',"sequence":', "sequence", b',"ts_us":', "ts_us", b',"ts_ns":', "ts_ns", *tail]
