@@ -26,8 +26,8 @@ from headwater.connectors.common.signals import append_signal, with_cli_file
 from headwater.connectors.postgres.source import PostgresSource
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
-from headwater.engine.engine import Engine, OffsetFile
-from headwater.events.batch import Event
+from headwater.engine.engine import Engine
+from tests.connectors.common import incremental_support as support
 from tests.events_support import json_rows
 
 SIGNALS = "public.dbz_signal"
@@ -59,69 +59,12 @@ def signal(server: PostgresServer, db: str, type_: str, data: dict[str, Any] | s
         conn.close()
 
 
-class Run:
-    """An engine on a thread, collecting events until told to stop."""
-
+class Run(support.Run):
     def __init__(self, config, offsets: Path | None = None):
-        self.connector = PostgresSource(config)
-        self.engine = Engine(config, OffsetFile(offsets) if offsets else None, connector=self.connector)
-        self.events: list[Event] = []
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            for ev in self.engine.events():
-                self.events.append(ev)
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
-
-    def wait(self, what: Callable[[], bool], timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not what():
-            if self.error is not None:
-                raise self.error
-            assert time.monotonic() < deadline, "timed out"
-            time.sleep(0.1)
-
-    def offset(self) -> dict[str, Any]:
-        return self.engine.offset or {}
-
-    def snapshot_done(self) -> bool:
-        return self.engine.offset is not None and not self.offset().get(inc.COLLECTIONS)
-
-    def saw_done(self, n: int) -> bool:
-        return any(_table(e) == "done" and _value(e)["after"]["id"] == n for e in list(self.events))
-
-    def stop(self) -> None:
-        self.engine.stop()
-        self.thread.join(60)
-        self.engine.close()
-        if self.error is not None:
-            raise self.error
+        super().__init__(PostgresSource(config), config, offsets)
 
 
-def _value(e: Event) -> dict[str, Any]:
-    return json.loads(e.value) if e.value else {}
-
-
-def _table(e: Event) -> str | None:
-    v = _value(e)
-    return v.get("source", {}).get("table") if v else None
-
-
-def replay(events: list[Event], table: str) -> dict[int, dict[str, Any]]:
-    state: dict[int, dict[str, Any]] = {}
-    for e in events:
-        v = _value(e)
-        if not v or v.get("source", {}).get("table") != table:
-            continue
-        if v["op"] == "d":
-            state.pop(v["before"]["id"], None)
-        else:
-            state[v["after"]["id"]] = v["after"]
-    return state
+_value, replay, reads, reads_of = support.value, support.replay, support.reads, support.reads_of
 
 
 def table_state(server: PostgresServer, db: str, where: str = "") -> dict[int, dict[str, Any]]:
@@ -129,44 +72,9 @@ def table_state(server: PostgresServer, db: str, where: str = "") -> dict[int, d
             for r in server.query(f"SELECT id, v, color FROM items {where}", db)}
 
 
-def workload(server: PostgresServer, db: str, rows: int, stop: threading.Event, seed: int) -> None:
-    """Transactions of inserts, updates, deletes and primary-key changes on the snapshot's keys until
-    `stop` (a transaction whose key change collides is rolled back, and the workload goes on)."""
-    rnd = random.Random(seed)
-    conn = server.connect(db, autocommit=False)
-    top = rows * 3
-    try:
-        with conn.cursor() as cur:
-            while not stop.is_set():
-                try:
-                    for _ in range(rnd.randint(1, 5)):
-                        k = rnd.randint(1, rows)
-                        op = rnd.random()
-                        if op < 0.4:
-                            cur.execute("UPDATE items SET v = v + 1 WHERE id = %s", (k,))
-                        elif op < 0.6:
-                            cur.execute("DELETE FROM items WHERE id = %s", (k,))
-                        elif op < 0.8:
-                            cur.execute("INSERT INTO items VALUES (%s, 1, 'green') ON CONFLICT (id) DO UPDATE "
-                                        "SET v = items.v + 100", (k,))
-                        elif op < 0.9:  # a key beyond the table's end
-                            top += 1
-                            cur.execute("UPDATE items SET id = %s WHERE id = %s", (top, k))
-                        else:  # a key inside the table: a later chunk's, or one already read
-                            cur.execute("UPDATE items SET id = %s WHERE id = %s", (rnd.randint(1, rows), k))
-                    conn.commit()
-                except Exception:
-                    conn.rollback()
-                time.sleep(0.002)
-    finally:
-        conn.close()
-
-
 def start_workload(server: PostgresServer, db: str, rows: int, seed: int = 7) -> tuple[threading.Thread, threading.Event]:
-    stop = threading.Event()
-    t = threading.Thread(target=workload, args=(server, db, rows, stop, seed), daemon=True)
-    t.start()
-    return t, stop
+    upsert = "INSERT INTO items VALUES (%s, 1, 'green') ON CONFLICT (id) DO UPDATE SET v = items.v + 100"
+    return support.Workload(lambda: server.connect(db, autocommit=False), upsert=upsert).start(rows, seed)
 
 
 def started(server: PostgresServer, db: str, run: Run) -> None:
@@ -248,16 +156,6 @@ def test_100k_rows_under_concurrent_changes(pg_server, pg_db, extra):
           f"{sum(1 for e in run.events if _value(e).get('op') in ('c', 'u', 'd'))} changes")
     assert n > rows * 0.9
     assert replay(run.events, "items") == table_state(pg_server, pg_db)
-
-
-def reads(events: list[Event]) -> list[int]:
-    """The ids of the incremental snapshot's rows of any table with an id column, in order."""
-    out = []
-    for e in events:
-        v = _value(e)
-        if v.get("op") == "r" and v["source"]["snapshot"] == "incremental" and "id" in v["after"]:
-            out.append(v["after"]["id"])
-    return out
 
 
 def small(server: PostgresServer, db: str, rows: int = 2000, **extra: str):
@@ -587,10 +485,6 @@ def test_composite_keys_and_a_surrogate_key(pg_server, pg_db):
     got = [_value(e)["after"]["code"] for e in run.events
            if _value(e).get("op") == "r" and _value(e)["source"]["table"] == "nokey"]
     assert got == list(range(1, 451))
-
-
-def reads_of(events: list[Event], table: str) -> list[Event]:
-    return [e for e in events if _value(e).get("op") == "r" and _value(e)["source"]["table"] == table]
 
 
 def test_blocking_snapshots_during_a_live_workload(pg_server, pg_db):
