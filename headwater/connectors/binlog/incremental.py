@@ -167,8 +167,8 @@ class BinlogIncremental:
     def __init__(self, source: BinlogSourceLike):
         self.source = source
         cfg = source.config
-        table = cfg.get("signal.data.collection")
-        self.signal_key: TableKey | None = split_table(table) if table else None
+        self.signal_name: str | None = cfg.get("signal.data.collection")  # as the configuration writes it
+        self.signal_key: TableKey | None = split_table(self.signal_name) if self.signal_name else None
         self.signal_table = ".".join(self.signal_key) if self.signal_key else None
         self.strategy = cfg["incremental.snapshot.watermarking.strategy"]
         self.read_only = read_only(cfg)
@@ -276,9 +276,6 @@ class BinlogIncremental:
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
                     upto: list[Any], size: int, window_id: str, delivered: Offset) -> Window | None:
-        if not self.read_only and not self.signal_key:
-            raise ValueError("incremental snapshots need signal.data.collection for their watermarks "
-                             "(or read.only: true)")
         t = self._table(collection.id)
         sql, params = self.chunk_query(t, key_columns, after, upto, collection.condition, size)
         conn = connect(self.source.params, conv=TEXT_VALUES)
@@ -345,7 +342,7 @@ class BinlogIncremental:
         if self.signal_key is not None:
             t_signal = src.tracker.current().get(self.signal_key)
             if t_signal is not None:
-                tables[self.signal_key] = _Watched(self.signal_table or "", t_signal, None)
+                tables[self.signal_key] = _Watched(self.signal_name or "", t_signal, None)
             elif "signal" not in self.warned:
                 self.warned.add("signal")
                 log.warning("the signalling table %s is not known to the schema history (is it captured?): its "

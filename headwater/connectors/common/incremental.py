@@ -464,6 +464,10 @@ class Incremental:
                           for name, f in conditions.items() if re.fullmatch(name, t) or name == t}
             self.blocking = {"id": s.id, "tables": tables, "statements": statements}
             return state
+        if not self.read_only and not self.signal_table:
+            log.warning("skipping %s: incremental snapshots write their watermarks to signal.data.collection, which "
+                        "is not set (set it, or read.only: true)", s.describe())
+            return state
         new = []
         for t in tables:
             cond = next((f for name, f in conditions.items() if re.fullmatch(name, t) or name == t), legacy)

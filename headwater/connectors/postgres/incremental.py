@@ -269,9 +269,6 @@ class PostgresIncremental:
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
                     upto: list[Any], size: int, window_id: str, delivered: Offset) -> Window | None:
-        if not self.read_only and not self.signal_table:
-            raise ValueError("incremental snapshots need signal.data.collection for their watermarks "
-                             "(or headwater.incremental.snapshot.read.only: true)")
         t = self._table(collection.id)
         q = self.chunk_query(t, key_columns, after, upto, collection.condition, size)
 

@@ -51,13 +51,7 @@ def connect(server: MariaDBServer, db: str, autocommit: bool = True) -> pymysql.
 
 
 def signal(server: MariaDBServer, db: str, type_: str, data: dict[str, Any] | str | None, id_: str) -> None:
-    conn = connect(server, db)
-    try:
-        with conn.cursor() as cur:
-            text = data if isinstance(data, str) or data is None else json.dumps(data)
-            cur.execute("INSERT INTO dbz_signal VALUES (%s, %s, %s)", (id_, type_, text))
-    finally:
-        conn.close()
+    support.insert_signal(connect(server, db), type_, data, id_)
 
 
 class Run(support.Run):
@@ -272,40 +266,15 @@ def test_pause_resume_and_stop(mariadb_server, mariadb_db, caplog):
         "notification.enabled.channels": "log", "signal.data.collection": "sig_elsewhere.dbz_signal",
         "table.include.list": f"{mariadb_db}.items,{mariadb_db}.done"})
     items = f"{mariadb_db}.items"
-
-    def send(type_: str, data: dict[str, Any] | None, id_: str) -> None:
-        signal(mariadb_server, "sig_elsewhere", type_, data, id_)
-
     run = Run(config)
     try:
         started(run)
-        send("execute-snapshot", {"data-collections": [items]}, "s1")
-        send("pause-snapshot", None, "p1")
-        run.wait(lambda: bool(run.offset().get(inc.PAUSED)))
-        paused_at = run.offset().get(inc.PRIMARY_KEY)
-        shown = run.connector.status(run.offset())
-        assert shown["incremental_snapshot"] == "paused" and shown["incremental_snapshot_signal"] == "s1"
-        assert shown["incremental_snapshot_tables_left"] == items
-        n = len(reads(run.events))
-        mariadb_server.execute("INSERT INTO done VALUES (1)", mariadb_db)
-        run.wait(lambda: run.saw_done(1))
-        time.sleep(1.0)
-        assert len(reads(run.events)) == n and run.offset().get(inc.PRIMARY_KEY) == paused_at
-        send("resume-snapshot", None, "r1")
-        run.wait(lambda: len(reads(run.events)) >= n + 400)
-        send("stop-snapshot", {"type": "incremental"}, "x1")
-        run.wait(run.snapshot_done)
-        stopped = len(reads(run.events))
-        mariadb_server.execute("INSERT INTO done VALUES (2)", mariadb_db)
-        run.wait(lambda: run.saw_done(2))
-        assert len(reads(run.events)) == stopped < 20000
-        assert len(set(reads(run.events))) == stopped
+        support.pause_resume_stop(run, lambda *a: signal(mariadb_server, "sig_elsewhere", *a), items, 20000,
+                                  lambda n: mariadb_server.execute(f"INSERT INTO done VALUES ({n})", mariadb_db),
+                                  run.connector.status, lambda: caplog.text)
     finally:
         run.stop()
         mariadb_server.execute("DROP DATABASE sig_elsewhere")
-    kinds = re.findall(r"aggregateType='Incremental Snapshot', type='([A-Z_]+)'", caplog.text)
-    assert kinds[0] == "STARTED" and kinds[-1] == "ABORTED"
-    assert kinds.index("PAUSED") < kinds.index("RESUMED") and "COMPLETED" not in kinds
 
 
 def test_additional_conditions_malformed_signals_and_the_log_signal(mariadb_server, mariadb_db, caplog):
@@ -313,36 +282,28 @@ def test_additional_conditions_malformed_signals_and_the_log_signal(mariadb_serv
     items = f"{mariadb_db}.items"
     try:
         started(run)
-        signal(mariadb_server, mariadb_db, "execute-snapshot", {
-            "data-collections": [items],
-            "additional-conditions": [{"data-collection": items, "filter": "no_such_column = 1"}]}, "bad0")
-        run.wait(lambda: f"skipping {items}" in caplog.text)
-        signal(mariadb_server, mariadb_db, "execute-snapshot", "{not json", "bad1")
-        signal(mariadb_server, mariadb_db, "no-such-signal", None, "bad2")
-        signal(mariadb_server, mariadb_db, "execute-snapshot", {"type": "incremental"}, "bad3")
-        signal(mariadb_server, mariadb_db, "log", {"message": "hello from a signal at {}"}, "l1")
-        signal(mariadb_server, mariadb_db, "execute-snapshot", {
-            "data-collections": [re.escape(mariadb_db) + r"\.ite.*"],
-            "additional-conditions": [{"data-collection": items, "filter": "color = 'blue'"}]}, "s1")
-        finish(mariadb_server, mariadb_db, run, 1)
+        text = support.conditions_and_malformed_signals(run, lambda *a: signal(mariadb_server, mariadb_db, *a), items,
+                                                        re.escape(mariadb_db) + r"\.ite.*",
+                                                        lambda: finish(mariadb_server, mariadb_db, run, 1),
+                                                        lambda: caplog.text)
     finally:
         run.stop()
-    assert reads(run.events) == list(range(3, 2001, 3))
-    text = caplog.text
-    assert "no_such_column" in text
-    assert "bad1" in text and "not JSON" in text
-    assert "bad2" in text and "no-such-signal" in text
-    assert "bad3" in text and "data-collections" in text
     assert re.search(r"hello from a signal at \{file=binlog\.\d+, pos=\d+, gtids=0-1-\d+\}", text)
+
+
+def complete(server: MariaDBServer, db: str, config: Any, offsets: Path, n: int) -> Run:
+    """A run from `offsets` until the snapshot it has (or gets) is done and marker `n` is delivered."""
+    run = Run(config, offsets)
+    try:
+        started(run)
+        finish(server, db, run, n)
+    finally:
+        run.stop()
+    return run
 
 
 def test_the_file_channel_and_the_command_line(mariadb_server, mariadb_db, tmp_path):
     """A signal file read once across restarts, and `headwater signal` queueing one for a stopped pipeline."""
-    import yaml
-    from click.testing import CliRunner
-
-    from headwater.cli.main import cli
-
     signals = tmp_path / "signals.txt"
     config = small(mariadb_server, mariadb_db, 1000, **{"signal.enabled.channels": "source,file",
                                                         "signal.file": str(signals)})
@@ -350,34 +311,14 @@ def test_the_file_channel_and_the_command_line(mariadb_server, mariadb_db, tmp_p
     offsets = tmp_path / "offsets.json"
     signals.write_text("this is not a signal\n")
     append_signal(signals, "execute-snapshot", {"data-collections": [items]}, "f1")
-    run = Run(config, offsets)
-    try:
-        started(run)
-        finish(mariadb_server, mariadb_db, run, 1)
-    finally:
-        run.stop()
+    run = complete(mariadb_server, mariadb_db, config, offsets, 1)
     assert reads(run.events) == list(range(1, 1001))
     assert json.loads(offsets.read_text())["offset"][inc.FILE_POSITIONS] == {str(signals): signals.stat().st_size}
 
-    source = props(mariadb_server, mariadb_db)
-    config_file = tmp_path / "config.yaml"
-    config_file.write_text(yaml.safe_dump({
-        "name": "t", "source": source, "sink": {"type": "jsonl", "path": str(tmp_path / "out")},
-        "spark": {"master": "local[1]", "checkpoint": str(tmp_path / "ckpt")}}))
-    bad = CliRunner().invoke(cli, ["signal", str(config_file), "execute-snapshot", "--data", "{}"])
-    assert bad.exit_code == 2 and "data-collections" in bad.output
-    ok = CliRunner().invoke(cli, ["signal", str(config_file), "execute-snapshot", "--data",
-                                 json.dumps({"data-collections": [items],
-                                             "additional-conditions": [{"data-collection": items,
-                                                                        "filter": "id <= 300"}]})])
-    assert ok.exit_code == 0, ok.output
-    cli_signals = tmp_path / "ckpt" / "signals.jsonl"
-    again = Run(with_cli_file(config, cli_signals), offsets)  # the file channel's signal is not acted on again
-    try:
-        started(again)
-        finish(mariadb_server, mariadb_db, again, 2)
-    finally:
-        again.stop()
+    queued = support.cli_signal(tmp_path, props(mariadb_server, mariadb_db), {
+        "data-collections": [items], "additional-conditions": [{"data-collection": items, "filter": "id <= 300"}]})
+    # the file channel's signal is not acted on again
+    again = complete(mariadb_server, mariadb_db, with_cli_file(config, queued), offsets, 2)
     assert reads(again.events) == list(range(1, 301))
 
 
@@ -394,9 +335,8 @@ def test_composite_and_text_keys_and_a_surrogate_key(mariadb_server, mariadb_db)
         "CREATE TABLE nokey (code INT NOT NULL, v VARCHAR(10)); "
         "INSERT INTO nokey SELECT seq, CONCAT('v', seq) FROM seq_1_to_450", db)
     run = Run(validate_connector(props(mariadb_server, db, **{"incremental.snapshot.chunk.size": "150"})))
-    stop = threading.Event()
 
-    def changes() -> None:
+    def changes(stop: threading.Event) -> None:
         import random
         rnd = random.Random(3)
         conn = connect(mariadb_server, db)
@@ -414,21 +354,11 @@ def test_composite_and_text_keys_and_a_surrogate_key(mariadb_server, mariadb_db)
                 time.sleep(0.002)
         conn.close()
 
-    worker = threading.Thread(target=changes, daemon=True)
     try:
         started(run)
-        worker.start()
-        signal(mariadb_server, db, "execute-snapshot", {"data-collections": [f"{db}.pairs"]}, "s1")
-        run.wait(lambda: bool(reads_of(run.events, "pairs")))
-        run.wait(run.snapshot_done, 300)
-        stop.set()
-        worker.join(30)
-        signal(mariadb_server, db, "execute-snapshot", {"data-collections": [f"{db}.nokey"], "surrogate-key": "code"},
-               "s2")
-        run.wait(lambda: bool(reads_of(run.events, "nokey")))
-        finish(mariadb_server, db, run, 1)
+        support.keyed_snapshots(run, lambda *a: signal(mariadb_server, db, *a), f"{db}.pairs", f"{db}.nokey", changes,
+                                lambda: finish(mariadb_server, db, run, 1))
     finally:
-        stop.set()
         run.stop()
     state: dict[tuple, Any] = {}
     for e in run.events:
@@ -454,34 +384,14 @@ def test_blocking_snapshots_during_a_live_workload(mariadb_server, mariadb_db):
     rows = 3000
     db = mariadb_db
     run = Run(small(mariadb_server, db, rows))
-
-    def blocking_reads() -> list[int]:
-        return [value(e)["after"]["id"] for e in run.events
-                if value(e).get("op") == "r" and value(e)["source"]["snapshot"] != "incremental"]
-
     try:
         started(run)
-        signal(mariadb_server, db, "execute-snapshot", {
-            "data-collections": [f"{db}.items"], "type": "blocking",
-            "additional-conditions": [{"data-collection": f"{db}.items",
-                                       "filter": f"SELECT * FROM {db}.items WHERE color = 'blue'"}]}, "b1")
-        run.wait(lambda: len(blocking_reads()) == rows // 3)
-        assert sorted(blocking_reads()) == list(range(3, rows + 1, 3))
-        worker, stop = start_workload(mariadb_server, db, rows)
-        time.sleep(0.5)
-        signal(mariadb_server, db, "execute-snapshot", {"data-collections": [f"{db}.items"], "type": "BLOCKING"}, "b2")
-        run.wait(lambda: len(blocking_reads()) > rows // 3 + rows // 2)
-        time.sleep(0.5)
-        stop.set()
-        worker.join(30)
-        mariadb_server.execute("INSERT INTO done VALUES (1)", db)
-        run.wait(lambda: run.saw_done(1))
+        read = support.blocking_during_workload(run, lambda *a: signal(mariadb_server, db, *a), f"{db}.items", rows,
+                                                lambda: start_workload(mariadb_server, db, rows),
+                                                lambda n: mariadb_server.execute(f"INSERT INTO done VALUES ({n})", db))
     finally:
         run.stop()
-    snapshot_rows = [value(e) for e in run.events if value(e).get("op") == "r"]
-    assert {v["source"]["snapshot"] for v in snapshot_rows} <= {"first", "true", "last", "first_in_data_collection",
-                                                               "last_in_data_collection"}
-    assert all(v["source"]["file"].startswith("binlog.") and v["source"]["pos"] > 0 for v in snapshot_rows)
+    assert all(value(e)["source"]["file"].startswith("binlog.") and value(e)["source"]["pos"] > 0 for e in read)
     assert replay(run.events, "items") == table_state(mariadb_server, db)
 
 
