@@ -177,6 +177,29 @@ class BinlogIncremental:
         self.ctl = DecodeControl(source.dbms)
         self.warned: set[str] = set()
         self.server_id: int | None = None
+        self.conn: pymysql.Connection | None = None  # chunk reads and watermarks (values as text)
+
+    def _connection(self) -> pymysql.Connection:
+        """The connection chunks are read through, opened again when the server dropped it."""
+        if self.conn is not None:
+            try:
+                self.conn.ping(reconnect=False)
+            except pymysql.err.MySQLError:
+                self._drop()
+        if self.conn is None:
+            self.conn = connect(self.source.params, conv=TEXT_VALUES)
+        return self.conn
+
+    def _drop(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            self.conn = None
+
+    def close(self) -> None:
+        """Release the connection and a blocking snapshot's transaction."""
+        self.end_blocking()
+        self._drop()
 
     # ---- tables
     def _table(self, name: str) -> Table:
@@ -217,16 +240,12 @@ class BinlogIncremental:
         sql = (f"SELECT {cols} FROM {table_ref(t)}" + (f" WHERE ({collection.condition})" if collection.condition
                                                         else "")
                + " ORDER BY " + ", ".join(f"{DIALECT.quote(k)} DESC" for k in key_columns) + " LIMIT 1")
-        conn = connect(self.source.params, conv=TEXT_VALUES)
         try:
-            with conn.cursor() as cur:
+            with self._connection().cursor() as cur:
                 cur.execute(sql)
                 row = cur.fetchone()
         except pymysql.err.MySQLError as exc:
             _skip(exc, "its largest key cannot be read", "; check the signal's additional-conditions")
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
         return None if row is None else key_text(row)
 
     # ---- chunks
@@ -278,15 +297,14 @@ class BinlogIncremental:
                     upto: list[Any], size: int, window_id: str, delivered: Offset) -> Window | None:
         t = self._table(collection.id)
         sql, params = self.chunk_query(t, key_columns, after, upto, collection.condition, size)
-        conn = connect(self.source.params, conv=TEXT_VALUES)
         try:
-            with conn.cursor() as cur:
+            with self._connection().cursor() as cur:
                 rows, view = self._read(cur, sql, params, window_id, BinlogPosition.from_offset(delivered))
-        except pymysql.err.MySQLError as exc:
-            _skip(exc, "a chunk cannot be read")
-        finally:
-            with contextlib.suppress(Exception):
-                conn.close()
+        except BaseException as exc:
+            self._drop()  # (it may be inside the read-only mode's transaction)
+            if isinstance(exc, pymysql.err.MySQLError):
+                _skip(exc, "a chunk cannot be read")
+            raise
         if not rows:
             return None
         keys = KeyText(self.source.context, t, key_columns, streaming=False)

@@ -285,7 +285,7 @@ class BinlogSource(SnapshotThenStream):
     def close(self) -> None:
         self._stop_stream()
         self.end_snapshot()
-        self.incremental_hooks.end_blocking()
+        self.incremental_hooks.close()
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 self.conn.close()
