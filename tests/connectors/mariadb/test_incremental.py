@@ -223,6 +223,97 @@ def test_a_restart_resumes_at_the_chunk_it_was_in(mariadb_server, mariadb_db, tm
     assert sorted(first + second) == list(range(1, rows + 1))
 
 
+CHILD = """
+import json, sys, time
+from headwater.connectors.registry import validate_connector
+from headwater.engine import Engine, OffsetFile
+props, offsets, out, pause = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], float(sys.argv[4])
+engine = Engine(validate_connector(props), OffsetFile(offsets))
+with open(out, "a") as f:
+    for batch in engine.batches():
+        for e in batch.rows():
+            f.write(json.dumps({"topic": e.topic, "value": e.value_json()}) + "\\n")
+        f.flush()
+        time.sleep(pause)
+"""
+
+
+def until(proc: Any, what: Any, timeout: float = 120) -> None:
+    """Wait for `what()` while the child process `proc` runs."""
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert proc.poll() is None, f"the engine's process ended ({proc.returncode})"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_kill_9_mid_snapshot_resumes_after_the_last_chunk_stored(mariadb_server, mariadb_db, tmp_path):
+    """The engine in a child process, killed with SIGKILL while an incremental snapshot runs under a workload,
+    then run again from its offset file: no chunk whose offset was stored is read again (only the batch in
+    flight at the kill may come twice), and the events replay to the table."""
+    import os
+    import signal as signals
+    import subprocess
+    import sys
+
+    from headwater.engine import OffsetFile
+
+    rows = 6000
+    config = props(mariadb_server, mariadb_db, **{"incremental.snapshot.chunk.size": "200"})
+    setup(mariadb_server, mariadb_db, rows)
+    offsets, out = tmp_path / "o.json", tmp_path / "events.jsonl"
+
+    def child(pause: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(config), str(offsets), str(out), str(pause)],
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+    def lines() -> list[dict[str, Any]]:
+        return [json.loads(line) for line in out.read_text().splitlines()] if out.exists() else []
+
+    def read_ids(part: list[dict[str, Any]]) -> list[int]:
+        return [d["value"]["after"]["id"] for d in part if d["value"] and d["value"]["op"] == "r"]
+
+    def stored() -> dict[str, Any]:
+        return OffsetFile(offsets).load() or {}
+
+    proc = child(0.2)
+    worker, stop = start_workload(mariadb_server, mariadb_db, rows)
+    try:
+        until(proc, lambda: stored().get("snapshot") in ("completed", "streaming"))
+        signal(mariadb_server, mariadb_db, "execute-snapshot", {"data-collections": [f"{mariadb_db}.items"]}, "s1")
+        until(proc, lambda: stored().get(inc.PRIMARY_KEY) is not None
+                         and len(read_ids(lines())) >= 1000)
+        proc.send_signal(signals.SIGKILL)
+        proc.wait()
+        at_kill = stored()
+        last_stored = int(json.loads(at_kill[inc.PRIMARY_KEY])[0])
+        killed_at = len(lines())
+        assert at_kill[inc.COLLECTIONS] and last_stored < rows
+        proc = child(0)
+        until(proc, lambda: not stored().get(inc.COLLECTIONS), 300)
+        stop.set()
+        worker.join(30)
+        mariadb_server.execute("INSERT INTO done VALUES (1)", mariadb_db)
+        until(proc, lambda: any(d["topic"].endswith(".done") for d in lines()))
+    finally:
+        stop.set()
+        proc.send_signal(signals.SIGKILL)
+        proc.wait()
+    events = lines()
+    first, again = read_ids(events[:killed_at]), read_ids(events[killed_at:])
+    assert first and again and min(again) > last_stored  # the chunks stored before the kill: not read again
+    assert len(again) == len(set(again))
+    state: dict[int, Any] = {}
+    for d in events:
+        v = d["value"]
+        if v and d["topic"].endswith(".items"):
+            if v["op"] == "d":
+                state.pop(v["before"]["id"], None)
+            else:
+                state[v["after"]["id"]] = v["after"]
+    assert state == table_state(mariadb_server, mariadb_db)
+
+
 def test_a_batch_replayed_in_a_fresh_connector_reads_its_chunk_again(mariadb_server, mariadb_db):
     """What Spark does after a crash: plan() of a checkpointed (start, end] in a new source."""
     config = small(mariadb_server, mariadb_db)
