@@ -348,7 +348,7 @@ class Incremental:
             for change in self.hooks.scan_stream(start_pos, end_pos, watched):
                 if change.table == self.signal_table and change.op == "c" and change.row is not None:
                     s = self._source_signal(change.row, window)
-                    if s is not None:
+                    if s is not None and self.source_channel:  # (the table holds only watermarks otherwise)
                         signals.append(s)
                 elif window is not None and change.table == window.collection.id:
                     self._supersede(window, change)

@@ -76,8 +76,9 @@ def started(run: Run) -> None:
 
 
 def finish(server: MariaDBServer, db: str, run: Run, n: int) -> None:
-    """Wait for the snapshot (begun: a row read) to end and the stream to deliver a marker written after it."""
-    run.wait(lambda: any(value(e).get("op") == "r" for e in run.events))
+    """Wait for the incremental snapshot (begun: a row read) to end and the stream to deliver a marker written
+    after it."""
+    run.wait(lambda: any(value(e).get("source", {}).get("snapshot") == "incremental" for e in run.events))
     run.wait(run.snapshot_done, 300)
     server.execute(f"INSERT INTO done VALUES ({n})", db)
     run.wait(lambda: run.saw_done(n))
@@ -98,7 +99,7 @@ def snapshot_under_workload(server: MariaDBServer, db: str, rows: int, extra: di
         started(run)
         worker, stop = start_workload(server, db, rows)
         signal(server, db, "execute-snapshot", {"data-collections": [f"{db}.items"]}, "s1")
-        run.wait(lambda: bool(reads(run.events)))
+        run.wait(lambda: any(value(e).get("source", {}).get("snapshot") == "incremental" for e in run.events))
         run.wait(run.snapshot_done, 900)
         stop.set()
         worker.join(30)
@@ -394,10 +395,11 @@ def complete(server: MariaDBServer, db: str, config: Any, offsets: Path, n: int)
 
 
 def test_the_file_channel_and_the_command_line(mariadb_server, mariadb_db, tmp_path):
-    """A signal file read once across restarts, and `headwater signal` queueing one for a stopped pipeline."""
+    """A signal file read once across restarts, and `headwater signal` queueing one for a stopped pipeline;
+    after the initial snapshot (the lock-free one, whose chunk progress rides in the first streaming offsets)."""
     signals = tmp_path / "signals.txt"
     config = small(mariadb_server, mariadb_db, 1000, **{"signal.enabled.channels": "source,file",
-                                                        "signal.file": str(signals)})
+                                                        "signal.file": str(signals), "snapshot.mode": "initial"})
     items = f"{mariadb_db}.items"
     offsets = tmp_path / "offsets.json"
     signals.write_text("this is not a signal\n")
