@@ -537,3 +537,24 @@ def test_the_rows_source_and_the_notifications(mariadb_server, mariadb_db):
                                            "data_collections": f"{db}.items", "last_processed_key": "450",
                                            "maximum_key": "450"}
     assert notes[-2]["additional_data"]["total_rows_scanned"] == "450"
+
+
+def test_a_composite_keys_chunk_is_read_by_a_range_of_the_key(mariadb_server, mariadb_db):
+    """The chunk's bounds spelt column by column: MariaDB reads a range of the primary key, where a row
+    comparison `(a, b) > (x, y)` scans the key from its start."""
+    from headwater.connectors.binlog.snapshot import DIALECT
+    from headwater.connectors.common.snapshot import ChunkKey, key_between
+
+    mariadb_server.execute("CREATE TABLE p (a INT, b VARCHAR(20), v INT, PRIMARY KEY (a, b)); "
+                           "INSERT INTO p SELECT seq DIV 10, CONCAT('k', seq % 10), seq FROM seq_0_to_19999; "
+                           "ANALYZE TABLE p", mariadb_db)
+    where, params = key_between(ChunkKey(("a", "b"), (False, False)), DIALECT, ["1000", "k3"], ["1999", "k9"])
+    conn = connect(mariadb_server, mariadb_db)
+    with conn.cursor() as cur:
+        cur.execute(f"EXPLAIN SELECT * FROM p WHERE {where} ORDER BY a, b LIMIT 100", params)
+        plan = cur.fetchone()
+        cur.execute(f"SELECT a, b FROM p WHERE {where} ORDER BY a, b LIMIT 3", params)
+        first = cur.fetchall()
+    conn.close()
+    assert plan[3] == "range" and plan[5] == "PRIMARY"
+    assert first == ((1000, "k4"), (1000, "k5"), (1000, "k6"))
