@@ -3,7 +3,7 @@
 The reader keeps each event as it came (header and body, the checksum cut off) and reads only
 what framing needs: the header (time, type, server id, size, next position), a GTID event's GTID,
 a QUERY event's thread, database and statement, a ROTATE event's next file, a TABLE_MAP's table
-id. Row values are decoded later, in the work units (`streaming.py`). Layouts of MySQL 5.6+/8 and
+id and name. Row values are decoded later, in the work units (`streaming.py`). Layouts of MySQL 5.6+/8 and
 MariaDB 10.x (binlog version 4).
 """
 
@@ -57,6 +57,16 @@ def table_id(event: bytes) -> int:
 def framed_table_id(payload: bytes) -> int:
     """`table_id` of a framed event (type byte + event), without copying it."""
     return int.from_bytes(payload[1 + HEADER_SIZE:7 + HEADER_SIZE], "little")
+
+
+def table_map_name(payload: bytes) -> tuple[str, str]:
+    """The database and table a framed TABLE_MAP event names (without decoding its columns)."""
+    at = 1 + HEADER_SIZE + 8  # table id, flags
+    n = payload[at]
+    database = payload[at + 1:at + 1 + n].decode("utf-8", "replace")
+    at += n + 2  # the name and its NUL
+    m = payload[at]
+    return database, payload[at + 1:at + 1 + m].decode("utf-8", "replace")
 
 
 def rotate_file(event: bytes) -> tuple[str, int]:

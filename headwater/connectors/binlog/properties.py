@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from headwater.config.properties import Property, prop, refuse
 from headwater.config.validation import PropertySet
 from headwater.connectors.binlog import history_properties
+from headwater.connectors.common import signals
 from headwater.connectors.common.phases import CONFIGURATION_BASED
 
 SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "never", "no_data", "recovery", "always",
@@ -79,6 +80,7 @@ DEFINITIONS: list[Property] = [
     refuse("database.ssl.keystore.password"),
     refuse("database.ssl.truststore"),
     refuse("database.ssl.truststore.password"),
+    *signals.PROPERTIES,
 ]
 
 
@@ -89,7 +91,8 @@ def property_set(ssl_modes: tuple[str, ...], own: Sequence[Property] = ()) -> Pr
                why=f"TLS to the database is not built yet ({', '.join(ssl_modes[1:])} are Debezium's other values)")
     return PropertySet([*DEFINITIONS, *history_properties.DEFINITIONS, ssl, *own],
                        exclusive=[("database.include.list", "database.exclude.list"),
-                                  ("gtid.source.includes", "gtid.source.excludes")])
+                                  ("gtid.source.includes", "gtid.source.excludes")],
+                       check=signals.check_properties)
 
 
 GTID_SOURCES = [prop("gtid.source.includes", "regexes"), prop("gtid.source.excludes", "regexes")]

@@ -171,9 +171,11 @@ class BinlogMaker(RecordMaker):
         return b"".join(out)
 
     def snapshot_source(self, t: TableRecords, ts_us: int, marker: str, position: Mapping[str, Any]) -> bytes:
-        """`position`: the snapshot's binlog `file` and `pos` (read under the snapshot's lock)."""
-        return self.source_bytes(t, marker, ts_us, server_id=0, gtid=None, file=position["file"],
-                                 pos=position["pos"], row=0, thread=None, query=None)
+        """`position`: the snapshot's binlog `file` and `pos` (read under the snapshot's lock); an incremental
+        snapshot's also the `server_id`, `gtid`, `row` and `thread` of the event its window closed at."""
+        return self.source_bytes(t, marker, ts_us, server_id=position.get("server_id", 0), gtid=position.get("gtid"),
+                                 file=position["file"], pos=position["pos"], row=position.get("row", 0),
+                                 thread=position.get("thread"), query=None)
 
     def schema_change(self, database: str, ddl: str, changes: list[dict[str, Any]], source: bytes,
                       version: int, ts_us: int) -> None:

@@ -77,10 +77,12 @@ class _Block:
 
 
 def snapshot_events(te: TableRecords, maker: BinlogMaker, rows: Iterable[tuple], *, ts_us: int, version: int,
-                    position: dict[str, Any], ends: tuple[bool, bool, bool, bool]) -> Iterator[Events]:
+                    position: dict[str, Any], ends: tuple[bool, bool, bool, bool] | None) -> Iterator[Events]:
     """The `r` events of a chunk's `rows` (in the table's column order), `batch_rows` at a time; `ends`:
-    (first table, last table, first chunk, last chunk) for the `source.snapshot` markers."""
-    first_table, last_table, first_chunk, last_chunk = ends
+    (first table, last table, first chunk, last chunk) for the `source.snapshot` markers, None for an
+    incremental snapshot's rows (each `incremental`)."""
+    first_table, last_table, first_chunk, last_chunk = ends or (False, False, False, False)
+    default = "true" if ends is not None else "incremental"
     size = te.ctx.batch_rows
     it = iter(rows)
     block = list(islice(it, size))
@@ -90,16 +92,18 @@ def snapshot_events(te: TableRecords, maker: BinlogMaker, rows: Iterable[tuple],
     while block:
         following = list(islice(it, size))
         n = len(block)
-        marks = {0: marker(first_table, last_table, first_chunk and first, last_chunk and not following and n == 1)}
-        if n > 1:
-            marks[n - 1] = marker(first_table, last_table, False, last_chunk and not following)
+        marks: dict[int, str] = {}
+        if ends is not None:
+            marks[0] = marker(first_table, last_table, first_chunk and first, last_chunk and not following and n == 1)
+            if n > 1:
+                marks[n - 1] = marker(first_table, last_table, False, last_chunk and not following)
         if encoder is not None:
             b = _Block(te, block)
-            yield encoder.encode([], {i: m for i, m in marks.items() if m != "true"}, rows=n, json_of=b.json,
-                                 typed_of=b.typed)
+            yield encoder.encode([], {i: m for i, m in marks.items() if m != default}, default, rows=n,
+                                 json_of=b.json, typed_of=b.typed)
         else:
             for i, values in enumerate(block):
-                mark = marks.get(i, "true")
+                mark = marks.get(i, default)
                 src = sources.get(mark)
                 if src is None:
                     src = sources[mark] = orjson.Fragment(maker.snapshot_source(te, ts_us, mark, position))

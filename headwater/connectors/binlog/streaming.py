@@ -99,7 +99,7 @@ class RowFilter(Protocol):
         ...
 
 
-class _Ctl:
+class DecodeControl:
     """What pymysqlreplication's decoders ask of their control connection (no queries are made:
     column names come from the schema history)."""
 
@@ -116,7 +116,7 @@ _ALL_EVENTS = frozenset((row_event.TableMapEvent, row_event.WriteRowsEvent, row_
                          row_event.DeleteRowsEvent, rep_event.NotImplementedEvent))
 
 
-def decode_event(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> Any:
+def decode_event(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> Any:
     """A framed event (type byte + raw event without checksum) decoded by pymysqlreplication."""
     wrapper = BinLogPacketWrapper(MysqlPacket(b"\x00" + payload[1:], "utf8"), table_map, ctl, (8, 0, 0), False,
                                   _ALL_EVENTS, None, None, None, None, False, False, False, True, False)
@@ -126,7 +126,7 @@ def decode_event(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> Any:
 _TABLE_MAPS: dict[bytes, Any] = {}  # decoded TABLE_MAP events by their body (the same for every transaction)
 
 
-def map_table(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> None:
+def map_table(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> None:
     """Decode a TABLE_MAP event into `table_map`, its columns named by position ("0", "1", ...); a TABLE_MAP
     seen before in this process (its body, which names the table id, after the header) is not decoded again."""
     body = payload[1 + fr.HEADER_SIZE:]
@@ -233,7 +233,7 @@ class _Decoder:
 
     def __init__(self, unit: BinlogSlice, maker: BinlogMaker, counters: TxnCounters | None = None):
         self.unit, self.maker, self.ctx = unit, maker, unit.ctx
-        self.ctl = _Ctl(unit.dbms)
+        self.ctl = DecodeControl(unit.dbms)
         self.table_map: dict[int, Any] = {}
         for payload in unit.layouts.values():
             map_table(payload, self.table_map, self.ctl)
@@ -461,11 +461,7 @@ class _Decoder:
         if len(tm.columns) != n:
             raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(tm.columns)} columns "
                               f"for {key[0]}.{key[1]}, the schema history {n}")
-        images = rows_of(payload, self.table_map)
-        if images is None:
-            file, at = split_pos(self.unit.file_like, pos)
-            images = self._library_rows(payload, op == "u", n, f"{file}:{at} for {key[0]}.{key[1]}",
-                                        [c.name for c in table.columns])
+        images = row_images(payload, self.table_map, self.ctl, table, self.unit.file_like, pos)
         te = self._records(table)
         h = fr.header(payload[1:])
         seg = self.seg
@@ -498,19 +494,29 @@ class _Decoder:
                     self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                     seg.commit_pos, ts)
 
-    def _library_rows(self, payload: bytes, update: bool, n: int, where: str,
-                      columns: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
-        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it, and
-        partial images, which are refused)."""
-        ev = decode_event(payload, self.table_map, self.ctl)
-        for r in ev.rows:
-            for sources in ("before_none_sources", "after_none_sources") if update else ("none_sources",):
-                require_full_image(r.get(sources) or {}, where, columns)
-        names = [str(i) for i in range(n)]
-        if update:
-            return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
-                     image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
-        return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]
+
+
+def row_images(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl, table: Table, file_like: str,
+               pos: int) -> list[tuple[tuple[Any, ...], ...]]:
+    """The images of the rows event at stream position `pos` (one per row, two for an update: before and
+    after) of `table`, as the type converters take them: read by `rows.py`, or by pymysqlreplication for
+    the column types `rows.py` leaves to it (partial images are refused)."""
+    images = rows_of(payload, table_map)
+    if images is not None:
+        return images
+    ev = decode_event(payload, table_map, ctl)
+    update = payload[0] in fr.UPDATES
+    columns = [c.name for c in table.columns]
+    file, at = split_pos(file_like, pos)
+    where = f"{file}:{at} for {table.database}.{table.name}"
+    for r in ev.rows:
+        for sources in ("before_none_sources", "after_none_sources") if update else ("none_sources",):
+            require_full_image(r.get(sources) or {}, where, columns)
+    names = [str(i) for i in range(len(columns))]
+    if update:
+        return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
+                 image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
+    return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]
 
 
 def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:

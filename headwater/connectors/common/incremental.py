@@ -167,7 +167,7 @@ class Change:
 
     table: str
     op: str  # c, u, d, or t (a truncate)
-    xid: int | None
+    xid: Any  # what the read-only mode's `visible` reads of the change's transaction (its id, GTID or position)
     keys: list[Key] = field(default_factory=list)
     row: tuple[Any, ...] | None = None
 
@@ -187,6 +187,9 @@ class Window:
     snapshot: Any = None  # the read-only mode's visibility (connector's own)
     evicted: set[Key] = field(default_factory=set)
     truncated: bool = False
+    keys: pa.Array | None = None  # each row's key as one string, when the connector compares keys so (else
+    # the key columns' text joined); a streamed change's keys are then 1-tuples of such strings
+    source: dict[str, Any] | None = None  # where the window closed, for the rows' `source` (kept in the offset)
 
     def evict(self, keys: Sequence[Key]) -> None:
         self.evicted.update(keys)
@@ -197,14 +200,17 @@ class Window:
             return [c.slice(0, 0) for c in self.columns]
         if not self.evicted:
             return self.columns
-        mask = pc.invert(pc.is_in(_joined([self.columns[i] for i in self.key_index]),
-                                  value_set=pa.array([_join(k) for k in self.evicted], pa.string())))
+        keys = self.keys if self.keys is not None else _joined([self.columns[i] for i in self.key_index])
+        mask = pc.invert(pc.is_in(keys, value_set=pa.array([_join(k) for k in self.evicted], pa.string())))
         return [c.filter(mask) for c in self.columns]
 
     def chunk_offset(self) -> dict[str, Any]:
         c = self.collection
-        return {"id": self.id, "table": c.id, "condition": c.condition, "surrogate_key": c.surrogate_key,
-                "from": self.from_key, "to": self.to_key}
+        out: dict[str, Any] = {"id": self.id, "table": c.id, "condition": c.condition, "surrogate_key": c.surrogate_key,
+               "from": self.from_key, "to": self.to_key}
+        if self.source is not None:
+            out["source"] = self.source
+        return out
 
 
 _SEP = "\x1f"
@@ -243,9 +249,10 @@ class IncrementalHooks(Protocol):
         ...
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
-                    upto: list[Any], size: int, window_id: str) -> Window | None:
+                    upto: list[Any], size: int, window_id: str, delivered: Offset) -> Window | None:
         """Open a window and read the chunk: at most `size` rows with keys in (after, upto], by key
-        (watermarks written as configured); None when there are no such rows (no window stays open)."""
+        (watermarks written as configured); None when there are no such rows (no window stays open).
+        `delivered`: the stream position the changes delivered so far reach (the batch's start)."""
         ...
 
     def window_ready(self, window: Window, end: Offset) -> bool:
@@ -297,7 +304,7 @@ class Incremental:
             self.files.append((Path(config[sig.CLI_FILE]), "cli"))
         self.poll_s = config["signal.poll.interval.ms"] / 1000
         self.chunk_size = config["incremental.snapshot.chunk.size"]
-        self.read_only = bool(config.get(sig.READ_ONLY))
+        self.read_only = sig.read_only(config)
         self.last_poll = 0.0
         self.window: Window | None = None
         self.pending: dict[str, Window] = {}  # chunk id -> window, emitted by the batch planned next
@@ -323,7 +330,7 @@ class Incremental:
                     **({FILE_POSITIONS: start[FILE_POSITIONS]} if start.get(FILE_POSITIONS) else {}),
                     BLOCKING: pending}
         if self.window is None and state.active and not state.paused:
-            state = self._open_next(state)
+            state = self._open_next(state, start_pos)
         end_pos = stream()
         files = dict(start.get(FILE_POSITIONS) or {})
         signals: list[sig.Signal] = []
@@ -341,7 +348,7 @@ class Incremental:
             for change in self.hooks.scan_stream(start_pos, end_pos, watched):
                 if change.table == self.signal_table and change.op == "c" and change.row is not None:
                     s = self._source_signal(change.row, window)
-                    if s is not None:
+                    if s is not None and self.source_channel:  # (the table holds only watermarks otherwise)
                         signals.append(s)
                 elif window is not None and change.table == window.collection.id:
                     self._supersede(window, change)
@@ -457,6 +464,10 @@ class Incremental:
                           for name, f in conditions.items() if re.fullmatch(name, t) or name == t}
             self.blocking = {"id": s.id, "tables": tables, "statements": statements}
             return state
+        if not self.read_only and not self.signal_table:
+            log.warning("skipping %s: incremental snapshots write their watermarks to signal.data.collection, which "
+                        "is not set (set it, or read.only: true)", s.describe())
+            return state
         new = []
         for t in tables:
             cond = next((f for name, f in conditions.items() if re.fullmatch(name, t) or name == t), legacy)
@@ -470,7 +481,7 @@ class Incremental:
         return State(added, None, None, s.id, False)
 
     # ------------------------------------------------------------------ chunks
-    def _open_next(self, state: State) -> State:
+    def _open_next(self, state: State, delivered: Offset) -> State:
         """Open the window of the next chunk, moving past tables that are done (or cannot be read)."""
         was_active = state.active
         while state.active:
@@ -489,7 +500,7 @@ class Incremental:
                     state = state.with_(max_key=top)
                 assert state.max_key is not None
                 window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
-                                                str(uuid.uuid4()))
+                                                str(uuid.uuid4()), delivered)
             except TableSkipped as exc:
                 log.warning("incremental snapshot: skipping %s: %s", c.id, exc)
                 state = self._table_done(state, exc.status)

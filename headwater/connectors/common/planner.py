@@ -271,11 +271,15 @@ class Planner(Generic[P]):
     def batch_messages(self, start: P, end: P) -> Iterator[tuple[Txn, Message]]:
         """The messages of (start, end] with their transactions, in log order, from the buffer (for the
         driver's scans: signals and incremental snapshots); waits until the buffer holds them."""
-        self._align(start)
-        self._wait_for(end)
-        for part in self._txn_parts(start, end):
+        for part in self.batch_parts(start, end):
             for m in part.msgs:
                 yield part.txn, m
+
+    def batch_parts(self, start: P, end: P) -> list[TxnPart]:
+        """`batch_messages` by transaction, each part with the layouts in force where it starts."""
+        self._align(start)
+        self._wait_for(end)
+        return self._txn_parts(start, end)
 
     def _txn_parts(self, start: P, end: P) -> list[TxnPart]:
         """Each transaction's messages in (start, end], with the layouts in force where it starts."""

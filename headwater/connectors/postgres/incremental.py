@@ -27,12 +27,9 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime as dt
 import io
 import json
 import logging
-import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,8 +42,14 @@ from psycopg2 import sql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common.adhoc import (
+    blocking_config,
+    choose_collections,
+    chunk_key,
+    close_data,
+    open_data,
+)
 from headwater.connectors.common.columnar import SnapshotBlockEncoder
-from headwater.connectors.common.filters import matches_any
 from headwater.connectors.common.incremental import (
     Change,
     Collection,
@@ -58,8 +61,7 @@ from headwater.connectors.common.incremental import (
 )
 from headwater.connectors.common.notifications import NotificationUnit
 from headwater.connectors.common.records import table_records
-from headwater.connectors.common.signals import split_table
-from headwater.connectors.common.snapshot import snapshot_order
+from headwater.connectors.common.signals import read_only, split_table
 from headwater.connectors.postgres import catalog, pgoutput
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.columnar import read_csv_blocks
@@ -129,7 +131,7 @@ class PostgresIncremental:
         cfg = source.config
         self.signal_table: str | None = cfg.get("signal.data.collection")
         self.strategy = cfg["incremental.snapshot.watermarking.strategy"]
-        self.read_only = bool(cfg.get("headwater.incremental.snapshot.read.only"))
+        self.read_only = read_only(cfg)
         self.tables: dict[str, TableSchema] = {}
         self.warned_no_signal_table = False
         self.blocking_holder: Any = None  # the connection holding a blocking snapshot's exported snapshot
@@ -144,20 +146,14 @@ class PostgresIncremental:
     def resolve_collections(self, patterns: Sequence[str]) -> list[str]:
         self.tables.clear()  # a new snapshot reads the tables as they are now
         names = [str(t) for t in catalog.list_tables(self.source._connection(), self.source.context.filters)]
-        chosen = [n for n in names if matches_any(list(patterns), n) and n != self.signal_table]
-        include = self.source.config.get("table.include.list")
-        return sorted(chosen, key=lambda n: snapshot_order(n, include))
+        return choose_collections(names, patterns, self.signal_table, self.source.config.get("table.include.list"))
 
     def key_columns(self, collection: Collection) -> list[str] | None:
         try:
             t = self._table(collection.id)
         except Exception as exc:
             raise TableSkipped(f"it cannot be read: {str(exc).strip()}") from None
-        if collection.surrogate_key:
-            if collection.surrogate_key not in t.column_names():
-                raise TableSkipped(f"surrogate-key {collection.surrogate_key!r} is not one of its columns")
-            return [collection.surrogate_key]
-        return list(t.primary_key) if t.primary_key else None
+        return chunk_key(collection, t.column_names(), t.primary_key)
 
     # ---- the stream scan
     def scan_stream(self, start: Offset, end: Offset, watched: Mapping[str, list[str]]) -> Iterator[Change]:
@@ -272,10 +268,7 @@ class PostgresIncremental:
                     (id_, kind, json.dumps(data)))
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
-                    upto: list[Any], size: int, window_id: str) -> Window | None:
-        if not self.read_only and not self.signal_table:
-            raise ValueError("incremental snapshots need signal.data.collection for their watermarks "
-                             "(or headwater.incremental.snapshot.read.only: true)")
+                    upto: list[Any], size: int, window_id: str, delivered: Offset) -> Window | None:
         t = self._table(collection.id)
         q = self.chunk_query(t, key_columns, after, upto, collection.condition, size)
 
@@ -290,7 +283,7 @@ class PostgresIncremental:
                         cur.execute("SELECT pg_current_snapshot()::text")
                         snap = cur.fetchone()[0]
                     else:
-                        opened = {"openWindowTimestamp": _now()}
+                        opened = open_data()
                         self._watermark(cur, f"{window_id}-open", "snapshot-window-open", opened)
                     columns = copy_rows(cur, conn, q, len(t.columns))
                     if self.read_only:
@@ -304,8 +297,7 @@ class PostgresIncremental:
                         cur.execute(sql.SQL("DELETE FROM {} WHERE {} = %s").format(
                             sql.Identifier(s_schema, s_table), sql.Identifier(first)), (f"{window_id}-open",))
                     else:
-                        self._watermark(cur, f"{window_id}-close", "snapshot-window-close",
-                                        {**opened, "closeWindowTimestamp": _now()})
+                        self._watermark(cur, f"{window_id}-close", "snapshot-window-close", close_data(opened))
                     return columns, vis
             finally:
                 conn.close()
@@ -381,11 +373,7 @@ class PostgresIncremental:
                 cur.execute("SELECT pg_export_snapshot()")
                 name = cur.fetchone()[0]
             found = [t for t in catalog.list_tables(src._connection(), src.context.filters) if str(t) in tables]
-            cfg = src.config
-            chosen = dataclasses.replace(
-                cfg, values={**cfg.values, "snapshot.include.collection.list": [re.escape(str(t)) for t in found],
-                             "snapshot.select.statement.overrides": list(statements)},
-                extra={**cfg.extra, **{f"snapshot.select.statement.overrides.{t}": q for t, q in statements.items()}})
+            chosen = blocking_config(src.config, [str(t) for t in found], statements)
             units = plan_snapshot(src.params, name, src._position(at).lsn_commit, found, src.context, chosen,
                                   src.parallelism)
         except BaseException:
@@ -404,11 +392,6 @@ class PostgresIncremental:
     def log_position(self, at: Offset) -> str:
         pos: StreamPosition = self.source._position(at)
         return f"{{lsn={lsn_to_str(pos.lsn_commit)}}}"
-
-
-def _now() -> str:
-    """The time now as Debezium writes a watermark's (an ISO instant in UTC)."""
-    return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
 
 
 def copy_rows(cur: Any, conn: Any, query: sql.Composable, ncols: int) -> list[pa.Array]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.rows import rows_of
-from headwater.connectors.binlog.streaming import _Ctl, decode_event, image, map_table
+from headwater.connectors.binlog.streaming import DecodeControl, decode_event, image, map_table
 
 DECODED = """
 CREATE TABLE {db}.fast (
@@ -49,7 +49,7 @@ def _events(binlog_dir: Path) -> list[bytes]:
     return out
 
 
-def _library(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> list[tuple[tuple[Any, ...], ...]]:
+def _library(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> list[tuple[tuple[Any, ...], ...]]:
     ev = decode_event(payload, table_map, ctl)
     names = [str(i) for i in range(len(ev.columns))]
     if payload[0] in fr.UPDATES:
@@ -66,7 +66,7 @@ def test_rows_match_the_library(mariadb_server, mariadb_db):
                            f"UPDATE {db}.fast SET d1 = 1.5 WHERE id = 2; DELETE FROM {db}.fast")
     mariadb_server.execute(f"INSERT INTO {db}.other VALUES (1, 'b', 'x,y', '-01:02:03.5', b'101', '{{\"a\": 1}}')")
     mariadb_server.execute("FLUSH BINARY LOGS")
-    ctl = _Ctl("mariadb")
+    ctl = DecodeControl("mariadb")
     table_map: dict[int, Any] = {}
     seen = {"fast": 0, "other": 0}
     for payload in _events(Path(mariadb_server.root) / "data"):

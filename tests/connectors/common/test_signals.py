@@ -97,6 +97,9 @@ def _incremental(**extra: str):
         def visible(self, window, xid):
             return xid < 100
 
+        def resolve_collections(self, patterns):
+            return ["public.t"]
+
     return Incremental(config, Hooks())  # type: ignore[arg-type]
 
 
@@ -119,3 +122,31 @@ def test_watermarks_supersede_only_after_the_open_watermark():
     w.opened = True
     inc._supersede(w, Change("public.t", "u", 5, [("3",), ("2",)]))  # a key change from 2 to 3
     assert w.remaining()[0].to_pylist() == ["1"]
+
+
+def test_read_only_has_debeziums_name_too():
+    from headwater.config import ConfigErrors
+    from headwater.connectors.common.signals import read_only
+    from headwater.connectors.registry import validate_connector
+
+    base = {"connector.class": "postgres", "database.hostname": "h", "database.user": "u", "database.dbname": "d",
+            "topic.prefix": "p"}
+    assert read_only(validate_connector({**base, "read.only": "true"}))
+    assert read_only(validate_connector({**base, "headwater.incremental.snapshot.read.only": "true"}))
+    assert not read_only(validate_connector(base))
+    with pytest.raises(ConfigErrors, match="read.only"):
+        validate_connector({**base, "read.only": "false", "headwater.incremental.snapshot.read.only": "true"})
+
+
+def test_an_incremental_snapshot_without_a_signalling_table_is_skipped(caplog):
+    from headwater.connectors.common.incremental import State
+
+    s = parse_signal("x", "execute-snapshot", {"data-collections": ["public.t"]}, "file")
+    assert _incremental()._act(State(), s, {}) == State()  # (watermarks need the signalling table)
+    assert "signal.data.collection" in caplog.text
+    started = _incremental(**{"read.only": "true"})._act(State(), s, {})
+    assert started.collections == (Collection("public.t"),) and started.correlation_id == "x"
+    blocking = _incremental()
+    blocking._act(State(), parse_signal("b", "execute-snapshot", {"data-collections": ["public.t"], "type": "blocking"},
+                                        "file"), {})
+    assert blocking.blocking is not None and blocking.blocking["tables"] == ["public.t"]
