@@ -59,6 +59,28 @@ def framed_table_id(payload: bytes) -> int:
     return int.from_bytes(payload[1 + HEADER_SIZE:7 + HEADER_SIZE], "little")
 
 
+def partial_image(payload: bytes) -> bool:
+    """Whether a framed rows event's columns-present bitmaps leave a column out (binlog_row_image NOBLOB
+    or MINIMAL)."""
+    kind = payload[0]
+    at = 1 + HEADER_SIZE + 8  # type byte, header, table id, flags
+    if kind in (WRITE_ROWS, UPDATE_ROWS, DELETE_ROWS):
+        at += int.from_bytes(payload[at:at + 2], "little")  # extra data, its length included
+    n = payload[at]
+    at += 1
+    if n >= 251:
+        size = {252: 2, 253: 3, 254: 8}[n]
+        n = int.from_bytes(payload[at:at + size], "little")
+        at += size
+    size = (n + 7) // 8
+    full = (1 << n) - 1
+    for _ in range(2 if kind in UPDATES else 1):
+        if int.from_bytes(payload[at:at + size], "little") != full:
+            return True
+        at += size
+    return False
+
+
 def rotate_file(event: bytes) -> tuple[str, int]:
     """A ROTATE event's next file and position."""
     pos = struct.unpack_from("<Q", event, HEADER_SIZE)[0]

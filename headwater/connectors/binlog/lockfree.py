@@ -63,7 +63,8 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
-from headwater.connectors.binlog.connection import ConnectionParams, connect, require_full_image
+from headwater.connectors.binlog.connection import ConnectionParams, connect
+from headwater.connectors.binlog.images import ABSENT, ImageCheck
 from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn, chunk_columns
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -121,7 +122,8 @@ def _text(v: Any) -> str:
 
 
 def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, high: int) -> list[Change[Row]]:
-    """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end. Every
+    """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end (a
+    partial image's absent columns are ABSENT: `complete_images`). Every
     event is read (not only rows and commits): after a rotation, `high` may be the end of the new file's
     first events, with no transaction after them; the dump blocks for events up to `high`, which SHOW
     MASTER STATUS may name a moment before a replica can read them."""
@@ -134,8 +136,6 @@ def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, hi
     pending: list[tuple[Row | None, Row | None]] = []
 
     def image(values: dict[str, Any], nones: dict[str, str] | None) -> Row:
-        require_full_image(nones or {}, f"{file}:{event.packet.log_pos} for {t.database}.{t.name}",
-                           [c.name for c in t.columns])
         return ("b", tuple(replication_values(values, nones or {}).values()))
     try:
         for event in stream:
@@ -163,6 +163,44 @@ def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, hi
     finally:
         stream.close()
     return changes
+
+
+def complete_images(rows: list[Row], window: list[Change[Row]],
+                    row_key: Callable[[Row], tuple[Any, ...]], order: Callable[[tuple[Any, ...]], Any]
+                    ) -> list[Change[Row]]:
+    """The window with the BLOB/TEXT columns a NOBLOB image leaves out filled in: a change leaves those
+    columns as they were, so they come from the row its (old) key held before it, the image of an earlier
+    change of the window or else the SELECT's row. The SELECT may have seen a later state; that is harmless,
+    as the merge keeps the last change's images and a later change that set such a column carries it. An
+    insert, or a key moved in from a row the SELECT did not see (it saw the move already, or the old key is
+    another chunk's), takes them from the SELECT's row of its key when no earlier change of the window
+    touched that key (it was empty before, so what the SELECT saw there is this row, or nothing). What is
+    still unknown stays ABSENT: the placeholder, as the stream writes it."""
+    if not any(img is not None and any(v is ABSENT for v in img[1]) for c in window for img in (c.before, c.after)):
+        return window
+    selected = {order(row_key(r)): r for r in rows}
+    state: dict[Any, Row | None] = {}  # key -> the row after the window's changes so far (None: removed)
+
+    def complete(image: Row, source: Row | None) -> Row:
+        if source is None or not any(v is ABSENT for v in image[1]):
+            return image
+        return ("b", tuple(s if v is ABSENT else v for v, s in zip(image[1], source[1], strict=True)))
+
+    out = []
+    for change in window:
+        before, after = change.before, change.after
+        if before is not None:
+            k = order(row_key(before))
+            before = complete(before, state[k] if k in state else selected.get(k))
+            state[k] = None
+        if after is not None:
+            k = order(row_key(after))
+            after = complete(after, before)
+            if k not in state:
+                after = complete(after, selected.get(k))
+            state[k] = after
+        out.append(Change(change.position, before, after))
+    return out
 
 
 @dataclass
@@ -231,6 +269,7 @@ class LockFreeChunk(WorkUnit):
                             rows.append(("s", values))
                         low, high = self.low, master_position(cur)
                         window = read_window(self.params, self.table, self.file_like, low, high)
+                        self._check(window)
                         # the weights of the window's keys and the range's bounds, for the merge
                         order.prefetch([self.span.lo, self.span.hi, *(order.key_of(r[1], False) for c in window
                                                                       for r in (c.before, c.after) if r)], cur)
@@ -240,6 +279,15 @@ class LockFreeChunk(WorkUnit):
             _WINDOWS.setdefault(self.run, {})[(name_of(self.table), self.index)] = (low, high)
             self.read_rows = (rows, low, high, window)
         return self.read_rows
+
+    def _check(self, window: list[Change[Row]]) -> None:
+        """Refuse a partial image lacking a column that has no placeholder (or a key column)."""
+        assert self.order is not None
+        check = ImageCheck(self.table, [c.name for c in self.order.columns])
+        for change in window:
+            file, pos = split_pos(self.file_like, change.position)
+            check.check([[img[1] for img in (change.before, change.after) if img is not None]],
+                        f"in the transaction ending at {file}:{pos} for {name_of(self.table)}")
 
     def __getstate__(self) -> dict[str, Any]:
         self._read()  # pickled for a Spark executor: read here, where the driver finds the window
@@ -257,7 +305,10 @@ class LockFreeChunk(WorkUnit):
 
     def read(self) -> Iterator[Events]:
         rows, low, high, window = self._read()
-        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=self._row_key(),
+        row_key = self._row_key()
+        if row_key is not None and self.order is not None:
+            window = complete_images(rows, window, row_key, self.order.order)
+        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=row_key,
                              order=self.order.order if self.order is not None else null_first)
         t, ctx = self.table, self.ctx
         kinds = {"s": records_of(ctx, t, streaming=False), "b": records_of(ctx, t, streaming=True)}

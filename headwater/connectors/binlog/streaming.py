@@ -32,7 +32,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
-from headwater.connectors.binlog.connection import require_full_image
+from headwater.connectors.binlog.images import ImageCheck
 from headwater.connectors.binlog.insert_runs import decode_writes, run_columns
 from headwater.connectors.binlog.positions import FILE_SHIFT, BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
@@ -248,6 +248,7 @@ class _Decoder:
         self.row = 0  # Debezium's source.row: left over from the last rows event
         self.included: dict[TableKey, bool] = {}  # the table filters' answers, asked once per table
         self.records: dict[int, tuple[Table, TableRecords]] = {}  # records_of by id(table)
+        self.checks: dict[int, tuple[Table, ImageCheck]] = {}  # which columns a partial image may lack
         # runs of WRITE_ROWS are decoded column-wise (their events carry no transaction block)
         self.runs = counters is None and not self.ctx.transaction_metadata and unit.keep is None \
             and "c" not in self.ctx.skipped
@@ -463,10 +464,11 @@ class _Decoder:
                               f"for {key[0]}.{key[1]}, the schema history {n}")
         images = rows_of(payload, self.table_map)
         if images is None:
-            file, at = split_pos(self.unit.file_like, pos)
-            images = self._library_rows(payload, op == "u", n, f"{file}:{at} for {key[0]}.{key[1]}",
-                                        [c.name for c in table.columns])
+            images = self._library_rows(payload, op == "u", n)
         te = self._records(table)
+        if fr.partial_image(payload):
+            file, at = split_pos(self.unit.file_like, pos)
+            self._image_check(table, te).check(images, f"at {file}:{at} for {key[0]}.{key[1]}")
         h = fr.header(payload[1:])
         seg = self.seg
         assert seg is not None
@@ -498,19 +500,21 @@ class _Decoder:
                     self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                     seg.commit_pos, ts)
 
-    def _library_rows(self, payload: bytes, update: bool, n: int, where: str,
-                      columns: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
-        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it, and
-        partial images, which are refused)."""
+    def _library_rows(self, payload: bytes, update: bool, n: int) -> list[tuple[tuple[Any, ...], ...]]:
+        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it);
+        the columns of a partial image are ABSENT."""
         ev = decode_event(payload, self.table_map, self.ctl)
-        for r in ev.rows:
-            for sources in ("before_none_sources", "after_none_sources") if update else ("none_sources",):
-                require_full_image(r.get(sources) or {}, where, columns)
         names = [str(i) for i in range(n)]
         if update:
             return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
                      image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
         return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]
+
+    def _image_check(self, table: Table, te: TableRecords) -> ImageCheck:
+        known = self.checks.get(id(table))
+        if known is None or known[0] is not table:
+            known = self.checks[id(table)] = (table, ImageCheck(table, [c.name for c in te.key_columns]))
+        return known[1]
 
 
 def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:

@@ -358,8 +358,43 @@ def test_a_partial_row_image_in_a_chunks_window_is_refused(mariadb_server, maria
     monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", minimal)
     engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
     try:
-        with pytest.raises(SourceError, match=r"partial row image \(without v\).*binlog_row_image=FULL"):
+        with pytest.raises(SourceError, match=r"partial row image \(without id, v\).*binlog_row_image=FULL"):
             for _ in engine.events(once=True):
                 pass
     finally:
         engine.close()
+
+
+def test_noblob_changes_in_a_chunks_window_keep_the_blob_and_text_values_the_key_held(mariadb_server, mariadb_db,
+                                                                                      monkeypatch, tmp_path):
+    """NOBLOB images in a chunk's window (a session's): the merge fills the TEXT column they leave out from the
+    row the key held before the change (the SELECT's, or an earlier change's), so the chunk's `r` events carry
+    the table's values at its high (here the SELECT saw the changes: a key moved in and an insert that did
+    not set the column take it from the SELECT's row of their key)."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL, note TEXT)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}', 'n{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def noblob(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == 4 and self.read_rows is None:
+            mariadb_server.execute("SET SESSION binlog_row_image = NOBLOB; UPDATE t SET v = 'x' WHERE id = 100; "
+                                   "UPDATE t SET note = 'changed' WHERE id = 102; UPDATE t SET v = 'y' WHERE id = 102; "
+                                   "UPDATE t SET id = 101 WHERE id = 104; INSERT INTO t (id, v) VALUES (103, 'new')",
+                                   mariadb_db)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", noblob)
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    try:
+        reads = {}
+        for e in engine.events(once=True):
+            value = e.value_json()
+            if value is not None and value.get("op") == "r":
+                reads[value["after"]["id"]] = (value["after"]["v"], value["after"]["note"])
+    finally:
+        engine.close()
+    assert reads[100] == ("x", "n100")
+    assert reads[102] == ("y", "changed")
+    assert reads[101] == ("init104", "n104") and 104 not in reads
+    assert reads[103] == ("new", None)
+    assert reads[98] == ("init98", "n98")
