@@ -71,6 +71,7 @@ from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, reco
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, SchemaSnapshotUnit, table_ref
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
+from headwater.connectors.binlog.textrows import TextRows, read_text_rows
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.chunkmerge import Change, merge_chunk, null_first
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
@@ -219,7 +220,7 @@ class LockFreeChunk(WorkUnit):
     file_like: str
     ts_us: int
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
-    read_rows: tuple[list[Row], int, int, list[Change[Row]]] | None = field(default=None, repr=False)
+    read_rows: tuple[TextRows, int, int, list[Change[Row]]] | None = field(default=None, repr=False)
     reading: Future[Any] | None = field(default=None, repr=False)  # the read started on the driver's threads
 
     def describe(self) -> str:
@@ -237,13 +238,13 @@ class LockFreeChunk(WorkUnit):
         return (f"SELECT {', '.join(columns + self.order.weight_columns())} FROM {table_ref(t)}"
                 + (f" WHERE {where}" if where else "") + f" ORDER BY {order_by(key, DIALECT)}"), args
 
-    def _read(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
-        """The chunk's rows, its low and high, and the binlog changes of its window."""
+    def _read(self) -> tuple[TextRows, int, int, list[Change[Row]]]:
+        """The chunk's rows (as the server sent them), its low and high, and the binlog changes of its window."""
         if self.reading is not None:
             self.reading.result()
         return self._fetch()
 
-    def _fetch(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
+    def _fetch(self) -> tuple[TextRows, int, int, list[Change[Row]]]:
         """`_read`'s work (once), the window recorded for the driver."""
         if self.read_rows is None:
             sql, args = self._select()
@@ -253,20 +254,16 @@ class LockFreeChunk(WorkUnit):
                     order = self.order
                     if order is None:
                         at = exact_position(cur)
-                        cur.execute(sql, args)
-                        rows = [("s", tuple(r)) for r in cur.fetchall()]
+                        rows = read_text_rows(conn, sql, args)
                         cur.execute("COMMIT")
                         low = high = at.stream
                         window: list[Change[Row]] = []
                     else:
-                        cur.execute(sql, args)
-                        n = len(self.table.columns)
-                        rows = []
-                        for r in cur.fetchall():
-                            values = tuple(r[:n])
-                            if order.text:
-                                order.learn(order.key_of(values, True), r[n:])
-                            rows.append(("s", values))
+                        rows = read_text_rows(conn, sql, args)
+                        if order.text:
+                            n = len(self.table.columns)
+                            for r in rows.tuples():
+                                order.learn(order.key_of(r[:n], True), r[n:])
                         low, high = self.low, master_position(cur)
                         window = read_window(self.params, self.table, self.file_like, low, high)
                         self._check(window)
@@ -304,19 +301,24 @@ class LockFreeChunk(WorkUnit):
         return row_key
 
     def read(self) -> Iterator[Events]:
-        rows, low, high, window = self._read()
-        row_key = self._row_key()
-        if row_key is not None and self.order is not None:
-            window = complete_images(rows, window, row_key, self.order.order)
-        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=row_key,
-                             order=self.order.order if self.order is not None else null_first)
+        text, low, high, window = self._read()
         t, ctx = self.table, self.ctx
         kinds = {"s": records_of(ctx, t, streaming=False), "b": records_of(ctx, t, streaming=True)}
         maker = BinlogMaker(ctx)
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
         file, pos = split_pos(self.file_like, high)
         first_table, last_table, first_chunk, last_chunk = self.ends
-        if all(kind == "s" for kind, _ in merged):  # no change in the window: the SELECT's rows, column-wise
+        if not window:  # nothing to merge: the SELECT's rows, column-wise from the server's text
+            yield from snapshot_events(kinds["s"], maker, text, ts_us=ts_us, version=high,
+                                       position={"file": file, "pos": pos}, ends=self.ends)
+            return
+        rows: list[Row] = [("s", values) for values in text.tuples(len(t.columns))]
+        row_key = self._row_key()
+        if row_key is not None and self.order is not None:
+            window = complete_images(rows, window, row_key, self.order.order)
+        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=row_key,
+                             order=self.order.order if self.order is not None else null_first)
+        if all(kind == "s" for kind, _ in merged):  # no change in the window touched the range
             yield from snapshot_events(kinds["s"], maker, [values for _, values in merged], ts_us=ts_us, version=high,
                                        position={"file": file, "pos": pos}, ends=self.ends)
             return
