@@ -166,6 +166,8 @@ class BinlogSlice(WorkUnit):
         maker = BinlogMaker(self.ctx)
         decoder = _Decoder(self, maker)
         messages = unpack(self.blob)
+        out, batch_rows = maker.out, self.ctx.batch_rows
+        check = 0  # messages until the next look at the records' count
         for seg in self.segments:
             decoder.segment(seg)
             for _ in range(seg.count):
@@ -173,8 +175,12 @@ class BinlogSlice(WorkUnit):
                 if decoder.ready:
                     yield from decoder.ready
                     decoder.ready.clear()
-                if len(maker.out) >= self.ctx.batch_rows:
-                    yield maker.take()
+                check -= 1
+                if check <= 0:
+                    check = 64
+                    if len(out) >= batch_rows:
+                        yield maker.take()
+                        out = maker.out
             decoder.end_segment()
         decoder.flush()
         yield from decoder.ready
@@ -558,7 +564,7 @@ class BinlogCodec(BinlogKinds):
     def after(self, txn: Txn) -> BinlogPosition:
         assert txn.end_pos is not None and txn.xid is not None
         file, pos = split_pos(self.file_like(), txn.end_pos)
-        return BinlogPosition(file, pos, self.reader.gtid_after.get(txn.xid, ""))
+        return BinlogPosition(file, pos, self.reader.gtid_text(txn.xid))
 
     def inside(self, before: BinlogPosition, txn: Txn, n: int) -> BinlogPosition:
         return BinlogPosition(before.file, before.pos, before.gtids, n, txn.xid, txn.commit_pos)
