@@ -9,7 +9,8 @@ the reading side). `TextRows` keeps that buffer and pickles as it (about the siz
 or 0xFB for NULL), and makes each column one Arrow array over the buffer: `string` for text, `binary`
 for a column of the binary character set (as PyMySQL decodes: a BINARY/BLOB/BIT/spatial value is bytes,
 every other value text in the connection's character set, utf8mb4). `tuples()` gives the rows exactly as
-a PyMySQL cursor does with `snapshot.TEXT_VALUES` (str, bytes, None), for the row-wise paths.
+a PyMySQL cursor does with `snapshot.TEXT_VALUES` (str, bytes, None), for the row-wise paths. Pickled,
+the buffer is compressed with zstd.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from headwater.events.arrays import int64_array
 READ_SIZE = 1 << 20  # bytes asked of the socket at once
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
 BINARY_CHARSET = 63
+COMPRESS_FROM = 64 << 10  # bytes of rows from which a pickled TextRows is compressed
 
 
 @dataclass
@@ -43,6 +45,20 @@ class TextRows:
 
     def __len__(self) -> int:
         return len(self.starts)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (a chunk for a Spark executor) with the buffer compressed (zstd: ~2.5x on text rows, which
+        Spark's JVM holds for every partition of a batch at once)."""
+        data = self.data
+        if len(data) < COMPRESS_FROM:
+            return {**self.__dict__, "data": bytes(data), "size": None}
+        return {**self.__dict__, "data": pa.compress(data, codec="zstd", asbytes=True), "size": len(data)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        size = state.pop("size")
+        if size is not None:
+            state["data"] = pa.decompress(state["data"], size, codec="zstd", asbytes=True)
+        self.__dict__.update(state)
 
     def slice(self, start: int, stop: int) -> TextRows:
         """Rows [start, stop) (the same buffer)."""
