@@ -87,10 +87,15 @@ def rotate_file(event: bytes) -> tuple[str, int]:
     return event[HEADER_SIZE + 8:].decode(), pos
 
 
+_SERVER_ID = struct.Struct("<I").unpack_from  # (5 bytes into the header)
+_MARIADB_GTID = struct.Struct("<QIB").unpack_from
+
+
 def mariadb_gtid(event: bytes) -> tuple[str, bool]:
     """A MariaDB GTID event's GTID (`domain-server-sequence`) and whether it stands alone (no BEGIN)."""
-    seq, domain, flags = struct.unpack_from("<QIB", event, HEADER_SIZE)
-    return f"{domain}-{header(event).server_id}-{seq}", bool(flags & MARIADB_FL_STANDALONE)
+    server = _SERVER_ID(event, 5)[0]
+    seq, domain, flags = _MARIADB_GTID(event, HEADER_SIZE)
+    return f"{domain}-{server}-{seq}", bool(flags & MARIADB_FL_STANDALONE)
 
 
 def mysql_gtid(event: bytes) -> str:

@@ -304,9 +304,10 @@ class BinlogReader:
         thread: int | None = None
         standalone = False  # the open transaction is one statement (no BEGIN)
         pending: list[tuple[int, bytes]] = []
-        pending_data = 0
+        pending_data = pending_bytes = 0
         done: list[_Part] = []  # whole transactions received, handed on together when the socket has no more
         cut = -4 if self.checksum else None
+        checksum_size = 4 if self.checksum else 0
         buf = self.buffer
         packets = Packets(conn)
         kept = fr.ROWS_EVENTS | {fr.TABLE_MAP} | ({fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY} if self.queries else set())
@@ -318,7 +319,10 @@ class BinlogReader:
         quiet = 0  # events since the last look at `stopping`
         while True:
             if done:
-                if len(done) >= FLUSH_EVERY or not packets.buffered():
+                left = len(packets.data) - packets.at
+                if len(done) >= FLUSH_EVERY or left < 4 or left < 4 + (packets.data[packets.at] |
+                                                                       packets.data[packets.at + 1] << 8 |
+                                                                       packets.data[packets.at + 2] << 16):
                     if stopping():
                         raise _Restart
                     self._flush(gen, done)
@@ -340,6 +344,7 @@ class BinlogReader:
                 # framed: the type byte, then the event without its checksum, its size field saying so
                 pending.append((start, type_bytes[kind] + data[1:] if cut is None else
                                 b"".join((type_bytes[kind], data[1:10], size_field(len(data) - 5), data[14:cut]))))
+                pending_bytes += len(data) - checksum_size  # (the framed payload's size)
                 if kind in rows_events:
                     pending_data += 1
                 if len(pending) < FLUSH_EVERY:
@@ -370,6 +375,7 @@ class BinlogReader:
                     if txn is None:
                         txn, txn_gtid, standalone = Txn(start, start, start, timestamp * 1_000_000), None, True
                     pending.append((start, framed))
+                    pending_bytes += len(framed)
                     ends = standalone
                     if not ends and len(pending) < FLUSH_EVERY:
                         continue
@@ -398,8 +404,9 @@ class BinlogReader:
                 txn.commit_ts = timestamp * 1_000_000
                 if txn_gtid is not None:
                     gtids.add(txn_gtid)
-            done.append(_Part(txn, pending, pending_data, (gtids.state(), txn_gtid, thread) if ends else None))
-            pending, pending_data = [], 0
+            done.append(_Part(txn, pending, pending_data, pending_bytes,
+                              (gtids.state(), txn_gtid, thread) if ends else None))
+            pending, pending_data, pending_bytes = [], 0, 0
             if not ends:  # a large transaction's part goes on at once
                 self._flush(gen, done)
                 done = []
@@ -415,8 +422,7 @@ class BinlogReader:
             if gen != self.generation or self.stopping.is_set():
                 raise _Restart
             for part in parts:
-                txn, msgs = part.txn, part.msgs
-                size = sum(len(p) for _, p in msgs)
+                txn, msgs, size = part.txn, part.msgs, part.nbytes
                 if not buf.txns or buf.txns[-1] is not txn:
                     buf.txns.append(txn)
                 txn.msgs.extend(msgs)
@@ -439,6 +445,7 @@ class _Part:
     txn: Txn
     msgs: list[tuple[int, bytes]]
     ndata: int
+    nbytes: int
     ended: tuple[object, str | None, int | None] | None
 
 

@@ -351,13 +351,18 @@ class _Decoder:
         to the library)."""
         table_id = fr.framed_table_id(payload)
         tm = self.table_map.get(table_id)
+        run = self.run
+        if run.events and tm is run.tm and table_id == run.table_id and run.nbytes < MAX_RUN_BYTES \
+                and len(run.events) < self.ctx.batch_rows:  # the run's table as before (a DDL ends a run)
+            run.events.append(_RunEvent(pos, payload, self.seg, self.gtid, self.thread, self.query))  # type: ignore[arg-type]
+            run.nbytes += len(payload)
+            return True
         if tm is None or plan_of(tm) is None:
             return False
         key = (tm.schema, tm.table)
         table = self.tables.get(key)
         if table is None or len(tm.columns) != len(table.columns) or not self._includes(key):
             return False
-        run = self.run
         if run.events and (table_id != run.table_id or tm is not run.tm or table is not run.table
                            or run.nbytes >= MAX_RUN_BYTES or len(run.events) >= self.ctx.batch_rows):
             self.flush()
