@@ -55,15 +55,16 @@ class _Block:
         self.te, self.rows = te, rows
         self.text: dict[int, pa.Array | None] = {}
         self.values: dict[int, list[Any]] = {}
-        if text is not None:
-            for i, column in enumerate(text.columns()):
-                if column.type == pa.string():
-                    self.text[i] = column
-                else:
-                    self.text[i], self.values[i] = None, column.to_pylist()
+        self.arrays = text.columns() if text is not None else None
 
     def _column(self, index: int) -> tuple[list[Any], pa.Array | None]:
-        if index in self.values or (self.rows is None and index in self.text):
+        if self.arrays is not None:  # the server's text rows: text as it is, bytes as Python values
+            if index not in self.text:
+                array = self.arrays[index]
+                if array.type == pa.string():
+                    self.text[index] = array
+                else:
+                    self.text[index], self.values[index] = None, array.to_pylist()
             return self.values.get(index, []), self.text[index]
         assert self.rows is not None
         values = [r[index] for r in self.rows]
