@@ -26,7 +26,7 @@ import pymysql
 from pymysql.connections import TEXT_TYPES, FieldDescriptorPacket
 from pymysql.constants import COMMAND, FIELD_TYPE
 
-from headwater.events.arrays import int64_array
+from headwater.events.arrays import byte_spans
 
 READ_SIZE = 1 << 20  # bytes asked of the socket at once
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
@@ -96,30 +96,14 @@ class TextRows:
         """Every column as one Arrow array: `string` (text) or `binary`, NULL as null. ValueError: text that is
         not UTF-8."""
         offsets, lengths, nulls, _ = self._walk()
-        return [_spans(self.data, offsets[j], lengths[j], nulls[j], pa.binary() if b else pa.string())
-                for j, b in enumerate(self.binary)]
+        return [spans if b else spans.cast(pa.string())
+                for j, b in enumerate(self.binary)
+                for spans in (byte_spans(self.data, offsets[j], lengths[j], nulls[j]),)]
 
     def tuples(self, ncols: int | None = None) -> list[tuple[Any, ...]]:
         """The rows (their first `ncols` columns) as a PyMySQL cursor gives them: str, bytes or None."""
         columns = self.columns()[:ncols]
         return list(zip(*(c.to_pylist() for c in columns), strict=True)) if columns else [() for _ in self.starts]
-
-
-def _spans(data: bytes | bytearray, first: np.ndarray, length: np.ndarray, null: np.ndarray, typ: pa.DataType) -> pa.Array:
-    """The byte ranges [first, first + length) of `data`, which follow each other, as an array of `typ`
-    (string: ValueError if not UTF-8): the even values of a binary array over all of `data` whose values
-    are the ranges and the gaps between them."""
-    n = len(first)
-    bounds = np.empty(2 * n + 1, dtype=np.int64)
-    bounds[0:2 * n:2] = first
-    bounds[1:2 * n:2] = first + length
-    bounds[2 * n] = bounds[2 * n - 1] if n else 0
-    spans = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(data)])
-    out = spans.take(int64_array(np.arange(0, 2 * n, 2, dtype=np.int64))).cast(pa.binary())
-    if null.any():
-        validity = pa.py_buffer(np.packbits(~null, bitorder="little"))
-        out = pa.Array.from_buffers(pa.binary(), n, [validity, *out.buffers()[1:]])
-    return out.cast(typ) if typ != pa.binary() else out
 
 
 def _is_binary(field: FieldDescriptorPacket) -> bool:
