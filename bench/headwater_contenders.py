@@ -176,12 +176,30 @@ def mariadb_properties(case: md.SnapshotCase | md.StreamCase | md.LatencyCase, s
     }
 
 
+LOCKING_NAME = "headwater locking"
+
+
 def mariadb_snapshot(case: md.SnapshotCase) -> Measurement:
-    """headwater's MariaDB initial snapshot (Debezium's locking one, key-range chunks read in the driver's
-    consistent transaction) on local Spark into the jsonl sink: launch -> snapshot rows committed."""
+    """headwater's MariaDB initial snapshot as it runs by default (the lock-free parallel snapshot: key-range
+    chunks read between binlog watermarks) on local Spark into the jsonl sink: launch -> snapshot rows committed."""
     res, got = _run(mariadb_properties(case, "initial"), case.workdir, "spark", "--expect", str(case.rows),
                     timeout=max(600.0, case.rows / 2000))
     return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def mariadb_snapshot_locking(case: md.SnapshotCase) -> Measurement:
+    """Debezium's locking snapshot (`snapshot.locking.mode: minimal`: key-range chunks read in the driver's
+    consistent transaction) on local Spark into the jsonl sink."""
+    props = {**mariadb_properties(case, "initial"), "snapshot.locking.mode": "minimal"}
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(LOCKING_NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def mariadb_snapshot_engine(case: md.SnapshotCase) -> Measurement:
+    """The default (lock-free) snapshot through the in-process engine: no Spark, no sink."""
+    res, got = _run(mariadb_properties(case, "initial_only"), case.workdir, "engine", "--expect", str(case.rows),
+                    timeout=max(600.0, case.rows / 2000))
+    return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
 def mariadb_stream(case: md.StreamCase) -> Measurement:

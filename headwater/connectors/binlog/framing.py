@@ -69,16 +69,43 @@ def table_map_name(payload: bytes) -> tuple[str, str]:
     return database, payload[at + 1:at + 1 + m].decode("utf-8", "replace")
 
 
+def partial_image(payload: bytes) -> bool:
+    """Whether a framed rows event's columns-present bitmaps leave a column out (binlog_row_image NOBLOB
+    or MINIMAL)."""
+    kind = payload[0]
+    at = 1 + HEADER_SIZE + 8  # type byte, header, table id, flags
+    if kind in (WRITE_ROWS, UPDATE_ROWS, DELETE_ROWS):
+        at += int.from_bytes(payload[at:at + 2], "little")  # extra data, its length included
+    n = payload[at]
+    at += 1
+    if n >= 251:
+        size = {252: 2, 253: 3, 254: 8}[n]
+        n = int.from_bytes(payload[at:at + size], "little")
+        at += size
+    size = (n + 7) // 8
+    full = (1 << n) - 1
+    for _ in range(2 if kind in UPDATES else 1):
+        if int.from_bytes(payload[at:at + size], "little") != full:
+            return True
+        at += size
+    return False
+
+
 def rotate_file(event: bytes) -> tuple[str, int]:
     """A ROTATE event's next file and position."""
     pos = struct.unpack_from("<Q", event, HEADER_SIZE)[0]
     return event[HEADER_SIZE + 8:].decode(), pos
 
 
+_SERVER_ID = struct.Struct("<I").unpack_from  # (5 bytes into the header)
+_MARIADB_GTID = struct.Struct("<QIB").unpack_from
+
+
 def mariadb_gtid(event: bytes) -> tuple[str, bool]:
     """A MariaDB GTID event's GTID (`domain-server-sequence`) and whether it stands alone (no BEGIN)."""
-    seq, domain, flags = struct.unpack_from("<QIB", event, HEADER_SIZE)
-    return f"{domain}-{header(event).server_id}-{seq}", bool(flags & MARIADB_FL_STANDALONE)
+    server = _SERVER_ID(event, 5)[0]
+    seq, domain, flags = _MARIADB_GTID(event, HEADER_SIZE)
+    return f"{domain}-{server}-{seq}", bool(flags & MARIADB_FL_STANDALONE)
 
 
 def mysql_gtid(event: bytes) -> str:

@@ -404,7 +404,7 @@ class BinlogIncremental:
     def _changes(self, w: _Watched, pos: int, payload: bytes, table_map: dict[int, Any], xid: tuple[Any, ...],
                  gtid: str | None, thread: int | None) -> Iterator[Change]:
         kind = payload[0]
-        images = row_images(payload, table_map, self.ctl, w.table, self.source.file_like, pos)
+        images = row_images(payload, table_map, self.ctl, len(w.table.columns))
         if w.key is None:  # the signalling table: signals, and the watermarks that close windows
             for i, image in enumerate(images):
                 row = tuple(_text(v) for v in image[0])

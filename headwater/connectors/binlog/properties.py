@@ -58,6 +58,8 @@ DEFINITIONS: list[Property] = [
     prop("time.precision.mode", "enum", "adaptive_time_microseconds", ("adaptive_time_microseconds", "connect"),
          why="Debezium's binlog connectors take adaptive_time_microseconds or connect"),
     prop("enable.time.adjuster", "boolean", True),
+    prop("unavailable.value.placeholder", default="__debezium_unavailable_value",
+         doc="the value of a BLOB/TEXT column a binlog_row_image=NOBLOB image leaves out (hex:<digits> for raw bytes)"),
     prop("headwater.schema.history.file",
          doc="the file the schema history is kept in, beside the offsets (`headwater run` uses "
              "<checkpointLocation>/schema_history.jsonl, the engine <offset file>.schema_history.jsonl; a bare "

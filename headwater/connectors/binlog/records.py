@@ -19,6 +19,7 @@ import orjson
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.binlog import types
+from headwater.connectors.binlog.images import ABSENT
 from headwater.connectors.binlog.schema import Column, Table
 from headwater.connectors.binlog.text_kernels import BINLOG_KERNELS
 from headwater.connectors.common.filters import SystemTables, TableFilters, patterns
@@ -68,6 +69,8 @@ class BinlogContext(RecordContext):
     type_settings: Any  # types.TypeSettings
     include_query: bool
     include_schema_changes: bool
+    # a column a partial row image does not carry: its converter's placeholder (images.py)
+    unavailable: ClassVar[object] = ABSENT
     # the snapshot's text columns written column-wise (snapshot_rows.py); streamed runs have their own kernels
     text_kernels: ClassVar[Mapping[str, Callable[..., Any]]] = BINLOG_KERNELS
 

@@ -250,7 +250,8 @@ class BinlogSource(SnapshotThenStream):
             self.file_like = at.file
             retry = Retry(self.config["errors.max.retries"], self.config["retriable.restart.connector.wait.ms"] / 1000)
             self.reader = BinlogReader(self.params, self.config["database.server.id"], self.gtid_format(),
-                                       self.dbms == "mariadb", self.config["headwater.stream.buffer.bytes"], retry)
+                                       self.dbms == "mariadb", self.config["headwater.stream.buffer.bytes"], retry,
+                                       queries=self.context.include_query)
             self.reader.start(at)
             codec = BinlogCodec(self.context, self.dbms, self.reader, self.tracker, lambda: self.file_like,
                                 self.transaction_id)

@@ -307,6 +307,11 @@ class Planner(Generic[P]):
             changed: list[bytes] = []
             if t.only_data():  # no need to look at each message
                 msgs, at_start = t.msgs[skip - di:upto - di], layouts
+            elif not skip and not di and commit and t.spill is None:  # a whole transaction: its messages as they are
+                msgs, at_start = t.msgs, layouts
+                changed = [p for _, p in msgs if p[0] == layout_kind]
+                if changed:
+                    layouts = {**layouts, **{layout_id(p): p for p in changed}}
             else:
                 msgs = []
                 messages = t.messages()
@@ -376,6 +381,8 @@ class Planner(Generic[P]):
         messages, the layouts in force after it) for each part but the last."""
         msgs = pc.msgs
         data = pc.upto - pc.skip
+        if data <= need:  # (a part is cut only before a data message after its `need`-th)
+            return
         others = len(msgs) - data  # messages that are not data
         codec = self.codec
         data_kinds, layout_kind, layout_id = codec.data_kinds, codec.layout_kind, codec.layout_id
