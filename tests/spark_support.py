@@ -1,4 +1,5 @@
-"""Helpers for pipeline tests: write a configuration, run the real `headwater` CLI, read the jsonl sink."""
+"""Helpers for pipeline tests: write a configuration, run the real `headwater` CLI or a configuration's
+query in the tests' shared Spark session, read the jsonl sink."""
 
 from __future__ import annotations
 
@@ -35,6 +36,28 @@ def cli(*args: str, timeout: float = 600, check: bool = True) -> subprocess.Comp
     if check and proc.returncode != 0:
         raise AssertionError(f"headwater {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def run_once(spark, config: Path, timeout: float = 600) -> None:
+    """What `headwater run CONFIG --once` does once Spark is up, in this process's Spark session (the
+    `spark` fixture): the configuration's query, with the source, sink and checkpoint the file names,
+    until it has processed what the source holds now; its error raised. For tests of a pipeline, not
+    of the command line (which starts a JVM of its own each time, ~8 s)."""
+    from headwater.pipeline_config import load_config
+    from headwater.spark.pipeline import start_query
+
+    cfg = load_config(str(config))
+    # the shared session cannot take a master or Spark options of the file's own
+    assert cfg.spark.master == "local[2]" and not cfg.spark.conf, "run such a configuration with `cli`"
+    query = start_query(spark, cfg, once=True)
+    try:
+        finished = query.awaitTermination(timeout)
+    finally:
+        query.stop()
+    assert finished, f"the query of {config} did not finish in {timeout} s"
+    error = query.exception()
+    if error is not None:
+        raise error
 
 
 def start_cli(*args: str, log: Path) -> subprocess.Popen:
