@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,9 +56,36 @@ def run_once(spark, config: Path, timeout: float = 600) -> None:
     finally:
         query.stop()
     assert finished, f"the query of {config} did not finish in {timeout} s"
+    _wait_for_the_slot_to_be_released(cfg)
     error = query.exception()
     if error is not None:
         raise error
+
+
+def _wait_for_the_slot_to_be_released(cfg) -> None:
+    """A stopped query's source process lets go of its PostgreSQL replication connection a moment
+    later (a `headwater` process has let go when it exits): wait for that, as a test goes on to drop
+    the slot or the database."""
+    if cfg.source.connector != "postgres":
+        return
+    import psycopg2
+
+    conn = psycopg2.connect(host=cfg.source["database.hostname"], port=cfg.source["database.port"],
+                            user=cfg.source["database.user"], password=cfg.source["database.password"],
+                            dbname=cfg.source["database.dbname"])
+    conn.autocommit = True
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with conn.cursor() as cur:
+                cur.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", (cfg.source["slot.name"],))
+                row = cur.fetchone()
+            if row is None or not row[0]:
+                return
+            assert time.monotonic() < deadline, f"the replication slot {cfg.source['slot.name']} is still in use"
+            time.sleep(0.05)
+    finally:
+        conn.close()
 
 
 def start_cli(*args: str, log: Path) -> subprocess.Popen:
