@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,32 @@ def read_sink(path: Path) -> list[dict[str, Any]]:
 def committed_batches(checkpoint: Path) -> int:
     commits = checkpoint / "commits"
     return len([p for p in commits.iterdir() if p.name.isdigit()]) if commits.exists() else 0
+
+
+def batch_ids(checkpoint: Path, log: str) -> list[int]:
+    """The batch ids in one of a checkpoint's logs: `offsets` (planned) or `commits` (committed)."""
+    directory = checkpoint / log
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit()) if directory.exists() else []
+
+
+def wait_until(cond: Callable[[], bool], timeout: float, every: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting")
+        time.sleep(every)
+
+
+def kill_in_flight(proc: subprocess.Popen, checkpoint: Path, timeout: float = 300) -> int:
+    """SIGKILL `proc`'s process group as soon as Spark has planned a new batch (its offsets written)
+    and not yet committed it: the kill falls inside a batch, before or while the sink writes it, so the
+    next run plays that batch again. The batch's id."""
+    before = max(batch_ids(checkpoint, "offsets"), default=-1)
+
+    def in_flight() -> bool:
+        planned = max(batch_ids(checkpoint, "offsets"), default=-1)
+        return planned > before and planned > max(batch_ids(checkpoint, "commits"), default=-1)
+
+    wait_until(in_flight, timeout)
+    kill_group(proc)
+    return max(batch_ids(checkpoint, "offsets"))
