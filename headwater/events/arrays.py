@@ -26,6 +26,12 @@ def int64_array(v: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
 
 
+def int32_array(v: np.ndarray) -> pa.Array:
+    """An int32 array of a numpy array's values (list offsets)."""
+    v = np.ascontiguousarray(v, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(v), [None, pa.py_buffer(v)])
+
+
 def int64_values(a: pa.Array) -> np.ndarray:
     """An int64 array without nulls as numpy, a view of its buffer (`to_numpy` imports pandas)."""
     if a.type != pa.int64() or a.null_count:

@@ -8,9 +8,9 @@ so that each event also holds its headers and Kafka partition. headwater's engin
 scenario's connector properties (post processors and transformations included) on a fresh
 database, and the events are written as JSON with schemas.
 
-Two differences are set aside before comparing: Debezium 3.x adds `__debezium.context.*` headers
-(connector name, task id, run id) to every record, which headwater does not; and a record's Kafka
-partition is the `__partition` header in headwater (`transforms.partitions`), so the recorded
+Debezium 3.x's `__debezium.context.*` headers (logical name, task id, connector name, run id) are
+compared too, the run id by its form (a UUIDv7, one per run: `golden_support.normalize`). A record's
+Kafka partition is the `__partition` header in headwater (`transforms.partitions`), so the recorded
 `partition` becomes that header.
 """
 
@@ -34,8 +34,7 @@ def expected_events(directory: Path) -> list[dict[str, Any]]:
     out = []
     for event in load_scenario(directory).events:
         event = dict(event)
-        headers = {k: v for k, v in (event.pop("headers", None) or {}).items()
-                   if not k.startswith("__debezium.context.")}
+        headers = dict(event.pop("headers", None) or {})
         partition = event.pop("partition", None)
         if partition is not None:
             headers[PARTITION_HEADER] = {"schema": PARTITION_SCHEMA, "payload": partition}
