@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.golden_support import UUID7, assert_events_equal, load_scenario, run_ids, run_psql_script, with_run_id
+from tests.golden_support import (
+    UUID7,
+    assert_events_equal,
+    load_scenario,
+    run_ids,
+    run_psql_script,
+    with_run_id,
+)
 from tests.spark_support import cli, read_sink, write_config
 from tests.transforms.golden_transforms import ROOT, expected_events
 
