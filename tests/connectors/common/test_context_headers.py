@@ -11,7 +11,7 @@ import pytest
 from headwater.config.errors import ConfigErrors
 from headwater.connectors.common.context_headers import ContextHeaders, uuid7
 from headwater.connectors.registry import validate_connector
-from headwater.events.batch import EventBatch
+from headwater.events.batch import ArrowEvents, EventBatch
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents
 from headwater.spark.sinks import jsonl_lines
@@ -76,7 +76,9 @@ def test_json_rows_and_typed_blocks_get_the_same_headers(schemas):
             assert {k: v for k, v in block.header_schemas.items() if k.startswith("__debezium.context.")} == {
                 k: {"type": "string", "optional": False} for k, _ in CONTEXT}
     # the jsonl sink writes them, column-wise, after the record's own
-    lines = [json.loads(line) for line in jsonl_lines(HEADERS.apply(rows, options).to_arrow()).to_pylist()]
+    headed_rows = HEADERS.apply(rows, options)
+    assert isinstance(headed_rows, ArrowEvents)
+    lines = [json.loads(line) for line in jsonl_lines(headed_rows.to_arrow()).to_pylist()]
     assert [list(line.get("headers", {}).items()) or None for line in lines] == expected(schemas)
 
 
