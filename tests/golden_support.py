@@ -257,20 +257,38 @@ def _normalize_value(payload: Any, tokens: _Tokens) -> Any:
         return out
     source = out.get("source")
     if isinstance(source, dict):
-        source = dict(source)
-        for name in SOURCE_DROPPED_FIELDS:
-            source.pop(name, None)
-        if "txId" in source:
-            source["txId"] = tokens.txid(source["txId"])
-        if "sequence" in source:
-            source["sequence"] = tokens.sequence(source["sequence"])
-        if "lsn" in source:
-            source["lsn"] = tokens.lsn(source["lsn"])
-        out["source"] = source
+        out["source"] = _normalize_source(source, tokens)
     transaction = out.get("transaction")
     if isinstance(transaction, dict) and "id" in transaction:
         out["transaction"] = dict(transaction, id=tokens.transaction_id(transaction["id"]))
     return out
+
+
+def _normalize_source(source: dict[str, Any], tokens: _Tokens) -> dict[str, Any]:
+    """A `source` block without its wall-clock fields and version, its positions as tokens."""
+    source = dict(source)
+    for name in SOURCE_DROPPED_FIELDS:
+        source.pop(name, None)
+    if "txId" in source:
+        source["txId"] = tokens.txid(source["txId"])
+    if "sequence" in source:
+        source["sequence"] = tokens.sequence(source["sequence"])
+    if "lsn" in source:
+        source["lsn"] = tokens.lsn(source["lsn"])
+    return source
+
+
+def _normalize_header(name: str, value: Any, tokens: _Tokens) -> Any:
+    """A header's value: the run id as a token; a `source` block (Kafka's HeaderFrom of `source`) and a
+    `transaction` block (of `transaction`) normalized as in a value."""
+    if name == RUN_ID_HEADER:
+        return tokens.run_id(value)
+    with_schema, payload = _split(value)
+    if name == "source" and isinstance(payload, dict) and "connector" in payload:
+        return _join(with_schema, value, _normalize_source(payload, tokens))
+    if name == "transaction" and isinstance(payload, dict) and "total_order" in payload:
+        return _join(with_schema, value, dict(payload, id=tokens.transaction_id(payload["id"])))
+    return value
 
 
 def _normalize_event(event: dict[str, Any], tokens: _Tokens, keep_headers: bool) -> dict[str, Any]:
@@ -286,10 +304,7 @@ def _normalize_event(event: dict[str, Any], tokens: _Tokens, keep_headers: bool)
         "value": _join(value_schema, event.get("value"), value),
     }
     if keep_headers and "headers" in event:
-        headers = dict(event["headers"])
-        if RUN_ID_HEADER in headers:
-            headers[RUN_ID_HEADER] = tokens.run_id(headers[RUN_ID_HEADER])
-        out["headers"] = headers
+        out["headers"] = {k: _normalize_header(k, v, tokens) for k, v in event["headers"].items()}
     return out
 
 

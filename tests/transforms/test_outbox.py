@@ -148,3 +148,11 @@ def test_java_group_references_survive_the_environment_substitution(monkeypatch)
     resolved = resolve_env({"source": source}, "", errors)["source"]
     assert resolved["transforms.o.route.topic.replacement"] == "t.${routedByValue}"
     assert [e.property for e in errors] == ["source.database.password"]  # elsewhere an unset variable is an error
+
+
+def test_the_cloudevents_chain_equals_debezium(pg_server):
+    """HeaderFrom$Value (source, op, transaction into headers) then the outbox router, as the CloudEvents
+    converter's `metadata.source: header` is documented for; a second table and the transaction records
+    pass untouched (tests/events/formats/test_cloudevents_headers.py writes their CloudEvents)."""
+    directory = ROOT / "outbox_cloudevents"
+    assert_events_equal(expected_events(directory), run_scenario(pg_server, directory), keep_headers=True)
