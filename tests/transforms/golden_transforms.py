@@ -23,6 +23,7 @@ from typing import Any
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from headwater.events.formats.json import JsonOptions, to_event_batch
+from headwater.events.typed import TypedEvents
 from headwater.transforms.partitions import PARTITION_HEADER, PARTITION_SCHEMA
 from tests.golden_support import load_scenario, run_psql_script
 
@@ -44,9 +45,9 @@ def expected_events(directory: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_scenario(pg_server: Any, directory: Path) -> list[dict[str, Any]]:
+def run_scenario(pg_server: Any, directory: Path, blocks: list[TypedEvents] | None = None) -> list[dict[str, Any]]:
     """headwater's events for the scenario (its post processors and transformations run by the engine):
-    snapshot after `setup`, then the changes of `during`."""
+    snapshot after `setup`, then the changes of `during`; the engine's typed batches appended to `blocks`."""
     scenario = load_scenario(directory)
     dbname = "golden"
     pg_server.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
@@ -62,6 +63,8 @@ def run_scenario(pg_server: Any, directory: Path) -> list[dict[str, Any]]:
 
         def collect() -> None:
             for typed in engine.blocks(once=True):
+                if blocks is not None:
+                    blocks.append(typed)
                 for ev in to_event_batch(typed, options).rows():
                     row: dict[str, Any] = {"topic": ev.topic, "key": None if ev.key is None else json.loads(ev.key),
                                            "value": None if ev.value is None else json.loads(ev.value)}
