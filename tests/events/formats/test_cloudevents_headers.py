@@ -26,12 +26,14 @@ import pyarrow as pa
 import pytest
 from cloudevents.v1.http import from_json
 
+from headwater.events.arrays import string_array
 from headwater.events.formats.cloudevents import CloudEventsOptions, CloudEventsWriter, MetadataSource
 from headwater.events.formats.converters import cloudevents_options, parse_converters
 from headwater.events.formats.json import JsonOptions
 from headwater.events.formats.registry import DirectoryRegistry, open_registry
-from headwater.events.headers import add_header
+from headwater.events.headers import add_header, remove_header
 from headwater.events.typed import BlockBuilder, TypedBlock, connect_type
+from headwater.transforms.blocks import rebuild
 from tests.events.formats.test_avro import plain
 from tests.events.formats.test_cloudevents import same_json
 
@@ -188,7 +190,7 @@ def test_a_streamed_events_null_snapshot_reads_as_its_default() -> None:
     """headwater's HeaderFrom copies the typed `source` (a streamed event's `snapshot` null, as Debezium's
     Struct holds it); the converter reads the header back as JsonConverter does: the field's default."""
     block = next(b for b in recorded_blocks() if b.topic == "outbox.event.Customer" and b.batch.column("value").null_count == 0)
-    index = [f["field"] for f in block.header_schemas["source"]["fields"]].index("snapshot")
+    index = [f["field"] for f in (block.header_schemas["source"] or {})["fields"]].index("snapshot")
     entries = block.batch.column("headers").values
     value = entries.field("value")
     source = value.field("source")
@@ -228,3 +230,16 @@ def test_metadata_source_forms(text: str, parsed: tuple[str, str, str]) -> None:
 def test_metadata_source_refusals(text: str, words: str) -> None:
     with pytest.raises(ValueError, match=words):
         MetadataSource.parse(text)
+
+
+def test_header_mode_needs_a_struct_value() -> None:
+    """An outbox payload left as a JSON string (no `table.expand.json.payload`) cannot be `data`: the event
+    fails as in Debezium ("Mismatching schema"); a block whose events have no `source` header makes none."""
+    block = next(b for b in recorded_blocks() if b.topic == "outbox.event.Order")
+    text = string_array(["{}"] * len(block))
+    as_string = rebuild(block, value=({"type": "string", "optional": True, "name": "io.debezium.data.Json"}, text))
+    ce = CloudEventsWriter(CloudEventsOptions(metadata_source=MetadataSource.parse("header")))
+    with pytest.raises(ValueError, match="Mismatching schema"):
+        ce.values(as_string)
+    without = remove_header(block, "source")
+    assert ce.values(without) == [None] * len(block)
