@@ -39,6 +39,11 @@ def int64_values(a: pa.Array) -> np.ndarray:
     return np.frombuffer(a.buffers()[1], dtype=np.int64, count=len(a), offset=a.offset * 8)
 
 
+def list_offsets(a: pa.Array) -> np.ndarray:
+    """A list array's offsets (one more than its length, into its `values`) as numpy, a view of its buffer."""
+    return np.frombuffer(a.buffers()[1], dtype=np.int32, count=len(a) + 1, offset=a.offset * 4)
+
+
 def bool_array(mask: np.ndarray) -> pa.Array:
     """A boolean array from a numpy one."""
     mask = np.asarray(mask, dtype=bool)

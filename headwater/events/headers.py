@@ -20,6 +20,7 @@ from headwater.events.arrays import (
     bool_array,
     int32_array,
     int64_array,
+    list_offsets,
     lit,
     string_array,
     string_scalar,
@@ -30,7 +31,7 @@ from headwater.events.typed import HEADERS_SCHEMA_META, TypedBlock, headers_type
 
 def list_entries(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """The entries of a list column (null lists have none) in order, and the row of each."""
-    offsets = np.asarray(column.offsets)
+    offsets = list_offsets(column)
     rows = np.repeat(np.arange(len(column)), np.diff(offsets))
     entries = column.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
     if column.null_count:
