@@ -46,7 +46,8 @@ def _snapshot(key: str, rows: int, opts: Options, big: bool = False) -> Benchmar
     )
 
 
-def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: bool = False) -> Benchmark:
+def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: bool = False,
+            header_costs: bool = False) -> Benchmark:
     targets = [Target("≥ 0.8× pg_recvlogical's rows/s", "rows_per_s", 0.8, LIMIT),
                Target("≥ 10× Debezium's rows/s", "rows_per_s", 10.0, REFERENCE)]
     if big:
@@ -66,6 +67,13 @@ def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: 
             Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.postgres_stream, "headwater streaming"),
             Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.postgres_stream_engine,
                       "headwater's capture layer alone: the in-process engine, no Spark, no sink (information)"),
+            *([Contender(headwater_contenders.NAME + headwater_contenders.NO_HEADERS, BASELINE,
+                         headwater_contenders.postgres_stream_no_headers,
+                         "headwater streaming with extended.headers.enabled=false (what the context headers cost)"),
+               Contender(headwater_contenders.ENGINE_NAME + headwater_contenders.NO_HEADERS, BASELINE,
+                         headwater_contenders.postgres_stream_engine_no_headers,
+                         "the in-process engine with extended.headers.enabled=false (what the context headers cost)")]
+              if header_costs else []),
         ],
         targets,
         {"rows": rows, "one_transaction": one_txn},
@@ -78,7 +86,7 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
         out.append(_snapshot("pg_snapshot_full", opts.full_rows, opts, big=True))
     out += [
         _stream("pg_stream_one_txn", f"PostgreSQL streaming, {opts.rows:,} inserts in one transaction",
-                opts.rows, True, opts),
+                opts.rows, True, opts, header_costs=True),
         _stream("pg_stream_singles", f"PostgreSQL streaming, {opts.singles:,} single-row transactions",
                 opts.singles, False, opts),
     ]

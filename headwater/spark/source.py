@@ -49,6 +49,7 @@ from pyspark.sql.streaming.datasource import (
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import SourceConnector, WorkUnit
+from headwater.connectors.common.context_headers import ContextHeaders
 from headwater.connectors.history_file import require_history_file
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
 from headwater.engine.startup import open_connector
@@ -121,6 +122,9 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._connector: SourceConnector | None = None
         self._opened = False
         self._available_now = False
+        # this run's context headers: Spark makes the reader that `read()` runs on once per start of the
+        # query and pickles it to the executors, so every batch of a run carries the same run id
+        self.context_headers = ContextHeaders.start(connector_config(self.options))
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -196,13 +200,16 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         assert isinstance(partition, UnitPartition)
         batches = partition.unit.read()
         post, chain = self.post, self.chain
+        options = JsonOptions(_flag(self.options, "schemas.enable", False),
+                              _flag(self.options, "replace.null.with.default", True))
+        if self.context_headers is not None and self.layout != "table":
+            headers = self.context_headers
+            batches = (headers.apply(batch, options) for batch in batches)
         if post is not None:
             batches = (post.apply(batch) for batch in batches if isinstance(batch, TypedEvents))
         if chain is not None:
             batches = (chain.apply(batch) for batch in batches if isinstance(batch, TypedEvents))
         if self.layout == "json":
-            options = JsonOptions(_flag(self.options, "schemas.enable", False),
-                                  _flag(self.options, "replace.null.with.default", True))
             for batch in batches:
                 yield (to_event_batch(batch, options) if isinstance(batch, TypedEvents) else batch).to_arrow()
         elif self.layout == "blocks":
