@@ -11,7 +11,7 @@ batch (`observedMetrics`), else Spark's input rows.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -20,8 +20,11 @@ from rich.table import Table
 from headwater.connectors.base import SourceConnector
 from headwater.connectors.registry import create_source
 from headwater.pipeline_config import PipelineConfig
-from headwater.spark.observer import NAME as OBSERVED
-from headwater.spark.observer import SparkObserver
+
+if TYPE_CHECKING:  # imported before the signal handlers are set: nothing heavy (pyspark) at import
+    from headwater.spark.observer import SparkObserver
+
+OBSERVED = "headwater"  # spark.observer.NAME, the observed metrics' name
 
 
 def _events(prog: Any) -> int:
