@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import data, mariadb
+from bench import data, incremental, mariadb
 from bench.calls import call, call_best, pending
 from bench.cases import LatencyCase, SnapshotCase, StreamCase
 from bench.measure import stop_all_live
@@ -157,6 +157,7 @@ RUNNERS: dict[str, Callable[[Benchmark, Progress], BenchmarkResult]] = {
     "snapshot": run_snapshot,
     "stream": run_stream,
     "latency": run_latency,
+    "incremental": incremental.run_incremental,
 }
 
 
