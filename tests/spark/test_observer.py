@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -172,3 +173,63 @@ def test_once_finishes_an_incremental_snapshot(spark, pg_server, pg_db, tmp_path
     changes = [e for e in events if e["value"] and e["value"].get("op")]
     assert doc["streaming"]["TotalNumberOfEventsSeen"] == len(changes)
     assert doc["streaming"]["TotalNumberOfUpdateEventsSeen"] == 1
+
+
+def _parquet_ops(path: Path) -> dict[str, list[str]]:
+    """The `_op`s of the change events per topic directory of a parquet sink."""
+    import pyarrow.parquet as pq
+
+    out: dict[str, list[str]] = {}
+    for d in sorted(p for p in path.iterdir() if p.is_dir()):
+        files = sorted(d.glob("*.parquet"), key=lambda f: [int(n) for n in re.findall(r"\d+", f.name)])
+        if files:
+            table = pq.ParquetDataset([str(f) for f in files]).read()
+            if "aggregate_type" in table.column_names:  # notifications: their types
+                out[d.name] = [str(t) for t in table.column("type").to_pylist()]
+            else:
+                out[d.name] = [o for o in table.column("_op").to_pylist() if o is not None]
+    return out
+
+
+def test_mariadb_typed_blocks_lock_free_snapshot_in_batches(spark, mariadb_server, mariadb_db, tmp_path):
+    """The blocks layout (parquet sink) and a snapshot over several batches (MariaDB's lock-free chunks)."""
+    mariadb_server.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20)); INSERT INTO a SELECT seq, 'r' "
+                           "FROM seq_1_to_250; CREATE TABLE b (id INT PRIMARY KEY); INSERT INTO b VALUES (5)",
+                           mariadb_db)
+    props = {"connector.class": "mariadb", **mariadb_server.connector_properties(mariadb_db),
+             "database.server.id": "5412", "topic.prefix": "m", "include.schema.changes": "false",
+             "notification.enabled.channels": "sink", "notification.sink.topic.name": "notes",
+             "headwater.snapshot.chunk.rows": "40",
+             "headwater.schema.history.file": str(tmp_path / "checkpoint" / "schema_history.jsonl")}
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+
+    def run() -> None:
+        observed = observed_stream(spark, {"headwater.properties": json.dumps(props), "headwater.output": "blocks"},
+                                   checkpoint)
+        try:
+            query = (observed.df.writeStream.format("headwater-parquet").option("path", str(out))
+                     .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+            observed.attach(query)
+            query.awaitTermination()
+            assert observed.wait_counted()
+        finally:
+            observed.close()
+
+    run()
+    mariadb_server.execute("START TRANSACTION; INSERT INTO a VALUES (400, 'n'); UPDATE b SET id = 6; COMMIT;"
+                           "DELETE FROM a WHERE id = 1", mariadb_db)
+    run()
+    ops = _parquet_ops(out)
+    a, b = f"m.{mariadb_db}.a", f"m.{mariadb_db}.b"
+    assert ops["notes"] == ["STARTED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED",
+                            "COMPLETED", "SKIPPED"]
+    doc = read_file(metrics_path(checkpoint))
+    assert doc is not None
+    snap, st = doc["snapshot"], doc["streaming"]
+    assert snap["RowsScanned"] == {f"{mariadb_db}.a": 250, f"{mariadb_db}.b": 1} and snap["SnapshotCompleted"] is True
+    assert snap["TotalNumberOfEventsSeen"] == ops[a].count("r") + ops[b].count("r") == 251
+    assert doc["spark"]["batch"] >= 3  # the snapshot took several batches
+    streamed = [o for o in ops[a] + ops[b] if o != "r"]
+    assert st["TotalNumberOfEventsSeen"] == len(streamed) == 4  # insert, key change (delete + create), delete
+    assert (st["TotalNumberOfCreateEventsSeen"], st["TotalNumberOfDeleteEventsSeen"]) == (2, 2)
+    assert st["NumberOfCommittedTransactions"] == 2
