@@ -221,15 +221,17 @@ class ProcessResult:
     maxrss_bytes: int
     largest_hwm_bytes: int
     pss_peak_bytes: int = 0
+    cpu_seconds: float = 0.0  # user + system CPU of the child and the descendants it reaped (wait4)
 
     @property
     def seconds(self) -> float:
         return self.ended - self.launched
 
-    def memory(self) -> dict[str, int]:
-        """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
+    def memory(self) -> dict[str, float]:
+        """The memory figures behind `peak_rss_bytes` (and the CPU time), for a Measurement's details."""
         return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
-                "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes}
+                "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes,
+                "wait4_cpu_seconds": round(self.cpu_seconds, 2)}
 
 
 class MeasuredProcess:
@@ -302,7 +304,8 @@ class MeasuredProcess:
         maxrss = usage.ru_maxrss * 1024
         hwm = max(self._hwm.values(), default=0)
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
-        self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak)
+        self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
+                                    usage.ru_utime + usage.ru_stime)
         return self.result
 
 
