@@ -33,6 +33,7 @@ from typing import IO, Any
 SAMPLE_INTERVAL = 0.05
 PSS_EVERY = 10  # smaps_rollup walks page tables: read it every tenth sample only
 PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 OK = "ok"
 NOT_MEASURED = "not measured yet"
@@ -179,6 +180,16 @@ def _pss(pid: int) -> int:
     return 0
 
 
+def _cpu_ticks(pid: int) -> int:
+    """`pid`'s user + system CPU so far, in clock ticks (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def _hwm(pid: int) -> int:
     """The kernel's resident high-water mark of `pid` (VmHWM), in bytes."""
     try:
@@ -221,7 +232,7 @@ class ProcessResult:
     maxrss_bytes: int
     largest_hwm_bytes: int
     pss_peak_bytes: int = 0
-    cpu_seconds: float = 0.0  # user + system CPU of the child and the descendants it reaped (wait4)
+    cpu_seconds: float = 0.0  # user + system CPU of the tree: each process's last sample, summed
 
     @property
     def seconds(self) -> float:
@@ -231,7 +242,7 @@ class ProcessResult:
         """The memory figures behind `peak_rss_bytes` (and the CPU time), for a Measurement's details."""
         return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
                 "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes,
-                "wait4_cpu_seconds": round(self.cpu_seconds, 2)}
+                "sampled_tree_cpu_seconds": round(self.cpu_seconds, 2)}
 
 
 class MeasuredProcess:
@@ -248,6 +259,7 @@ class MeasuredProcess:
         self._sampled_peak = 0
         self._pss_peak = 0
         self._hwm: dict[int, int] = {}
+        self._cpu: dict[int, int] = {}  # pid -> CPU ticks (user + system) at its last sample
         self._stop = threading.Event()
         self.launched = time.time()
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin)
@@ -270,6 +282,7 @@ class MeasuredProcess:
             n += 1
             for p in pids:
                 self._hwm[p] = max(self._hwm.get(p, 0), _hwm(p))
+                self._cpu[p] = max(self._cpu.get(p, 0), _cpu_ticks(p))
             self._stop.wait(SAMPLE_INTERVAL)
 
     def signal(self, sig: int = signal.SIGTERM) -> None:
@@ -304,8 +317,10 @@ class MeasuredProcess:
         maxrss = usage.ru_maxrss * 1024
         hwm = max(self._hwm.values(), default=0)
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
+        # the child's own CPU from wait4 (exact), each descendant's from its last sample
+        cpu = usage.ru_utime + usage.ru_stime + sum(t for p, t in self._cpu.items() if p != self.proc.pid) / CLK_TCK
         self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
-                                    usage.ru_utime + usage.ru_stime)
+                                    cpu)
         return self.result
 
 

@@ -91,7 +91,7 @@ class SparkObserver:
         self.outbox: list[dict[str, Any]] = []  # sink notifications no batch carried yet
         self.reader_opened: int | None = None  # the reader's open acted on (its opened_ms)
         self.captured: list[str] = []
-        self.query_id: str | None = None
+        self.run_id: str | None = None  # the run of the query whose progress counts (None: any)
         self._restore()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="headwater-observer", daemon=True)
@@ -161,7 +161,7 @@ class SparkObserver:
 
     def progress(self, p: Any) -> None:
         """Count a batch from its `StreamingQueryProgress` (once; a batch with no offsets is not one)."""
-        if self.query_id is not None and str(p.id) != self.query_id:
+        if self._stop.is_set() or (self.run_id is not None and str(p.runId) != self.run_id):
             return
         source = p.sources[0] if p.sources else None
         if source is None or not source.endOffset:
@@ -196,8 +196,14 @@ class SparkObserver:
             return self.observer.metrics.values()
 
     def close(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
+        """Stop polling, write the metrics file a last time (`Connected` false; a snapshot still running is
+        aborted), close the Prometheus endpoint. Once; later calls do nothing."""
+        with self.lock:
+            if self._stop.is_set():
+                return
+            self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(5)
         with self.lock:
             self.observer.close()
 
@@ -233,7 +239,9 @@ class _Listener:
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
-        pass
+        # the query's last progress came before this: a query started without `close` closes it
+        if self.observer.run_id is not None and str(event.runId) == self.observer.run_id:
+            self.observer.close()
 
 
 def listener_for(observer: SparkObserver) -> Any:
@@ -251,8 +259,9 @@ class ObservedStream:
         self.spark, self.df, self.observer, self.listener = spark, df, observer, listener
 
     def attach(self, query: Any) -> None:
-        """Count only `query`'s progress (several headwater streams in one session)."""
-        self.observer.query_id = str(query.id)
+        """Count only the progress of this run of `query` (several headwater streams in one session, or a
+        query started again), and close the observer when it terminates (`close` still removes the listener)."""
+        self.observer.run_id = str(query.runId)
 
     def wait_counted(self, timeout: float = 10.0) -> bool:
         """Wait until the last batch Spark committed is counted (the listener is called after the commit)."""

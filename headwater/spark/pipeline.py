@@ -169,7 +169,7 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
         observed.close()
         raise
     observed.attach(query)
-    _OBSERVED[str(query.id)] = observed
+    _OBSERVED[str(query.runId)] = observed
     return query
 
 
@@ -178,7 +178,7 @@ _OBSERVED: dict[str, ObservedStream] = {}
 
 def query_observer(query) -> ObservedStream | None:
     """The observer of a query `start_query` started (close it once the query has stopped)."""
-    return _OBSERVED.get(str(query.id))
+    return _OBSERVED.get(str(query.runId))
 
 
 def checkpoint_offsets(checkpoint: str | Path) -> dict[str, Any]:
