@@ -10,6 +10,7 @@ batch (`observedMetrics`), else Spark's input rows.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -24,14 +25,14 @@ from headwater.pipeline_config import PipelineConfig
 if TYPE_CHECKING:  # imported before the signal handlers are set: nothing heavy (pyspark) at import
     from headwater.spark.observer import SparkObserver
 
-OBSERVED = "headwater"  # spark.observer.NAME, the observed metrics' name
+OBSERVED = "headwater"  # spark.observer.NAME, the observed metrics' name (their facts: spark.observing)
 
 
 def _events(prog: Any) -> int:
     """The change events of a batch's progress: the observer's count when there is one, else its input rows."""
     observed = (prog.get("observedMetrics") or {}).get(OBSERVED)
     if observed is not None:
-        return int(observed["TotalNumberOfEventsSeen"])
+        return sum(int(json.loads(f).get("events", 0)) for f in observed["facts"] or [])
     return int(prog.get("numInputRows", 0) or 0)
 
 
