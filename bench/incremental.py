@@ -29,7 +29,6 @@ import uuid
 from dataclasses import dataclass
 
 from bench import data, debezium, headwater_contenders, pg_baselines
-from bench.calls import call, call_best, pending
 from bench.cases import SnapshotCase
 from bench.measure import MeasuredProcess, Measurement, from_event_times
 from bench.model import (
@@ -37,10 +36,8 @@ from bench.model import (
     REFERENCE,
     SUBJECT,
     Benchmark,
-    BenchmarkResult,
     Contender,
     Options,
-    Progress,
     Target,
 )
 from headwater.devservers.postgres import PostgresServer
@@ -99,41 +96,9 @@ def prepare(server: PostgresServer) -> None:
 
 
 def signal(server: PostgresServer) -> None:
+    """Insert the `execute-snapshot` signal of `public.t` into the signalling table."""
     server.execute(f"INSERT INTO {SIGNAL_TABLE} VALUES ('{uuid.uuid4()}', 'execute-snapshot', "
                    f"'{{\"data-collections\": [\"public.{data.TABLE}\"], \"type\": \"incremental\"}}')", data.DBNAME)
-
-
-def run_incremental(b: Benchmark, progress: Progress) -> BenchmarkResult:
-    from bench.runner import _guarded, _Run, slot_name
-
-    def body(run: _Run) -> None:
-        server = run.server = data.new_server()
-        progress(f"  loading {b.params['rows']:,} rows ...")
-        wl = data.load_snapshot_table(server, b.params["rows"])
-        prepare(server)
-        run.result.workload = {"rows": wl.rows, "data_bytes": wl.data_bytes, "load_seconds": wl.load_seconds,
-                               "chunk": b.params["chunk"], "light_rate": b.params["light_rate"]}
-        for c in b.contenders:
-            m = pending(c)
-            if m is None:
-
-                def case(i: int, c: Contender = c) -> IncrementalCase:
-                    slot = slot_name(b.key, c.name)
-                    if c.role != LIMIT:
-                        data.create_slot(server, slot)
-                        signal(server)
-                    return IncrementalCase(server, wl.rows, wl.data_bytes, run.workdir(c.name), slot, slot=slot,
-                                           chunk=b.params["chunk"])
-
-                with LightLoad(server, b.params["light_rate"]) as load:
-                    m = call_best(c, case, progress) if c.repeat > 1 else call(c, case(0), progress)
-                m.details["light_rows"] = load.rows
-                m.details["light_rate_achieved"] = load.rows / max(1e-9, time.time() - load.started)
-                for s in data.slots(server):
-                    data.drop_slot(server, s)
-            run.result.measurements.append(m)
-
-    return _guarded(b, body)
 
 
 # ---------------------------------------------------------------------- the contenders

@@ -207,6 +207,9 @@ class SparkObserver:
         if self._thread is not threading.current_thread():
             self._thread.join(5)
         with self.lock:
+            if self.observer.snapshot_running:  # stopped between two batches of a snapshot
+                self.observer.snapshot_aborted()
+                self._take_notes()  # its ABORTED waits for the next run's first batch
             self.observer.close()
 
 
