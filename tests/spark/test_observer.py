@@ -71,7 +71,6 @@ def _split(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str
     return notes, ops
 
 
-@pytest.mark.slow
 def test_counts_and_notifications_once_per_committed_batch(spark, pg_server, pg_db, tmp_path, caplog):
     pg_server.execute(SETUP, pg_db)
     props = {"connector.class": "postgres", **pg_server.connector_properties(pg_db), "topic.prefix": "p",
