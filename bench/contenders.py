@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import debezium, headwater_contenders, jdbc_sink, lake, mariadb, pg_baselines, transforms
+from bench import (
+    debezium,
+    headwater_contenders,
+    incremental,
+    jdbc_sink,
+    lake,
+    mariadb,
+    pg_baselines,
+    transforms,
+)
 from bench.model import BASELINE, LIMIT, REFERENCE, SUBJECT, Benchmark, Contender, Options, Target
 
 
@@ -93,6 +102,7 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
     if opts.full:
         out.append(_stream("pg_stream_big_txn", f"PostgreSQL streaming, {opts.full_rows:,} inserts in one "
                            "transaction (bounded memory)", opts.full_rows, True, opts, big=True))
+    out += incremental.benchmarks(opts, _debezium_skip(opts))
     out.append(Benchmark(
         "pg_latency",
         f"PostgreSQL commit-to-sink latency, steady {opts.latency_rate:,.0f} changes/s for {opts.latency_seconds:.0f} s "

@@ -126,6 +126,7 @@ class Engine:
             yield from self._notifications()
         start = self.offset
         if once:
+            connector.available_now = True
             connector.prepare_available_now()
         while not self.stopping.is_set():
             end = connector.latest_offset(start, self.max_events)
@@ -142,6 +143,8 @@ class Engine:
                         self.observer.seen(batch, snapshot=False)
                         yield self._out(batch)
             self._commit(end)
+            if not snapshot:
+                self.observer.incremental(end)
             self.observer.committed(None if snapshot else position(end))
             start = end
 
