@@ -45,7 +45,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -174,53 +174,67 @@ class Change:
 
 @dataclass
 class Window:
-    """One chunk read under an open window: its rows and what supersedes them."""
+    """One window of an incremental snapshot: the key range of its chunks, cut into parts that are read side
+    by side (one Spark partition each), and the streamed changes that supersede their rows."""
 
     id: str
     collection: Collection
     key_columns: list[str]
     from_key: list[Any] | None
-    to_key: list[Any]  # the key of the chunk's last row
-    columns: list[pa.Array]  # the rows, as the database's text, in the table's column order
-    key_index: list[int]  # where the key columns are among `columns`
+    to_key: list[Any]  # the key of the window's last row
+    bounds: list[list[Any]] = field(default_factory=list)  # the last key of each part but the last (`to_key`)
+    rows: int = 0  # the rows counted in the range when the window opened
     opened: bool = False  # the open watermark has been seen in the stream (always, read-only)
-    snapshot: Any = None  # the read-only mode's visibility (connector's own)
-    evicted: set[Key] = field(default_factory=set)
-    truncated: bool = False
-    keys: pa.Array | None = None  # each row's key as one string, when the connector compares keys so (else
-    # the key columns' text joined); a streamed change's keys are then 1-tuples of such strings
+    snapshot: Any = None  # what the connector keeps of the window (its view, its exported snapshot, ...)
+    evicted: dict[Key, Any] = field(default_factory=dict)  # superseded keys -> the xid of their last change
+    truncates: list[Any] = field(default_factory=list)  # the xids of truncates of the table in the window
     source: dict[str, Any] | None = None  # where the window closed, for the rows' `source` (kept in the offset)
 
-    def evict(self, keys: Sequence[Key]) -> None:
-        self.evicted.update(keys)
+    def evict(self, keys: Sequence[Key], xid: Any = None) -> None:
+        for k in keys:
+            self.evicted[k] = xid
 
-    def remaining(self) -> list[pa.Array]:
-        """The chunk's rows that no streamed change superseded."""
-        if self.truncated:
-            return [c.slice(0, 0) for c in self.columns]
-        if not self.evicted:
-            return self.columns
-        keys = self.keys if self.keys is not None else _joined([self.columns[i] for i in self.key_index])
-        mask = pc.invert(pc.is_in(keys, value_set=pa.array([_join(k) for k in self.evicted], pa.string())))
-        return [c.filter(mask) for c in self.columns]
+    def parts(self) -> list[tuple[list[Any] | None, list[Any]]]:
+        """The key ranges (after, upto] the window's rows are read in, in key order."""
+        return parts_of(self.from_key, self.bounds, self.to_key)
 
     def chunk_offset(self) -> dict[str, Any]:
         c = self.collection
         out: dict[str, Any] = {"id": self.id, "table": c.id, "condition": c.condition, "surrogate_key": c.surrogate_key,
-               "from": self.from_key, "to": self.to_key}
+                               "from": self.from_key, "to": self.to_key}
+        if self.bounds:
+            out["bounds"] = self.bounds
         if self.source is not None:
             out["source"] = self.source
         return out
 
 
+def parts_of(first: list[Any] | None, bounds: Sequence[list[Any]], last: list[Any]) -> list[tuple[list[Any] | None,
+                                                                                                  list[Any]]]:
+    """The ranges (after, upto] from `first` through each of `bounds` to `last`."""
+    ends = [*bounds, last]
+    return list(zip([first, *bounds], ends, strict=True))
+
+
+def drop_superseded(columns: list[pa.Array], keys: pa.Array, evicted: Iterable[str]) -> list[pa.Array]:
+    """The rows (`columns`) whose key (`keys`, one string a row, as `join_key` writes a key) is not in `evicted`."""
+    value_set = pa.array(list(evicted), pa.string())
+    if not len(value_set) or not len(keys):
+        return columns
+    mask = pc.invert(pc.is_in(keys, value_set=value_set))
+    return [c.filter(mask) for c in columns]
+
+
 _SEP = "\x1f"
 
 
-def _join(key: Key) -> str:
+def join_key(key: Key) -> str:
+    """A key's values as one string (a streamed change's keys compare with a chunk's rows so)."""
     return _SEP.join("\x00" if v is None else str(v) for v in key)
 
 
-def _joined(columns: list[pa.Array]) -> pa.Array:
+def joined_keys(columns: list[pa.Array]) -> pa.Array:
+    """Each row's key columns (the database's text) as one string, as `join_key` writes it."""
     if len(columns) == 1:
         return pc.fill_null(columns[0], "\x00")
     return pc.binary_join_element_wise(*[pc.fill_null(c, "\x00") for c in columns], _SEP)
@@ -249,9 +263,10 @@ class IncrementalHooks(Protocol):
         ...
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
-                    upto: list[Any], size: int, window_id: str, delivered: Offset) -> Window | None:
-        """Open a window and read the chunk: at most `size` rows with keys in (after, upto], by key
-        (watermarks written as configured); None when there are no such rows (no window stays open).
+                    upto: list[Any], rows: int, parts: int, window_id: str, delivered: Offset) -> Window | None:
+        """Open a window over the next `rows` rows (at most) with keys in (after, upto], by key, cut into
+        `parts` ranges of about equal rows (watermarks written as configured; the rows themselves are read
+        by the units of `chunk_units`); None when there are no such rows (no window stays open).
         `delivered`: the stream position the changes delivered so far reach (the batch's start)."""
         ...
 
@@ -259,16 +274,24 @@ class IncrementalHooks(Protocol):
         """Whether the window's rows may be emitted at stream position `end`."""
         ...
 
-    def visible(self, window: Window, xid: int | None) -> bool:
-        """Read-only mode: whether the chunk's snapshot saw transaction `xid`'s changes."""
+    def visible(self, window: Window, xid: Any) -> bool:
+        """Read-only mode: whether the window's view saw transaction `xid`'s changes (False when only the
+        units reading the rows know it: they decide by each evicted key's xid)."""
         ...
 
-    def chunk_unit(self, window: Window, columns: list[pa.Array], at: Offset) -> WorkUnit:
-        """The unit emitting the rows `columns` of `window` as incremental snapshot events, at `at`."""
+    def chunk_units(self, window: Window, at: Offset) -> list[WorkUnit]:
+        """The units reading the window's rows, one per part, and emitting those not superseded as
+        incremental snapshot events at `at`."""
         ...
 
-    def reread_unit(self, chunk: dict[str, Any], evicted: set[Key], at: Offset) -> WorkUnit:
-        """A replayed batch's chunk: its key range read again, minus the keys `evicted`."""
+    def reread_units(self, chunk: dict[str, Any], evicted: dict[Key, Any], at: Offset, since: Offset) -> list[WorkUnit]:
+        """A replayed batch's chunk: its key ranges read again, minus the keys `evicted` (every change
+        of the batch's stream range, from `since`)."""
+        ...
+
+    def end_window(self, window: Window) -> None:
+        """The window is over (its batch was planned and the next one is being planned, or it was dropped):
+        release what held its view."""
         ...
 
     def log_position(self, at: Offset) -> str:
@@ -292,7 +315,7 @@ class IncrementalHooks(Protocol):
 class Incremental:
     """Signals and incremental snapshots over one connector's stream (driver-side)."""
 
-    def __init__(self, config: ConnectorConfig, hooks: IncrementalHooks):
+    def __init__(self, config: ConnectorConfig, hooks: IncrementalHooks, parallelism: int = 1):
         self.hooks = hooks
         self.signal_table = config.get("signal.data.collection")
         channels = config.get("signal.enabled.channels") or ["source"]
@@ -304,10 +327,13 @@ class Incremental:
             self.files.append((Path(config[sig.CLI_FILE]), "cli"))
         self.poll_s = config["signal.poll.interval.ms"] / 1000
         self.chunk_size = config["incremental.snapshot.chunk.size"]
+        self.batch_rows = config[sig.BATCH_ROWS]
+        self.part_rows = config["headwater.snapshot.chunk.rows"]
+        self.parallelism = max(1, parallelism)
         self.read_only = sig.read_only(config)
         self.last_poll = 0.0
         self.window: Window | None = None
-        self.pending: dict[str, Window] = {}  # chunk id -> window, emitted by the batch planned next
+        self.pending: dict[str, Window] = {}  # window id -> window, emitted by the batch planned last
         self.keys: dict[str, list[str] | None] = {}
         self._last_id: str | None = None  # the snapshot's signal id, when its last table is done
         self.blocking: dict[str, Any] | None = None  # a blocking snapshot signalled in the batch being planned
@@ -316,13 +342,16 @@ class Incremental:
 
     # ------------------------------------------------------------------ the batch's end
     def latest(self, start: Offset, start_pos: Offset, stream: Callable[[], Offset | None],
-               stream_offset: Callable[[Offset], Offset]) -> Offset | None:
+               stream_offset: Callable[[Offset], Offset], max_events: int | None = None) -> Offset | None:
         """The end of the batch from `start` (an offset; `start_pos` its stream position): the next
-        chunk's window is opened first (so that its open watermark is likely in this batch), then
-        `stream()` gives the end of the batch's stream range (None: nothing new), and
+        window is opened first (so that its watermarks are likely in this batch; at most `max_events`
+        rows), then `stream()` gives the end of the batch's stream range (None: nothing new), and
         `stream_offset` makes an offset of a stream position; the incremental-snapshot and signal
         fields are added to it. None when the batch has nothing to do."""
         self.hooks.end_blocking()
+        for done in self.pending.values():  # the batch that emitted it is over
+            self.hooks.end_window(done)
+        self.pending = {}
         state = State.from_offset(start)
         pending = start.get(BLOCKING_PENDING)
         if pending:  # streaming pauses for this batch: the tables are read, the stream does not move
@@ -330,7 +359,7 @@ class Incremental:
                     **({FILE_POSITIONS: start[FILE_POSITIONS]} if start.get(FILE_POSITIONS) else {}),
                     BLOCKING: pending}
         if self.window is None and state.active and not state.paused:
-            state = self._open_next(state, start_pos)
+            state = self._open_next(state, start_pos, max_events)
         end_pos = stream()
         files = dict(start.get(FILE_POSITIONS) or {})
         signals: list[sig.Signal] = []
@@ -358,7 +387,7 @@ class Incremental:
             chunk = window.chunk_offset()
             self.pending = {window.id: window}
             self.window = None
-            state = state.with_(last_key=window.to_key, rows=state.rows + len(window.columns[0]))
+            state = state.with_(last_key=window.to_key, rows=state.rows + window.rows)
             self.notify(state.correlation_id, "IN_PROGRESS", current_collection_in_progress=window.collection.id,
                         data_collections=state.names(), last_processed_key=_key_text(window.to_key),
                         maximum_key=_key_text(state.max_key))
@@ -366,6 +395,7 @@ class Incremental:
             state = self._act(state, s, at)
         if chunk is not None and (not state.active or state.collections[0].id != chunk["table"]):
             chunk = None  # its table's snapshot was stopped in this batch: the chunk's rows are not emitted
+            self._end(self.pending.pop(window.id, None) if window is not None else None)
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
                    or chunk is not None or bool(self.notify.pending) or self.blocking is not None)
         if end_pos is None and not changed:
@@ -406,8 +436,8 @@ class Incremental:
         elif not window.opened:
             return
         if change.op == "t":
-            window.truncated = True
-        window.evict(change.keys)
+            window.truncates.append(change.xid)
+        window.evict(change.keys, change.xid)
 
     # ------------------------------------------------------------------ signals
     def _act(self, state: State, s: sig.Signal, at: Offset) -> State:
@@ -431,7 +461,7 @@ class Incremental:
         # stop-snapshot: all tables, or those the regexes match
         patterns = s.data.get("data-collections")
         if not patterns:
-            self.window = None
+            self._end(self.window)
             log.info("incremental snapshot stopped")
             self.notify(state.correlation_id, "ABORTED")
             return State()
@@ -439,7 +469,7 @@ class Incremental:
         keep = tuple(c for c in state.collections if not any(r.fullmatch(c.id) for r in regexes))
         if keep and keep[0] == state.collections[0]:
             return state.with_(collections=keep)
-        self.window = None  # the table being read was removed
+        self._end(self.window)  # the table being read was removed
         if not keep:
             self.notify(state.correlation_id, "ABORTED")
         return State(keep, None, None, state.correlation_id if keep else None, state.paused and bool(keep))
@@ -481,9 +511,28 @@ class Incremental:
         return State(added, None, None, s.id, False)
 
     # ------------------------------------------------------------------ chunks
-    def _open_next(self, state: State, delivered: Offset) -> State:
-        """Open the window of the next chunk, moving past tables that are done (or cannot be read)."""
+    def _end(self, window: Window | None) -> None:
+        """Drop the open window (or one emitted in this batch) `window`, releasing what holds its view."""
+        if window is not None:
+            self.hooks.end_window(window)
+            if window is self.window:
+                self.window = None
+
+    def window_size(self, max_events: int | None) -> tuple[int, int]:
+        """The most rows the next window reads and into how many parts: whole chunks of
+        `incremental.snapshot.chunk.size` rows (at least one) up to `headwater.incremental.snapshot.batch.rows`
+        and `max_events`; parts of at most `headwater.snapshot.chunk.rows` rows, at least two per core and
+        at most one per chunk."""
+        cap = self.batch_rows if max_events is None else min(self.batch_rows, max_events)
+        chunks = max(1, cap // self.chunk_size)
+        rows = chunks * self.chunk_size
+        parts = min(chunks, max(2 * self.parallelism, -(-rows // self.part_rows)))
+        return rows, parts
+
+    def _open_next(self, state: State, delivered: Offset, max_events: int | None = None) -> State:
+        """Open the next window, moving past tables that are done (or cannot be read)."""
         was_active = state.active
+        rows, parts = self.window_size(max_events)
         while state.active:
             c = state.collections[0]
             try:
@@ -499,7 +548,7 @@ class Incremental:
                         continue
                     state = state.with_(max_key=top)
                 assert state.max_key is not None
-                window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
+                window = self.hooks.open_window(c, cols, state.last_key, state.max_key, rows, parts,
                                                 str(uuid.uuid4()), delivered)
             except TableSkipped as exc:
                 log.warning("incremental snapshot: skipping %s: %s", c.id, exc)
@@ -545,16 +594,18 @@ class Incremental:
             return []
         window = self.pending.get(chunk["id"])
         if window is not None:
-            return [self.hooks.chunk_unit(window, window.remaining(), end_pos)]
-        # a batch replayed (after a restart): the chunk's key range again, minus what the batch supersedes
-        evicted: set[Key] = set()
+            return self.hooks.chunk_units(window, end_pos)
+        # a batch replayed (after a restart): the window's key ranges again, minus what the batch's stream
+        # range changes
+        evicted: dict[Key, Any] = {}
         c = Collection(chunk["table"], chunk.get("condition"), chunk.get("surrogate_key"))
         key = self._key_columns(c)
         if start_pos != end_pos and key:
             for change in self.hooks.scan_stream(start_pos, end_pos, {c.id: key}):
                 if change.table == chunk["table"]:
-                    evicted.update(change.keys)
-        return [self.hooks.reread_unit(chunk, evicted, end_pos)]
+                    for k in change.keys:
+                        evicted[k] = None
+        return self.hooks.reread_units(chunk, evicted, end_pos, start_pos)
 
 
 def status(offset: Offset | None) -> dict[str, Any]:
