@@ -1,32 +1,38 @@
 """The binlog connectors' hooks for signals and incremental and blocking snapshots (`connectors.common.incremental`).
 
 - **The stream scan** decodes, on the driver, only the rows events of the signalling table and of the
-  table whose chunk is open (`streaming.row_images`, with the tables as the schema history holds them);
-  other events are passed over by the table their TABLE_MAP names. A key is compared as the JSON of its
-  columns' Debezium values (`KeyText`): one row's key gives the same text from a SELECT's text values
-  and from a binlog image, whatever the column types.
-- **A chunk** is `SELECT <columns> FROM db.t WHERE <key> > <last> AND <key> <= <max> [AND (<condition>)]
-  ORDER BY <key> LIMIT n`, the values as the text protocol gives them (as the initial snapshot reads
-  them), made into `op: r` events with `source.snapshot: incremental` by the snapshot's encoder.
-- **Watermarks**, as Debezium writes them: `INSERT INTO <signal table> VALUES ('<id>-open',
-  'snapshot-window-open', '{"openWindowTimestamp": ...}')` before the SELECT and after it
-  `('<id>-close', 'snapshot-window-close', ...)` (`insert_insert`) or a DELETE of the open row
-  (`insert_delete`), each committed on its own, so each is one binlog transaction in commit order
-  (the open watermark's commit returns after every transaction before it in the binlog is visible).
-  The chunk's rows are emitted once the scan has met the close event; their `source` is that
-  event's (`server_id`, `gtid`, `file`, `pos`, `row`, `thread`), as Debezium's offset context is
-  when it closes the window there, with `ts_ms` the time of emission and no `query`.
-- **The read-only mode** (`read.only` / `headwater.incremental.snapshot.read.only`) writes nothing.
-  MariaDB: the SELECT runs in `START TRANSACTION WITH CONSISTENT SNAPSHOT`, whose binlog position
-  (`binlog_snapshot_file`/`_position`) says exactly which transactions it sees: those ending at or
-  before it; a streamed change supersedes a chunk row when its transaction ends after it. MySQL (no
-  such position; `gtid_mode=ON` is required, as Debezium's read-only mode requires it): the executed
-  GTID set read before the SELECT's snapshot, as Debezium's low watermark; a change supersedes when
-  its GTID is not in that set. Either way a chunk whose view misses a transaction already delivered
-  (the binlog can reach a replica a moment before the commit is visible) is read again, so nothing
-  delivered before the window is newer than its rows. The rows are emitted once the stream passes the
-  binlog end read after the SELECT (Debezium's high watermark); their `source` is the stream's
-  position then (`file`, `pos`; no GTID, row 0).
+  table whose window is open (`streaming.row_images`, with the tables as the schema history holds
+  them); other events are passed over by the table their TABLE_MAP names. A key is compared as the JSON
+  of its columns' Debezium values (`KeyText`): one row's key gives the same text from a SELECT's text
+  values and from a binlog image, whatever the column types.
+- **A window** opens on the driver: the open watermark, as Debezium writes it (`INSERT INTO <signal
+  table> VALUES ('<id>-open', 'snapshot-window-open', '{"openWindowTimestamp": ...}')`), one query
+  for the keys that cut the window's range (after the last key emitted, up to the table's maximum,
+  under the signal's condition) into parts of about equal rows, then the close watermark (`('<id>-close',
+  'snapshot-window-close', ...)` for `insert_insert`, a DELETE of the open row for `insert_delete`),
+  each committed on its own, so each is one binlog transaction in commit order. The rows are emitted
+  once the scan has met the close event; their `source` is that event's (`server_id`, `gtid`,
+  `file`, `pos`, `row`, `thread`), as Debezium's offset context is when it closes the window there,
+  with `ts_ms` the time of emission and no `query`.
+- **Each part** is a unit (`IncrementalChunk`, a Spark partition) that reads its range where it runs:
+  `SELECT <columns> FROM db.t WHERE <key> > <from> AND <key> <= <to> [AND (<condition>)] ORDER BY <key>`
+  in a consistent snapshot of its own (MariaDB: `START TRANSACTION WITH CONSISTENT SNAPSHOT`, whose
+  `binlog_snapshot_file`/`_position` says exactly which transactions it sees, those ending at or
+  before it; MySQL, which has no such position and needs `gtid_mode=ON`, as Debezium's read-only mode
+  does: the executed GTID set read before the snapshot), read again while the view misses a change
+  delivered before the window (the binlog can reach a replica a moment before the commit is
+  visible). The values come as the text protocol gives them (as the initial snapshot reads them) and
+  are made into `op: r` events with `source.snapshot: incremental` by the snapshot's encoder. Dropped:
+  the keys the driver's scan found superseded (watermarks: every change after the open one;
+  read-only: the changes whose transaction the view did not see, judged here by each change's end
+  position or GTID), and every key the part finds changed in the binlog from the batch's end to the
+  binlog's end read after its SELECT (`lockfree.read_window`): the view may be past the batch's end,
+  and a row emitted there must not carry a later change.
+- **The read-only mode** (`read.only` / `headwater.incremental.snapshot.read.only`) writes nothing: no
+  watermarks; the window is emitted in the batch it opens in, its rows' `source` the stream's position
+  then (`file`, `pos`; no GTID, row 0).
+- **A replayed batch** (after a restart) reads its window's parts again the same way, dropping every
+  key its stream range changes.
 - **A blocking snapshot** reads the tables in a consistent-snapshot transaction opened when its batch
   is planned (no lock: the schema comes from the history), cut into key ranges as the initial
   snapshot cuts them (`snapshot.plan_chunks`); streaming resumes where it paused.
@@ -129,7 +135,7 @@ def _plain(v: Any) -> Any:
 
 @dataclass(frozen=True)
 class ChunkView:
-    """The read-only mode's view of a chunk's SELECT: MariaDB's binlog position of its consistent
+    """The view a part's SELECT read in: MariaDB's binlog position of its consistent
     snapshot (`low`), or MySQL's executed GTID set read before it (`gtids`); the binlog end read after it."""
 
     high: int

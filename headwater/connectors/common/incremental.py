@@ -3,38 +3,77 @@ for every stream connector.
 
 `Incremental` runs on the driver beside the streaming planner; the shared lifecycle
 (`common.phases.SnapshotThenStream`) calls it for each streaming batch, and a connector fills in
-`IncrementalHooks` (PostgreSQL: `connectors.postgres.incremental`). For a batch (start, end] of
-the change log it
+`IncrementalHooks` (PostgreSQL: `connectors.postgres.incremental`; MySQL and MariaDB:
+`connectors.binlog.incremental`). For a batch (start, end] of the change log it
 
 1. reads the file channels (`signal.file`, and the command line's file) and scans the batch's
    messages (`scan_stream`) for inserts into the signalling table (the `source` channel), acting
    on the signals in log order: `execute-snapshot`, `stop-snapshot`, `pause-snapshot`,
    `resume-snapshot`, `log`;
-2. while a chunk's window is open, notes the keys of the streamed changes to the chunk's table
-   that supersede the chunk's rows: every change after the window's open watermark (watermarking
-   strategies `insert_insert` and `insert_delete`), or, in the read-only mode, every change whose
-   transaction the chunk's snapshot did not see;
-3. once the window may close (the open watermark is in the batch; read-only: the stream has passed
-   every transaction the chunk's snapshot saw), emits the chunk's rows that were not superseded, as
+2. while a window is open, notes the keys of the streamed changes to its table that supersede its
+   rows: every change after the window's open watermark (watermarking strategies `insert_insert`
+   and `insert_delete`), or, in the read-only mode, every change whose transaction the window's
+   view did not see (or, when only the units reading the rows know the view, every change with
+   its transaction's id, for them to decide);
+3. once the window may close (its close watermark is in the batch; read-only: the stream has
+   passed every transaction the view saw), emits the window's rows that were not superseded, as
    `op: r` events with `source.snapshot: incremental`, after the batch's streamed events;
-4. opens the next chunk's window (`incremental.snapshot.chunk.size` rows, by key, after the last
-   key emitted, up to the table's maximum key read when the table's turn came).
+4. opens the next window (before the batch's stream range is fixed, so that its watermarks are
+   likely in it): up to `headwater.incremental.snapshot.batch.rows` rows (whole chunks of
+   `incremental.snapshot.chunk.size` rows, at least one; no more than `maxEventsPerTrigger`), by
+   key, after the last key emitted, up to the table's maximum key read when the table's turn came.
+
+Beyond Debezium: a window holds several chunks, and its rows are not read by the driver. The
+connector cuts its key range into parts of about equal rows (at least two per core of the
+source's `parallelism`, at most `headwater.snapshot.chunk.rows` rows and at least a chunk each)
+when it opens it, and emits it as one unit per part (`chunk_units`): on Spark one partition each,
+read side by side by the executors, which SELECT their range, drop the superseded keys shipped in
+the unit and encode the rest column-wise; the driver only decides where the rows go in the
+stream (after the batch's streamed events, at its end E). Setting the batch rows to the chunk
+size gives Debezium's one chunk a batch.
+
+Why it is exact. Write T(p) for the table once every change at a log position <= p is applied.
+A row emitted at E must be T(E) for its key, and every key of the window's range that T(E) holds
+must come either as a row or through the stream. The parts' rows are read in a view V, after the
+batch's end E was fixed, at log position P(V):
+
+- PostgreSQL: one view for the whole window, the snapshot a connection exports while the driver
+  opens the window and holds until the batch is over; every unit imports it, so P(V) lies between
+  the open and the close watermark (read-only: before the WAL position read after it), and E is
+  past the close (that position), so P(V) <= E. A key with a change in (open, E] (read-only: a
+  change V did not see) is dropped; any other key did not change between P(V) and E, so V's row
+  is T(E)'s. The driver knows every such change before the rows are read: it ships the keys.
+- MySQL/MariaDB: no snapshot can be shared, so each part takes its own consistent snapshot, which
+  must see everything delivered before the window (read again until it does), and P(V) may be
+  past E. The part drops the keys of the driver's changes (watermarks: all after the open one;
+  read-only: those its view did not see) and reads the binlog itself from E to its end after the
+  SELECT (>= P(V)), dropping every key changed there too. A key left did not change between
+  min(P(V), E) and max(P(V), E), so V's row is T(E)'s.
+
+A dropped key loses nothing: its change is in the stream, with the row's full image (an insert or
+an update's after image) or its absence (a delete), and comes after the window's rows or in the
+same batch before them. Rows the range did not hold in V come through the stream if the table
+holds them later. So replaying the events gives the table's state, as with Debezium, and the
+window's rows never carry a change that a later event in the stream undoes ("from the future").
 
 A blocking snapshot (`execute-snapshot` with `type: blocking`) is noted in the batch's offset
 (`blocking_snapshot_pending`); the next batch (`blocking_snapshot`) has an empty stream range and
 reads the tables as the initial snapshot does, under a snapshot taken then; streaming resumes where
 it paused (rows changed between the pause and that snapshot come again: Debezium's "possible
-duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`.
+duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`
+(IN_PROGRESS once a window, not once a chunk).
 
-Emitting the chunk at the end of the batch rather than at the close watermark is the same
-algorithm: every change between the open watermark and the batch's end supersedes a row it
-touches, so the window reaches to the batch's end. The progress is in the offsets under
-Debezium's names (`incremental_snapshot_collections`, `..._primary_key`, `..._maximum_key`,
-`..._correlation_id`, keys as JSON arrays of text, not Java serialization) plus
-`incremental_snapshot_paused`, the chunk a batch emits (`incremental_snapshot_chunk`) and the
-bytes read of each signal file (`signal_file_positions`): a restart resumes at the chunk after the
-last one delivered, and a batch replayed from Spark's checkpoint reads its chunk's key range again
-(state-exact: the rows are as new as or newer than the window's, and the changes after follow).
+The progress is in the offsets under Debezium's names (`incremental_snapshot_collections`,
+`..._primary_key`, `..._maximum_key`, `..._correlation_id`, keys as JSON arrays of text, not Java
+serialization) plus `incremental_snapshot_paused`, the window a batch emits
+(`incremental_snapshot_chunk`: its table, key range and the bounds of its parts) and the bytes read
+of each signal file (`signal_file_positions`): a restart resumes at the window after the last one
+delivered (nothing delivered is read again, nothing is skipped). A batch replayed from Spark's
+checkpoint (its view is gone) reads its window's ranges again, dropping the keys its stream range
+changes: on MySQL/MariaDB in a new view per part, exact as above from the batch's start; on
+PostgreSQL as the table is at the replay, which is state-exact (the rows are as new as or newer
+than the window's, and the changes after them follow) but may carry a change the next batches
+deliver again.
 """
 
 from __future__ import annotations

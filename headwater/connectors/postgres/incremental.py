@@ -1,28 +1,34 @@
 """PostgreSQL's hooks for signals and incremental snapshots (`connectors.common.incremental`).
 
 - The stream scan decodes, on the driver, only the pgoutput changes of the signalling table and of
-  the table whose chunk is open (by relation oid; other messages are skipped by their first bytes).
-- A chunk is read with `COPY (SELECT ... WHERE (key) > (last) AND (key) <= (max) [AND (condition)]
-  ORDER BY key LIMIT n) TO STDOUT (FORMAT csv)`: the rows as PostgreSQL's text, as the initial
-  snapshot reads them, so the same column-wise encoder makes their events (`op: r`,
-  `source.snapshot: incremental`).
-- Watermarks, as Debezium writes them: `INSERT INTO <signal table> VALUES ('<id>-open',
-  'snapshot-window-open', '{"openWindowTimestamp": ...}')` before the chunk's SELECT, and after it
-  `('<id>-close', 'snapshot-window-close', '{"openWindowTimestamp": ..., "closeWindowTimestamp": ...}')`
-  (`insert_insert`) or `DELETE ... WHERE <first column> = '<id>-open'` (`insert_delete`).
-- The read-only mode (`headwater.incremental.snapshot.read.only`) writes nothing: the chunk's SELECT
-  runs in a REPEATABLE READ transaction whose first statement takes `pg_current_snapshot()`; a
-  streamed change supersedes a chunk row when its transaction is not visible to that snapshot (xid
-  at or past xmax, or in xip), and the chunk is emitted once the stream has passed the WAL insert
+  the table whose window is open (by relation oid; other messages are skipped by their first bytes).
+- A window opens on the driver: the open watermark, as Debezium writes it (`INSERT INTO <signal
+  table> VALUES ('<id>-open', 'snapshot-window-open', '{"openWindowTimestamp": ...}')`, committed),
+  then a REPEATABLE READ transaction, held open until the window's batch is over, whose first
+  statement takes `pg_current_snapshot()` and exports the snapshot (`pg_export_snapshot()`); under it
+  one query reads the keys that cut the window's range (`(key) > (last) AND (key) <= (max) [AND
+  (condition)]`, by key, up to the window's rows) into parts of about equal rows, and counts them;
+  then the close watermark (`('<id>-close', 'snapshot-window-close', {..., "closeWindowTimestamp"})`
+  for `insert_insert`, `DELETE ... WHERE <first column> = '<id>-open'` for `insert_delete`) and the
+  WAL insert position after it. The rows are emitted once the stream has passed that position.
+- Each part is a unit (`IncrementalChunk`, a Spark partition) that imports the exported snapshot and
+  streams `COPY (SELECT ... WHERE (key) > (from) AND (key) <= (to) ... ORDER BY key) TO STDOUT`:
+  the rows as PostgreSQL's text, as the initial snapshot reads them, with the same column-wise
+  encoder (`op: r`, `source.snapshot: incremental`), the keys the driver found superseded dropped.
+  Under the exported snapshot every part reads exactly the rows the driver counted.
+- The read-only mode (`headwater.incremental.snapshot.read.only`) writes nothing: no watermarks; a
+  streamed change supersedes a row when its transaction is not visible to the window's snapshot (xid
+  at or past xmax, or in xip), and the rows are emitted once the stream has passed the WAL insert
   position read after the snapshot (every transaction the snapshot saw committed before it).
   A change delivered in an earlier batch supersedes nothing: its transaction committed before the
-  chunk's snapshot was taken, so that snapshot sees it, unless the committing backend had not yet
+  window's snapshot was taken, so that snapshot sees it, unless the committing backend had not yet
   left PostgreSQL's proc array when the snapshot was taken although walsender had already sent its
   commit and headwater delivered it (a window of microseconds; Debezium's watermarks have the same
   one). On a standby (PostgreSQL 16's logical decoding on standbys) the position is the replayed
   one; that setup is not tested here.
+- A batch replayed after a restart (the exported snapshot is gone) reads its window's parts as the
+  table is then, minus the keys its stream range changes.
 """
-
 
 from __future__ import annotations
 
