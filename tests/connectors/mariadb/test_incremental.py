@@ -137,7 +137,9 @@ def test_100k_rows_under_concurrent_changes(mariadb_server, mariadb_db, extra):
     rows = 100_000
     began = time.monotonic()
     run = snapshot_under_workload(mariadb_server, mariadb_db, rows,
-                                  {**extra, "incremental.snapshot.chunk.size": "1024"})
+                                  # windows of ten chunks (each read in four parts): the workload meets ten of them
+                                  {**extra, "incremental.snapshot.chunk.size": "1024",
+                                   "headwater.incremental.snapshot.batch.rows": "10240"})
     took = time.monotonic() - began
     n = len(reads(run.events))
     print(f"{extra}: {n} rows read in {took:.1f}s ({n / took:,.0f} rows/s) while streaming "

@@ -131,7 +131,9 @@ def test_100k_rows_under_concurrent_changes(pg_server, pg_db, extra):
     throughout the snapshot."""
     rows = 100_000
     setup(pg_server, pg_db, rows)
-    run = Run(validate_connector({**props(pg_server, pg_db, **extra), "incremental.snapshot.chunk.size": "1024"}))
+    # windows of ten chunks (each read in four parts), so that the workload meets about ten of them
+    run = Run(validate_connector({**props(pg_server, pg_db, **extra), "incremental.snapshot.chunk.size": "1024",
+                                  "headwater.incremental.snapshot.batch.rows": "10240"}))
     try:
         started(pg_server, pg_db, run)
         worker, stop = start_workload(pg_server, pg_db, rows)
