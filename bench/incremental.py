@@ -95,6 +95,42 @@ class Changes:
             self.thread.join(30)
 
 
+class Progress:
+    """The durations (ms) Spark reports of each batch of the queries running, by query id."""
+
+    def __init__(self) -> None:
+        self.batches: dict[str, list[dict[str, int]]] = {}
+
+    def listener(self) -> Any:
+        from pyspark.sql.streaming import StreamingQueryListener
+
+        progress = self
+
+        class Listener(StreamingQueryListener):
+            def onQueryStarted(self, event: Any) -> None:
+                pass
+
+            def onQueryProgress(self, event: Any) -> None:
+                p = event.progress
+                if p.numInputRows:
+                    progress.batches.setdefault(str(p.id), []).append(
+                        {"rows": p.numInputRows, **{k: int(v) for k, v in p.durationMs.items()}})
+
+            def onQueryIdle(self, event: Any) -> None:
+                pass
+
+            def onQueryTerminated(self, event: Any) -> None:
+                pass
+
+        return Listener()
+
+    def summary(self, query: Any) -> dict[str, Any]:
+        """The query's batches with rows: how many, and the total of each duration (s)."""
+        batches = self.batches.get(str(query.id), [])
+        keys = sorted({k for b in batches for k in b if k != "rows"})
+        return {"batches": len(batches), **{f"{k}_s": sum(b.get(k, 0) for b in batches) / 1000 for k in keys}}
+
+
 def run_one(spark: Any, source: dict[str, Any], work: Path, name: str, once: bool) -> tuple[Any, Path]:
     from headwater.pipeline_config import parse_config
     from headwater.spark.pipeline import start_query
@@ -117,6 +153,8 @@ def measure(rows_list: list[int], rounds: int, changes: float, batch_rows: int |
                                                                      "database.dbname": "d", "topic.prefix": "p"},
                                         "sink": {"type": "jsonl", "path": "/tmp/x"},
                                         "spark": {"master": master}}))
+    progress = Progress()
+    spark.streams.addListener(progress.listener())
     report: dict[str, Any] = {"master": master, "chunk_size": chunk_size, "batch_rows": batch_rows,
                               "changes_per_second": changes, "tables": []}
     try:
@@ -142,7 +180,8 @@ def measure(rows_list: list[int], rounds: int, changes: float, batch_rows: int |
                     last = _until(sink, b'"op":"r"', rows, query, 3600)
                     query.awaitTermination()
                     runs.append({"kind": "initial", "rows": rows, "seconds": last - started,
-                                 "rows_per_s": rows / (last - started), "load_before": load})
+                                 "rows_per_s": rows / (last - started), "load_before": load,
+                                 **progress.summary(query)})
                     shutil.rmtree(work / f"initial{r}", ignore_errors=True)
                     server.execute(f"SELECT pg_drop_replication_slot('i{r}')", data.DBNAME)
 
@@ -157,15 +196,19 @@ def measure(rows_list: list[int], rounds: int, changes: float, batch_rows: int |
                         server.execute(f"INSERT INTO dbz_signal VALUES ('s{r}', 'execute-snapshot', '{signal}')",
                                        data.DBNAME)
                         last = _until(sink, b'"snapshot":"incremental"', rows, query, 3600)
+                    time.sleep(1.0)  # (the last batch's progress)
                     query.stop()
                     runs.append({"kind": "incremental", "rows": rows, "seconds": last - started,
                                  "rows_per_s": rows / (last - started), "load_before": load,
-                                 "changes_streamed": streaming.done})
+                                 "changes_streamed": streaming.done, **progress.summary(query)})
                     shutil.rmtree(work / f"incremental{r}", ignore_errors=True)
                     server.execute(f"SELECT pg_drop_replication_slot('n{r}')", data.DBNAME)
                     for run in runs[-2:]:
                         print(f"{rows:>11,} rows  {run['kind']:<12} {run['seconds']:7.1f} s  "
-                              f"{run['rows_per_s']:>10,.0f} rows/s  (load {run['load_before']:.1f})", flush=True)
+                              f"{run['rows_per_s']:>10,.0f} rows/s  (load {run['load_before']:.1f}; "
+                              f"{run['batches']} batches: latestOffset {run.get('latestOffset_s', 0):.1f} s, "
+                              f"planning {run.get('queryPlanning_s', 0):.1f} s, "
+                              f"addBatch {run.get('addBatch_s', 0):.1f} s)", flush=True)
                 best = {k: max(x["rows_per_s"] for x in runs if x["kind"] == k) for k in ("initial", "incremental")}
                 ratio = best["incremental"] / best["initial"]
                 print(f"{rows:>11,} rows  incremental / initial (best of {rounds}): {ratio:.2f}", flush=True)
