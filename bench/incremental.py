@@ -54,7 +54,10 @@ def _until(sink: Path, needle: bytes, rows: int, query: Any, timeout: float) -> 
         if _count(sink, seen, needle) >= rows:
             return now
         if not query.isActive:
-            raise RuntimeError(f"the query ended: {query.exception()}")
+            if _count(sink, seen, needle) >= rows:  # (it ended after its last files were counted)
+                return time.time()
+            raise RuntimeError(f"the query ended with {_count(sink, seen, needle)} of {rows} rows: "
+                               f"{query.exception()}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"timed out: {_count(sink, seen, needle)} of {rows} rows")
         time.sleep(0.05)
@@ -126,6 +129,9 @@ class Progress:
 
     def summary(self, query: Any) -> dict[str, Any]:
         """The query's batches with rows: how many, and the total of each duration (s)."""
+        deadline = time.monotonic() + 10  # (the listener hears of a batch a moment after it is committed)
+        while str(query.id) not in self.batches and time.monotonic() < deadline:
+            time.sleep(0.1)
         batches = self.batches.get(str(query.id), [])
         keys = sorted({k for b in batches for k in b if k != "rows"})
         return {"batches": len(batches), **{f"{k}_s": sum(b.get(k, 0) for b in batches) / 1000 for k in keys}}
