@@ -10,8 +10,10 @@ COPY text, vacuumed and cached); then, `--rounds` times, one after the other in 
 - the initial snapshot (`snapshot.mode: initial_only`, a new slot): from the query's start to the last
   row committed in the sink;
 - an incremental snapshot (`snapshot.mode: no_data`, a new slot, `execute-snapshot` inserted into the
-  signalling table once the query runs): from the signal's insert to the last of its rows committed,
-  optionally while `--changes-per-second` single-row updates of random rows of the table stream.
+  signalling table once the query runs): from the signal's insert to its COMPLETED notification
+  committed in the sink (the batch after its last rows'), optionally while `--changes-per-second`
+  single-row updates of random rows of the table stream (a row such an update superseded in its window
+  comes as the update, not as a read: `read` counts the reads).
 
 An event has arrived when the file holding it is committed in the sink (polled every 50 ms). Printed and
 written to `bench/results/incremental-<UTC time>.json`: each run's rows/s and the ratio of the best
@@ -174,7 +176,8 @@ def measure(rows_list: list[int], rounds: int, changes: float, batch_rows: int |
                 base = {"connector.class": "postgres", **server.connector_properties(data.DBNAME),
                         "topic.prefix": "bench", "table.include.list": f"public.{data.TABLE}",
                         "signal.data.collection": "public.dbz_signal", "signal.poll.interval.ms": 200,
-                        "incremental.snapshot.chunk.size": chunk_size}
+                        "incremental.snapshot.chunk.size": chunk_size, "notification.enabled.channels": "sink",
+                        "notification.sink.topic.name": "bench.notifications"}
                 if batch_rows:
                     base["headwater.incremental.snapshot.batch.rows"] = batch_rows
                 runs: list[dict[str, Any]] = []
@@ -201,10 +204,13 @@ def measure(rows_list: list[int], rounds: int, changes: float, batch_rows: int |
                         signal = json.dumps({"data-collections": [f"public.{data.TABLE}"]})
                         server.execute(f"INSERT INTO dbz_signal VALUES ('s{r}', 'execute-snapshot', '{signal}')",
                                        data.DBNAME)
-                        last = _until(sink, b'"snapshot":"incremental"', rows, query, 3600)
+                        # (rows whose keys a streamed change superseded come as those changes, not as reads:
+                        # the snapshot is over when its COMPLETED notification is)
+                        last = _until(sink, b'"type":"COMPLETED"', 1, query, 3600)
+                    read = _count(sink, {}, b'"snapshot":"incremental"')
                     time.sleep(1.0)  # (the last batch's progress)
                     query.stop()
-                    runs.append({"kind": "incremental", "rows": rows, "seconds": last - started,
+                    runs.append({"kind": "incremental", "rows": rows, "read": read, "seconds": last - started,
                                  "rows_per_s": rows / (last - started), "load_before": load,
                                  "changes_streamed": streaming.done, **progress.summary(query)})
                     shutil.rmtree(work / f"incremental{r}", ignore_errors=True)
