@@ -247,7 +247,7 @@ class SnapshotThenStream(SourceConnector):
         try:
             if self.incremental is not None:
                 out = self.incremental.latest(start, here, stream,
-                                              lambda end: {"snapshot": STREAMING, **end, "epoch": n})
+                                              lambda end: {"snapshot": STREAMING, **end, "epoch": n}, max_events)
                 return start if out is None else out
             end = stream()
         except PositionLost as exc:
