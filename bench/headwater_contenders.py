@@ -48,6 +48,9 @@ from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_even
 
 NAME = "headwater"
 ENGINE_NAME = "headwater engine"
+#: the same contenders without Debezium 3's context headers (`extended.headers.enabled: false`): their cost
+NO_HEADERS = ", no context headers"
+NO_HEADERS_PROPS = {"extended.headers.enabled": "false"}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -126,6 +129,20 @@ def postgres_stream_engine(case: StreamCase) -> Measurement:
     props = properties(case, case.slot, "no_data")
     res, got = _run(props, case.workdir, "engine", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
     return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
+
+
+def postgres_stream_no_headers(case: StreamCase) -> Measurement:
+    """`postgres_stream` without the context headers (what adding them costs)."""
+    props = {**properties(case, case.slot, "no_data"), **NO_HEADERS_PROPS}
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(NAME + NO_HEADERS, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def postgres_stream_engine_no_headers(case: StreamCase) -> Measurement:
+    """`postgres_stream_engine` without the context headers (what adding them costs)."""
+    props = {**properties(case, case.slot, "no_data"), **NO_HEADERS_PROPS}
+    res, got = _run(props, case.workdir, "engine", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(ENGINE_NAME + NO_HEADERS, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
 def postgres_latency(case: LatencyCase) -> Measurement:

@@ -46,16 +46,21 @@ def run_once(spark, config: Path, timeout: float = 600) -> None:
     until it has processed what the source holds now; its error raised. For tests of a pipeline, not
     of the command line (which starts a JVM of its own each time, ~8 s)."""
     from headwater.pipeline_config import load_config
-    from headwater.spark.pipeline import start_query
+    from headwater.spark.pipeline import query_observer, start_query
 
     cfg = load_config(str(config))
     # the shared session cannot take a master or Spark options of the file's own
     assert cfg.spark.master == "local[2]" and not cfg.spark.conf, "run such a configuration with `cli`"
     query = start_query(spark, cfg, once=True)
+    observed = query_observer(query)
     try:
         finished = query.awaitTermination(timeout)
+        if finished and observed is not None:  # the metrics file counts the last batch, as `headwater run`'s
+            observed.wait_counted()
     finally:
         query.stop()
+        if observed is not None:  # its listener leaves the shared session, as it leaves `headwater run`'s
+            observed.close()
     assert finished, f"the query of {config} did not finish in {timeout} s"
     _wait_for_the_slot_to_be_released(cfg)
     error = query.exception()

@@ -26,11 +26,22 @@ def int64_array(v: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
 
 
+def int32_array(v: np.ndarray) -> pa.Array:
+    """An int32 array of a numpy array's values (list offsets)."""
+    v = np.ascontiguousarray(v, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(v), [None, pa.py_buffer(v)])
+
+
 def int64_values(a: pa.Array) -> np.ndarray:
     """An int64 array without nulls as numpy, a view of its buffer (`to_numpy` imports pandas)."""
     if a.type != pa.int64() or a.null_count:
         raise ValueError("int64_values needs an int64 array without nulls")
     return np.frombuffer(a.buffers()[1], dtype=np.int64, count=len(a), offset=a.offset * 8)
+
+
+def list_offsets(a: pa.Array) -> np.ndarray:
+    """A list array's offsets (one more than its length, into its `values`) as numpy, a view of its buffer."""
+    return np.frombuffer(a.buffers()[1], dtype=np.int32, count=len(a) + 1, offset=a.offset * 4)
 
 
 def bool_array(mask: np.ndarray) -> pa.Array:

@@ -73,7 +73,9 @@ def test_sigkill_mid_snapshot_resumes_exactly_once(pg_server, tmp_path):
                           f"INSERT INTO items SELECT g, g, 'red' FROM generate_series(1, {ROWS}) g", db)
         config = write_config(tmp_path, pg_server, db, name="inc",
                               source={"snapshot.mode": "no_data", "signal.data.collection": "public.dbz_signal",
-                                      "incremental.snapshot.chunk.size": 500, "signal.poll.interval.ms": 200},
+                                      "incremental.snapshot.chunk.size": 500, "signal.poll.interval.ms": 200,
+                                      # windows of 1,000 rows: several batches, each read in parts
+                                      "headwater.incremental.snapshot.batch.rows": 1000},
                               spark={"trigger.interval": "1 second"})
         checkpoint = tmp_path / "state" / "checkpoint"
         log = tmp_path / "headwater.log"

@@ -32,8 +32,8 @@ def test_sigkill_mid_snapshot_resumes_exactly_once(mariadb_server, mariadb_db, t
         "name": "inc",
         "source": {"connector.class": "mariadb", **server.connector_properties(db), "database.server.id": "5431",
                    "topic.prefix": "m", "include.schema.changes": "false",
-                   "signal.data.collection": f"{db}.dbz_signal", "incremental.snapshot.chunk.size": 1000,
-                   "signal.poll.interval.ms": 200},
+                   "signal.data.collection": f"{db}.dbz_signal", "incremental.snapshot.chunk.size": 500,
+                   "headwater.incremental.snapshot.batch.rows": 1000, "signal.poll.interval.ms": 200},
         "sink": {"type": "jsonl", "path": str(tmp_path / "out")},
         "spark": {"master": "local[2]", "checkpoint": str(tmp_path / "state" / "checkpoint"),
                   "trigger.interval": "1 second"}}))

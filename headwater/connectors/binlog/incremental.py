@@ -1,32 +1,38 @@
 """The binlog connectors' hooks for signals and incremental and blocking snapshots (`connectors.common.incremental`).
 
 - **The stream scan** decodes, on the driver, only the rows events of the signalling table and of the
-  table whose chunk is open (`streaming.row_images`, with the tables as the schema history holds them);
-  other events are passed over by the table their TABLE_MAP names. A key is compared as the JSON of its
-  columns' Debezium values (`KeyText`): one row's key gives the same text from a SELECT's text values
-  and from a binlog image, whatever the column types.
-- **A chunk** is `SELECT <columns> FROM db.t WHERE <key> > <last> AND <key> <= <max> [AND (<condition>)]
-  ORDER BY <key> LIMIT n`, the values as the text protocol gives them (as the initial snapshot reads
-  them), made into `op: r` events with `source.snapshot: incremental` by the snapshot's encoder.
-- **Watermarks**, as Debezium writes them: `INSERT INTO <signal table> VALUES ('<id>-open',
-  'snapshot-window-open', '{"openWindowTimestamp": ...}')` before the SELECT and after it
-  `('<id>-close', 'snapshot-window-close', ...)` (`insert_insert`) or a DELETE of the open row
-  (`insert_delete`), each committed on its own, so each is one binlog transaction in commit order
-  (the open watermark's commit returns after every transaction before it in the binlog is visible).
-  The chunk's rows are emitted once the scan has met the close event; their `source` is that
-  event's (`server_id`, `gtid`, `file`, `pos`, `row`, `thread`), as Debezium's offset context is
-  when it closes the window there, with `ts_ms` the time of emission and no `query`.
-- **The read-only mode** (`read.only` / `headwater.incremental.snapshot.read.only`) writes nothing.
-  MariaDB: the SELECT runs in `START TRANSACTION WITH CONSISTENT SNAPSHOT`, whose binlog position
-  (`binlog_snapshot_file`/`_position`) says exactly which transactions it sees: those ending at or
-  before it; a streamed change supersedes a chunk row when its transaction ends after it. MySQL (no
-  such position; `gtid_mode=ON` is required, as Debezium's read-only mode requires it): the executed
-  GTID set read before the SELECT's snapshot, as Debezium's low watermark; a change supersedes when
-  its GTID is not in that set. Either way a chunk whose view misses a transaction already delivered
-  (the binlog can reach a replica a moment before the commit is visible) is read again, so nothing
-  delivered before the window is newer than its rows. The rows are emitted once the stream passes the
-  binlog end read after the SELECT (Debezium's high watermark); their `source` is the stream's
-  position then (`file`, `pos`; no GTID, row 0).
+  table whose window is open (`streaming.row_images`, with the tables as the schema history holds
+  them); other events are passed over by the table their TABLE_MAP names. A key is compared as the JSON
+  of its columns' Debezium values (`KeyText`): one row's key gives the same text from a SELECT's text
+  values and from a binlog image, whatever the column types.
+- **A window** opens on the driver: the open watermark, as Debezium writes it (`INSERT INTO <signal
+  table> VALUES ('<id>-open', 'snapshot-window-open', '{"openWindowTimestamp": ...}')`), one query
+  for the keys that cut the window's range (after the last key emitted, up to the table's maximum,
+  under the signal's condition) into parts of about equal rows, then the close watermark (`('<id>-close',
+  'snapshot-window-close', ...)` for `insert_insert`, a DELETE of the open row for `insert_delete`),
+  each committed on its own, so each is one binlog transaction in commit order. The rows are emitted
+  once the scan has met the close event; their `source` is that event's (`server_id`, `gtid`,
+  `file`, `pos`, `row`, `thread`), as Debezium's offset context is when it closes the window there,
+  with `ts_ms` the time of emission and no `query`.
+- **Each part** is a unit (`IncrementalChunk`, a Spark partition) that reads its range where it runs:
+  `SELECT <columns> FROM db.t WHERE <key> > <from> AND <key> <= <to> [AND (<condition>)] ORDER BY <key>`
+  in a consistent snapshot of its own (MariaDB: `START TRANSACTION WITH CONSISTENT SNAPSHOT`, whose
+  `binlog_snapshot_file`/`_position` says exactly which transactions it sees, those ending at or
+  before it; MySQL, which has no such position and needs `gtid_mode=ON`, as Debezium's read-only mode
+  does: the executed GTID set read before the snapshot), read again while the view misses a change
+  delivered before the window (the binlog can reach a replica a moment before the commit is
+  visible). The values come as the text protocol gives them (as the initial snapshot reads them) and
+  are made into `op: r` events with `source.snapshot: incremental` by the snapshot's encoder. Dropped:
+  the keys the driver's scan found superseded (watermarks: every change after the open one;
+  read-only: the changes whose transaction the view did not see, judged here by each change's end
+  position or GTID), and every key the part finds changed in the binlog from the batch's end to the
+  binlog's end read after its SELECT (`lockfree.read_window`): the view may be past the batch's end,
+  and a row emitted there must not carry a later change.
+- **The read-only mode** (`read.only` / `headwater.incremental.snapshot.read.only`) writes nothing: no
+  watermarks; the window is emitted in the batch it opens in, its rows' `source` the stream's position
+  then (`file`, `pos`; no GTID, row 0).
+- **A replayed batch** (after a restart) reads its window's parts again the same way, dropping every
+  key its stream range changes.
 - **A blocking snapshot** reads the tables in a consistent-snapshot transaction opened when its batch
   is planned (no lock: the schema comes from the history), cut into key ranges as the initial
   snapshot cuts them (`snapshot.plan_chunks`); streaming resumes where it paused.
@@ -43,15 +49,15 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, NoReturn, Protocol
 
 import orjson
-import pyarrow as pa
 import pymysql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.binlog import framing as fr
+from headwater.connectors.binlog import lockfree
 from headwater.connectors.binlog.connection import ConnectionParams, connect
 from headwater.connectors.binlog.gtid import GtidSet
-from headwater.connectors.binlog.lockfree import exact_position, master_position
+from headwater.connectors.binlog.lockfree import exact_position, master_position, read_window
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -69,13 +75,12 @@ from headwater.connectors.common.adhoc import (
     key_values,
     open_data,
 )
-from headwater.connectors.common.incremental import Change, Collection, Key, TableSkipped, Window
+from headwater.connectors.common.incremental import Change, Collection, Key, TableSkipped, Window, parts_of
 from headwater.connectors.common.notifications import NotificationUnit
 from headwater.connectors.common.planner import Planner
 from headwater.connectors.common.signals import WINDOW_CLOSE, WINDOW_OPEN, read_only, split_table
 from headwater.connectors.common.snapshot import ChunkKey, key_between, order_by
 from headwater.connectors.errors import SourceError
-from headwater.events.arrays import binary_array
 from headwater.events.batch import Events
 
 log = logging.getLogger("headwater.binlog.incremental")
@@ -83,6 +88,7 @@ log = logging.getLogger("headwater.binlog.incremental")
 TableKey = tuple[str, str]
 COVER_TRIES = 100  # reads of a read-only chunk until its view holds everything delivered
 COVER_WAIT_S = 0.02
+AWAIT_CLOSE_S = 1.0  # how long opening a window waits for the stream to receive its close watermark
 
 
 class BinlogSourceLike(Protocol):
@@ -129,7 +135,7 @@ def _plain(v: Any) -> Any:
 
 @dataclass(frozen=True)
 class ChunkView:
-    """The read-only mode's view of a chunk's SELECT: MariaDB's binlog position of its consistent
+    """The view a part's SELECT read in: MariaDB's binlog position of its consistent
     snapshot (`low`), or MySQL's executed GTID set read before it (`gtids`); the binlog end read after it."""
 
     high: int
@@ -258,82 +264,86 @@ class BinlogIncremental:
         first = self._table(".".join(self.signal_key)).columns[0].name
         cur.execute(f"DELETE FROM {DIALECT.table(*self.signal_key)} WHERE {DIALECT.quote(first)} = %s", (id_,))
 
-    def _view(self, cur: Any) -> tuple[int | None, GtidSet | None]:
-        """Open the read-only SELECT's consistent snapshot: MariaDB's exact position of it, or MySQL's
-        executed GTID set read before it."""
-        if self.source.dbms == "mariadb":
-            return exact_position(cur).stream, None
-        cur.execute("SELECT @@global.gtid_executed")
-        gtids = GtidSet.parse(str(cur.fetchone()[0] or ""))
-        cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
-        return None, gtids
-
-    def _read(self, cur: Any, sql: str, params: list[Any], window_id: str,
-              delivered: BinlogPosition) -> tuple[list[tuple], ChunkView | None]:
-        if not self.read_only:
-            opened = open_data()
-            self._watermark(cur, f"{window_id}-open", WINDOW_OPEN, opened)
-            cur.execute(sql, params)
-            rows = list(cur.fetchall())
-            if self.strategy == "insert_delete":
-                self._unwatermark(cur, f"{window_id}-open")
-            else:
-                self._watermark(cur, f"{window_id}-close", WINDOW_CLOSE, close_data(opened))
-            return rows, None
-        for _ in range(COVER_TRIES):
-            low, gtids = self._view(cur)
-            cur.execute(sql, params)
-            rows = list(cur.fetchall())
-            cur.execute("COMMIT")
-            view = ChunkView(master_position(cur), low, gtids)
-            if view.covers(delivered):
-                return rows, view
-            time.sleep(COVER_WAIT_S)
-        raise SourceError(f"an incremental snapshot chunk's consistent snapshot (binlog position {low}, GTIDs "
-                          f"{gtids}) keeps missing changes already delivered (up to {delivered}): is the server "
-                          "a replica whose binlog order differs from its commit order?")
+    def bounds_query(self, t: Table, key_columns: Sequence[str], after: Sequence[Any] | None, upto: Sequence[Any],
+                     condition: str | None, rows: int, parts: int) -> tuple[str, list[Any]]:
+        """The keys ending each part of the next `rows` rows (at most) with keys in (after, upto] (stored keys,
+        `adhoc.key_text`) under `condition`, each with its row number and the rows counted: `parts` parts
+        (fewer when the rows make fewer than `parts` chunks) of about equal rows, the last ending at the
+        last row. The rows are numbered after the LIMIT: MariaDB computes a window function over every row
+        its WHERE leaves."""
+        key = self._chunk_key(t, key_columns)
+        where, params = key_between(key, DIALECT, None if after is None else key_values(after), key_values(upto))
+        conds = [c for c in (where, f"({condition})" if condition else None) if c]
+        names = [f"_k{i}" for i in range(len(key_columns))]
+        aliased = ChunkKey(tuple(names), key.nullable)
+        chunk = int(self.source.config["incremental.snapshot.chunk.size"])
+        inner = (f"SELECT {', '.join(f'{DIALECT.quote(k)} AS {n}' for k, n in zip(key_columns, names, strict=True))} "
+                 f"FROM {table_ref(t)}" + (f" WHERE {' AND '.join(conds)}" if conds else "")
+                 + f" ORDER BY {order_by(key, DIALECT)} LIMIT {int(rows)}")
+        numbered = (f"SELECT {', '.join(names)}, ROW_NUMBER() OVER (ORDER BY {order_by(aliased, DIALECT)}) AS _n, "
+                    f"COUNT(*) OVER () AS _total FROM ({inner}) AS w")
+        split = f"LEAST({int(parts)}, (_total + {chunk - 1}) DIV {chunk})"
+        return (f"SELECT {', '.join(names)}, _n, _total FROM ({numbered}) AS x "
+                f"WHERE _n * {split} DIV _total > (_n - 1) * {split} DIV _total ORDER BY _n"), params
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
-                    upto: list[Any], size: int, window_id: str, delivered: Offset) -> Window | None:
+                    upto: list[Any], rows: int, parts: int, window_id: str, delivered: Offset) -> Window | None:
+        """The open watermark, the parts' bounds (no view is shared: each part reads in a view of its own),
+        then the close watermark (each committed on its own); the rows are read by `chunk_units`."""
         t = self._table(collection.id)
-        sql, params = self.chunk_query(t, key_columns, after, upto, collection.condition, size)
+        sql, params = self.bounds_query(t, key_columns, after, upto, collection.condition, rows, parts)
+        high = None
         try:
             with self._connection().cursor() as cur:
-                rows, view = self._read(cur, sql, params, window_id, BinlogPosition.from_offset(delivered))
+                opened = open_data()
+                if not self.read_only:
+                    self._watermark(cur, f"{window_id}-open", WINDOW_OPEN, opened)
+                cur.execute(sql, params)
+                found = [tuple(r) for r in cur.fetchall()]
+                if not self.read_only:
+                    if self.strategy == "insert_delete":
+                        self._unwatermark(cur, f"{window_id}-open")
+                    else:
+                        self._watermark(cur, f"{window_id}-close", WINDOW_CLOSE, close_data(opened))
+                    high = binlog_end(cur)
         except BaseException as exc:
-            self._drop()  # (it may be inside the read-only mode's transaction)
+            self._drop()
             if isinstance(exc, pymysql.err.MySQLError):
                 _skip(exc, "a chunk cannot be read")
             raise
-        if not rows:
+        if not found:
             return None
-        keys = KeyText(self.source.context, t, key_columns, streaming=False)
-        names = [c.name for c in t.columns]
-        index = [names.index(k) for k in key_columns]
-        window = Window(window_id, collection, key_columns, after, key_text([rows[-1][i] for i in index]),
-                        _columns(rows, len(names)), index, snapshot=view,
-                        keys=binary_array([keys(r).encode() for r in rows], pa.string()))
-        log.info("incremental snapshot chunk %s of %s: %d rows after %s up to %s", window_id, collection.id,
-                 len(rows), after, window.to_key)
+        n = len(key_columns)
+        keys = [key_text(r[:n]) for r in found]
+        window = Window(window_id, collection, key_columns, after, keys[-1], keys[:-1], int(found[-1][n + 1]),
+                        snapshot=BinlogPosition.from_offset(delivered))
+        log.info("incremental snapshot window %s of %s: %d rows after %s up to %s in %d parts", window_id,
+                 collection.id, window.rows, after, window.to_key, len(keys))
         self.windows = {window_id: window}  # (a window left open by a stopped snapshot is dropped)
+        if high is not None:
+            self._await(high)
         return window
 
-    def window_ready(self, window: Window, end: Offset) -> bool:
-        view = window.snapshot
-        if view is None:
-            return window.source is not None  # the close event was seen
-        pos = BinlogPosition.from_offset(end)
-        ready = pos.stream >= view.high
+    def _await(self, high: int) -> None:
+        """Give the stream a moment to receive up to `high` (the close watermark), so that the batch being
+        planned can emit the window rather than the next one."""
         reader = self.source.reader
-        if not ready and reader is not None:  # (the binlog's end may lie past the last transaction's)
-            buf = reader.buffer
-            with buf.cond:
-                ready = buf.received >= view.high and not any(
-                    not t.ends_by(pos.stream) and t.commit_pos < view.high for t in buf.txns)
-        if ready and window.source is None:
+        if reader is None:
+            return
+        buf = reader.buffer
+        deadline = time.monotonic() + AWAIT_CLOSE_S
+        with buf.cond:
+            while buf.received < high and time.monotonic() < deadline:
+                buf.cond.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def window_ready(self, window: Window, end: Offset) -> bool:
+        if not self.read_only:
+            return window.source is not None  # the close event was seen
+        if window.source is None:  # read-only: each part's view is checked where it is read
+            pos = BinlogPosition.from_offset(end)
             window.source = {"file": pos.file, "pos": pos.pos, "server_id": self._server_id(), "gtid": None,
                              "row": 0, "thread": None}
-        return ready
+        return True
 
     def _server_id(self) -> int:
         if self.server_id is None:
@@ -347,8 +357,10 @@ class BinlogIncremental:
         return self.server_id
 
     def visible(self, window: Window, xid: Any) -> bool:
-        view = window.snapshot
-        return view is None or xid is None or view.sees(*xid)
+        return False  # the views are taken where the parts are read: they decide by each change's xid
+
+    def end_window(self, window: Window) -> None:
+        self.windows.pop(window.id, None)
 
     # ---- the stream scan
     def scan_stream(self, start: Offset, end: Offset, watched: Mapping[str, list[str]]) -> Iterator[Change]:
@@ -416,7 +428,7 @@ class BinlogIncremental:
                 elif kind in fr.DELETES and self.strategy == "insert_delete":
                     closed = id_.removesuffix("-open") if id_.endswith("-open") else ""
                 window = self.windows.get(closed)
-                if window is not None and window.snapshot is None and window.source is None:
+                if window is not None and not self.read_only and window.source is None:
                     file, at = split_pos(self.source.file_like, pos)
                     window.source = {"file": file, "pos": at, "server_id": fr.header(payload[1:]).server_id,
                                      "gtid": gtid, "row": i, "thread": thread}
@@ -428,23 +440,27 @@ class BinlogIncremental:
         yield Change(w.name, op, xid, keys)
 
     # ---- units
-    def _unit(self, collection_id: str, key_columns: list[str], rows: list[pa.Array] | None,
-              query: tuple[str, list[Any]] | None, evicted: set[Key], source: dict[str, Any] | None,
-              at: Offset) -> IncrementalChunk:
+    def _units(self, c: Collection, parts: list[tuple[list[Any] | None, list[Any]]], evicted: dict[Key, Any],
+               by_view: bool, truncates: list[Any], since: BinlogPosition, source: dict[str, Any] | None,
+               at: Offset) -> list[WorkUnit]:
+        t = self._table(c.id)
+        key = self.key_columns(c) or []
         pos = BinlogPosition.from_offset(at)
         where = source or {"file": pos.file, "pos": pos.pos}
-        return IncrementalChunk(self.source.context, self._table(collection_id), key_columns, rows, self.source.params,
-                                query, {k[0] for k in evicted}, where, pos.stream)
+        gone = {k[0]: xid for k, xid in evicted.items()}
+        return [IncrementalChunk(self.source.context, t, key, self.source.params, self.source.dbms,
+                                 self.chunk_query(t, key, after, upto, c.condition, None), gone, by_view, truncates,
+                                 since, pos, self.source.file_like, where) for after, upto in parts]
 
-    def chunk_unit(self, window: Window, columns: list[pa.Array], at: Offset) -> WorkUnit:
+    def chunk_units(self, window: Window, at: Offset) -> list[WorkUnit]:
         self.windows.pop(window.id, None)
-        return self._unit(window.collection.id, window.key_columns, columns, None, set(), window.source, at)
+        return self._units(window.collection, window.parts(), window.evicted, self.read_only, window.truncates,
+                           window.snapshot, window.source, at)
 
-    def reread_unit(self, chunk: dict[str, Any], evicted: set[Key], at: Offset) -> WorkUnit:
+    def reread_units(self, chunk: dict[str, Any], evicted: dict[Key, Any], at: Offset, since: Offset) -> list[WorkUnit]:
         c = Collection(chunk["table"], chunk.get("condition"), chunk.get("surrogate_key"))
-        key = self.key_columns(c) or []
-        query = self.chunk_query(self._table(c.id), key, chunk.get("from"), chunk["to"], c.condition, None)
-        return self._unit(c.id, key, None, query, evicted, chunk.get("source"), at)
+        parts = parts_of(chunk.get("from"), chunk.get("bounds") or [], chunk["to"])
+        return self._units(c, parts, evicted, False, [], BinlogPosition.from_offset(since), chunk.get("source"), at)
 
     def notification_unit(self, notifications: list[dict[str, Any]], at: Offset) -> WorkUnit:
         return NotificationUnit(self.source.config["notification.sink.topic.name"], notifications,
@@ -490,52 +506,93 @@ def _text(v: Any) -> Any:
     return v.decode("utf-8", "replace") if isinstance(v, bytes | bytearray) else v
 
 
-def _columns(rows: list[tuple], n: int) -> list[pa.Array]:
-    """Rows of text-protocol values as one Arrow column each: text columns as strings, binary ones as bytes."""
-    out = []
-    for i in range(n):
-        values = [r[i] for r in rows]
-        if all(v is None or v.__class__ is str for v in values):
-            out.append(binary_array([None if v is None else v.encode() for v in values], pa.string()))
-        else:
-            out.append(binary_array(values))
-    return out
+def open_view(cur: Any, dbms: str) -> tuple[int | None, GtidSet | None]:
+    """Open a consistent snapshot for a read: MariaDB's exact binlog position of it, or MySQL's executed GTID
+    set read before it."""
+    if dbms == "mariadb":
+        return exact_position(cur).stream, None
+    cur.execute("SELECT @@global.gtid_executed")
+    gtids = GtidSet.parse(str(cur.fetchone()[0] or ""))
+    cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT")
+    return None, gtids
+
+
+def read_in_view(cur: Any, dbms: str, sql: str, params: list[Any], delivered: BinlogPosition) -> tuple[list[tuple],
+                                                                                                     ChunkView]:
+    """The rows of `sql`, read in a consistent snapshot that saw every change delivered up to `delivered`
+    (read again, a moment later, while it misses one), and the view: the snapshot's position (or GTIDs)
+    and the binlog's end read after it."""
+    for _ in range(COVER_TRIES):
+        low, gtids = open_view(cur, dbms)
+        cur.execute(sql, params)
+        rows = list(cur.fetchall())
+        cur.execute("COMMIT")
+        view = ChunkView(master_position(cur), low, gtids)
+        if view.covers(delivered):
+            return rows, view
+        time.sleep(COVER_WAIT_S)
+    raise SourceError(f"an incremental snapshot chunk's consistent snapshot (binlog position {low}, GTIDs "
+                      f"{gtids}) keeps missing changes already delivered (up to {delivered}): is the server "
+                      "a replica whose binlog order differs from its commit order?")
+
+
+def binlog_end(cur: Any) -> int:
+    """The binlog's end (SHOW MASTER STATUS), as a stream integer."""
+    return lockfree.master_position(cur)
 
 
 @dataclass
 class IncrementalChunk(WorkUnit):
-    """A chunk's rows as incremental snapshot events (`op: r`, `source.snapshot: incremental`): the rows
-    read in the window, or (a replayed batch) its key range read again minus the keys superseded."""
+    """One part of a window, read where the unit runs (a Spark executor, or the engine), in a consistent
+    snapshot of its own that saw every change delivered before the window (`since`); rows whose keys a
+    change supersedes are dropped, the others emitted as incremental snapshot events (`op: r`,
+    `source.snapshot: incremental`) at the batch's end (`upto`). A key is superseded by
+
+    - a change the driver's scan met in the window (`evicted`, key text -> the change's xid): always, or,
+      `by_view` (the read-only mode), when the view did not see its transaction;
+    - a change after `upto` up to the binlog's end read after the SELECT, read from the binlog here: the
+      view may have seen it, and the row must not be newer than the position it is emitted at.
+
+    A truncate in the window (`truncates`, their xids) the view did not see (or any, unless `by_view`)
+    leaves no rows."""
 
     ctx: BinlogContext
     table: Table
     key_columns: list[str]
-    columns: list[pa.Array] | None
     params: ConnectionParams
-    query: tuple[str, list[Any]] | None
-    evicted: set[str]
+    dbms: str
+    query: tuple[str, list[Any]]
+    evicted: dict[str, Any]
+    by_view: bool
+    truncates: list[Any]
+    since: BinlogPosition
+    upto: BinlogPosition
+    file_like: str
     source: dict[str, Any]  # where the window closed: file, pos (server_id, gtid, row, thread)
-    version: int
 
     def describe(self) -> str:
         return f"incremental snapshot chunk of {self.table.database}.{self.table.name}"
 
     def _rows(self) -> list[tuple]:
-        if self.columns is not None:
-            return list(zip(*[c.to_pylist() for c in self.columns], strict=True))
-        assert self.query is not None
         conn = connect(self.params, conv=TEXT_VALUES)
         try:
             with conn.cursor() as cur:
-                cur.execute(*self.query)
-                rows = list(cur.fetchall())
+                rows, view = read_in_view(cur, self.dbms, *self.query, self.since)
         finally:
             with contextlib.suppress(Exception):
                 conn.close()
-        if not self.evicted:
+        if self.truncates and (not self.by_view or not all(view.sees(*x) for x in self.truncates)):
+            return []
+        gone = {k for k, xid in self.evicted.items() if not self.by_view or xid is None or not view.sees(*xid)}
+        after = self.upto.stream
+        if view.high > after:  # changes the view may have seen, after the position the rows are emitted at
+            image_key = KeyText(self.ctx, self.table, self.key_columns, streaming=True)
+            for change in read_window(self.params, self.table, self.file_like, after, view.high):
+                gone.update(image_key(r[1]) for r in (change.before, change.after) if r is not None)
+        if not gone:
             return rows
         keys = KeyText(self.ctx, self.table, self.key_columns, streaming=False)
-        return [r for r in rows if keys(r) not in self.evicted]
+        return [r for r in rows if keys(r) not in gone]
 
     def read(self) -> Iterator[Events]:
         rows = self._rows()
@@ -543,4 +600,4 @@ class IncrementalChunk(WorkUnit):
             return
         te = records_of(self.ctx, self.table, streaming=False)
         yield from snapshot_events(te, BinlogMaker(self.ctx), rows, ts_us=time.time_ns() // 1000,
-                                   version=self.version, position=self.source, ends=None)
+                                   version=self.upto.stream, position=self.source, ends=None)

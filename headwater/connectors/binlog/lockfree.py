@@ -47,7 +47,7 @@ takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the
 from __future__ import annotations
 
 import contextlib
-import itertools
+import random
 import time
 import uuid
 from collections import Counter
@@ -91,7 +91,6 @@ CHUNKS = "chunks"  # the offset's phase while chunks remain
 TableKey = tuple[str, str]
 Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)
 _WINDOWS: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # the chunks' windows read here, by run
-_server_ids = itertools.count(1)
 
 
 def lock_free(config: ConnectorConfig, dbms: str) -> bool:
@@ -122,6 +121,12 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _dump_server_id() -> int:
+    """A replication client id for one binlog read, unique among readers that run at once in any process on
+    any host (Spark executors read chunks' windows too): random in a range of its own."""
+    return 4_000_000_000 + random.randrange(1, 294_967_295)
+
+
 def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, high: int) -> list[Change[Row]]:
     """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end (a
     partial image's absent columns are ABSENT: `complete_images`). Every
@@ -131,7 +136,7 @@ def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, hi
     if low >= high:
         return []
     file, pos = split_pos(file_like, low)
-    stream = BinLogStreamReader(connection_settings=params.kwargs(), server_id=4_000_000_000 + next(_server_ids),
+    stream = BinLogStreamReader(connection_settings=params.kwargs(), server_id=_dump_server_id(),
                                 log_file=file, log_pos=pos, resume_stream=True, blocking=True)
     changes: list[Change[Row]] = []
     pending: list[tuple[Row | None, Row | None]] = []

@@ -90,7 +90,7 @@ class BinlogSource(SnapshotThenStream):
         self.recover_schema = mode == "recovery" or (based and self.schema_only and
                                                      config[CONFIGURATION_BASED + "snapshot.schema"])
         self.incremental_hooks = BinlogIncremental(self)
-        self.incremental = Incremental(config, self.incremental_hooks)
+        self.incremental = Incremental(config, self.incremental_hooks, self.parallelism)
 
     # ------------------------------------------------------------------ what differs per server
     @abstractmethod

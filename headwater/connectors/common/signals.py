@@ -50,6 +50,7 @@ CLI_FILE = "headwater.signal.cli.file"
 CLI_FILE_NAME = "signals.jsonl"
 READ_ONLY = "headwater.incremental.snapshot.read.only"
 DEBEZIUM_READ_ONLY = "read.only"  # Debezium's name of the same mode (its read-only incremental snapshots)
+BATCH_ROWS = "headwater.incremental.snapshot.batch.rows"  # the most rows one batch of an incremental snapshot reads
 
 PROPERTIES: list[Property] = [
     prop("signal.data.collection", doc="the signalling table, <schema>.<table> (columns id, type, data)"),
@@ -63,6 +64,10 @@ PROPERTIES: list[Property] = [
              "the chunk's SELECT did not see it (PostgreSQL: pg_current_snapshot(); MariaDB: the binlog position "
              "of the SELECT's consistent snapshot; MySQL: the executed GTID set read before it)"),
     prop(DEBEZIUM_READ_ONLY, "boolean", False, doc=f"Debezium's name of {READ_ONLY} (either sets it)"),
+    prop(BATCH_ROWS, "int", 400_000, minimum=1,
+         doc="the most rows one batch (a Spark micro-batch) of an incremental snapshot reads: whole chunks of "
+             "incremental.snapshot.chunk.size rows, at least one, read side by side by Spark's executors "
+             "(maxEventsPerTrigger lowers it; incremental.snapshot.chunk.size reads one chunk a batch, as Debezium)"),
     prop(CLI_FILE, doc="the file `headwater signal` appends to (set by headwater run and the engine)"),
 ]
 

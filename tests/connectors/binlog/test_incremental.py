@@ -12,7 +12,7 @@ import pytest
 from headwater.connectors.binlog import incremental as binlog_inc
 from headwater.connectors.binlog.ddl import SchemaState, apply_statement
 from headwater.connectors.binlog.gtid import GtidSet
-from headwater.connectors.binlog.incremental import BinlogIncremental, ChunkView, KeyText
+from headwater.connectors.binlog.incremental import BinlogIncremental, ChunkView, KeyText, read_in_view
 from headwater.connectors.binlog.positions import BinlogPosition, stream_pos
 from headwater.connectors.errors import SourceError
 from headwater.connectors.mysql.source import MySqlSource
@@ -86,9 +86,8 @@ def hooks(dbms: str, cfg: Any) -> BinlogIncremental:
 
 def test_mysql_reads_the_executed_gtids_before_the_snapshot_and_again_until_the_view_holds_the_delivered(monkeypatch):
     monkeypatch.setattr(binlog_inc, "COVER_WAIT_S", 0)
-    h = hooks("mysql", mysql(**{"read.only": "true"}))
     cur = Cursor([f"{U1}:1-4", f"{U1}:1-5"], [])
-    rows, view = h._read(cur, "SELECT a FROM t", [], "w", BinlogPosition("binlog.000001", 4, f"{U1}:1-5"))
+    rows, view = read_in_view(cur, "mysql", "SELECT a FROM t", [], BinlogPosition("binlog.000001", 4, f"{U1}:1-5"))
     assert rows == [("1", "x")] and view is not None and view.gtids == GtidSet.parse(f"{U1}:1-5")
     assert view.high == stream_pos("binlog.000001", 5000)
     once = ["SELECT @@global.gtid_executed", "START TRANSACTION WITH CONSISTENT SNAPSHOT", "SELECT a FROM t", "COMMIT",
@@ -98,17 +97,14 @@ def test_mysql_reads_the_executed_gtids_before_the_snapshot_and_again_until_the_
 
 def test_mariadb_reads_in_a_consistent_snapshot_at_its_exact_position(monkeypatch):
     monkeypatch.setattr(binlog_inc, "COVER_WAIT_S", 0)
-    cfg = validate_connector({"connector.class": "mariadb", "database.hostname": "h", "database.user": "u",
-                              "database.server.id": "1", "topic.prefix": "p", "read.only": "true"})
-    h = hooks("mariadb", cfg)
     cur = Cursor([], [300, 300, 800])
     delivered = BinlogPosition("binlog.000001", 700)
-    _, view = h._read(cur, "SELECT a FROM t", [], "w", delivered)
+    _, view = read_in_view(cur, "mariadb", "SELECT a FROM t", [], delivered)
     assert view is not None and view.low == stream_pos("binlog.000001", 800)
     assert cur.statements.count("START TRANSACTION WITH CONSISTENT SNAPSHOT") == 3
     never = Cursor([], [300] * binlog_inc.COVER_TRIES)
     with pytest.raises(SourceError, match="keeps missing changes already delivered"):
-        h._read(never, "SELECT a FROM t", [], "w", delivered)
+        read_in_view(never, "mariadb", "SELECT a FROM t", [], delivered)
 
 
 def test_a_key_reads_the_same_from_a_select_and_from_a_binlog_image():

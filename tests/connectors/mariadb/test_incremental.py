@@ -112,7 +112,9 @@ def snapshot_under_workload(server: MariaDBServer, db: str, rows: int, extra: di
 @pytest.mark.parametrize("extra", STRATEGIES, ids=IDS)
 def test_snapshot_under_concurrent_changes_replays_to_the_table(mariadb_server, mariadb_db, extra):
     rows = 5000
-    run = snapshot_under_workload(mariadb_server, mariadb_db, rows, extra)
+    # windows of four chunks, each read in four parts (one a chunk: the source's parallelism is 2)
+    run = snapshot_under_workload(mariadb_server, mariadb_db, rows,
+                                  {**extra, "headwater.incremental.snapshot.batch.rows": "2000"})
     read = [e for e in run.events if value(e).get("op") == "r"]
     assert read and all(value(e)["source"]["snapshot"] == "incremental" for e in read)
     assert len(set(reads(run.events))) == len(reads(run.events))
@@ -122,7 +124,7 @@ def test_snapshot_under_concurrent_changes_replays_to_the_table(mariadb_server, 
         assert "snapshot-window-open" not in kinds
     elif extra["incremental.snapshot.watermarking.strategy"] == "insert_insert":
         assert kinds["snapshot-window-open"] == kinds["snapshot-window-close"]
-        assert int(str(kinds["snapshot-window-open"])) >= rows // 500
+        assert int(str(kinds["snapshot-window-open"])) >= rows // 2000  # a pair a window
     else:
         assert "snapshot-window-open" not in kinds and "snapshot-window-close" not in kinds
 
@@ -135,7 +137,9 @@ def test_100k_rows_under_concurrent_changes(mariadb_server, mariadb_db, extra):
     rows = 100_000
     began = time.monotonic()
     run = snapshot_under_workload(mariadb_server, mariadb_db, rows,
-                                  {**extra, "incremental.snapshot.chunk.size": "1024"})
+                                  # windows of ten chunks (each read in four parts): the workload meets ten of them
+                                  {**extra, "incremental.snapshot.chunk.size": "1024",
+                                   "headwater.incremental.snapshot.batch.rows": "10240"})
     took = time.monotonic() - began
     n = len(reads(run.events))
     print(f"{extra}: {n} rows read in {took:.1f}s ({n / took:,.0f} rows/s) while streaming "
@@ -146,9 +150,10 @@ def test_100k_rows_under_concurrent_changes(mariadb_server, mariadb_db, extra):
 
 @pytest.mark.parametrize("extra", STRATEGIES, ids=IDS)
 def test_changes_right_after_a_chunks_select_supersede_its_rows(mariadb_server, mariadb_db, extra, monkeypatch):
-    """Every chunk's keys 3 and 5 of its range are updated, deleted or moved while the window is open, right
-    after the SELECT read them (before the close watermark, or past the read-only snapshot): the stale
-    rows must not be emitted after the streamed changes."""
+    """Every chunk's keys 3, 5 and 7 of its range are updated, deleted or moved right after the part's SELECT
+    read them (where the part is read, after the batch's end was fixed, before the binlog's end is read): the
+    part reads the binlog from the batch's end to there and drops those keys' rows, whatever its view saw;
+    the streamed changes that follow give the keys their rows."""
     from headwater.connectors.binlog import incremental as binlog_inc
 
     rows = 1000
@@ -167,23 +172,14 @@ def test_changes_right_after_a_chunks_select_supersede_its_rows(mariadb_server, 
             cur.execute("UPDATE items SET id = id + 100000 WHERE id = %s", (first + 6,))
         conn.close()
 
-    if "read.only" in extra:
-        position = binlog_inc.master_position
+    position = binlog_inc.master_position
 
-        def after_select(cur: Any) -> int:
-            change_the_chunk()
-            return position(cur)
-        monkeypatch.setattr(binlog_inc, "master_position", after_select)
-    else:
-        name = "_unwatermark" if extra["incremental.snapshot.watermarking.strategy"] == "insert_delete" else "_watermark"
-        original = getattr(binlog_inc.BinlogIncremental, name)
-
-        def before_close(self: Any, cur: Any, id_: str, *args: Any) -> None:
-            if id_.endswith("-close") or name == "_unwatermark":
-                change_the_chunk()
-            original(self, cur, id_, *args)
-        monkeypatch.setattr(binlog_inc.BinlogIncremental, name, before_close)
-    run = Run(validate_connector(props(mariadb_server, mariadb_db, **extra, **{"incremental.snapshot.chunk.size": "100"})))
+    def after_select(cur: Any) -> int:  # the binlog's end read after a part's SELECT
+        change_the_chunk()
+        return position(cur)
+    monkeypatch.setattr(binlog_inc, "master_position", after_select)
+    run = Run(validate_connector(props(mariadb_server, mariadb_db, **extra, **{
+        "incremental.snapshot.chunk.size": "100", "headwater.incremental.snapshot.batch.rows": "100"})))
     try:
         started(run)
         signal(mariadb_server, mariadb_db, "execute-snapshot", {"data-collections": [f"{mariadb_db}.items"]}, "s1")
@@ -197,8 +193,10 @@ def test_changes_right_after_a_chunks_select_supersede_its_rows(mariadb_server, 
 
 
 def small(server: MariaDBServer, db: str, rows: int = 2000, **extra: str) -> Any:
+    """Windows of 1,000 rows (5 chunks of 200, in 4 parts)."""
     setup(server, db, rows)
-    return validate_connector(props(server, db, **{"incremental.snapshot.chunk.size": "200", **extra}))
+    return validate_connector(props(server, db, **{"incremental.snapshot.chunk.size": "200",
+                                                   "headwater.incremental.snapshot.batch.rows": "1000", **extra}))
 
 
 def test_a_restart_resumes_at_the_chunk_it_was_in(mariadb_server, mariadb_db, tmp_path):
@@ -260,7 +258,8 @@ def test_kill_9_mid_snapshot_resumes_after_the_last_chunk_stored(mariadb_server,
     from headwater.engine import OffsetFile
 
     rows = 6000
-    config = props(mariadb_server, mariadb_db, **{"incremental.snapshot.chunk.size": "200"})
+    config = props(mariadb_server, mariadb_db, **{"incremental.snapshot.chunk.size": "200",
+                                                  "headwater.incremental.snapshot.batch.rows": "1000"})
     setup(mariadb_server, mariadb_db, rows)
     offsets, out = tmp_path / "o.json", tmp_path / "events.jsonl"
 
@@ -340,7 +339,8 @@ def test_a_batch_replayed_in_a_fresh_connector_reads_its_chunk_again(mariadb_ser
         start, end, events = planned
         fresh.open(start)
         replayed = [e for u in fresh.plan(start, end) for b in u.read() for e in json_rows(b)]
-        assert reads(replayed) == reads(events) == list(range(1, 201))
+        assert reads(replayed) == reads(events) == list(range(1, 1001))
+        assert end[inc.CHUNK]["bounds"] == [["250"], ["500"], ["750"]] and end[inc.CHUNK]["to"] == ["1000"]
         assert [value(e)["after"] for e in replayed] == [value(e)["after"] for e in events]
         assert [value(e)["source"]["pos"] for e in replayed] == [value(e)["source"]["pos"] for e in events]
     finally:
@@ -496,7 +496,8 @@ def test_the_rows_source_and_the_notifications(mariadb_server, mariadb_db):
     db = mariadb_db
     mariadb_server.execute("CREATE TABLE empty_one (id INT PRIMARY KEY)", db)
     run = Run(small(mariadb_server, db, 450, **{"notification.enabled.channels": "sink",
-                                                 "notification.sink.topic.name": "s.notifications"}))
+                                                 "notification.sink.topic.name": "s.notifications",
+                                                 "headwater.incremental.snapshot.batch.rows": "200"}))  # (as Debezium)
     try:
         started(run)
         signal(mariadb_server, db, "execute-snapshot", {"data-collections": [f"{db}.items", f"{db}.empty_one"]},

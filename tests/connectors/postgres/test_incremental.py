@@ -92,7 +92,8 @@ def finish(server: PostgresServer, db: str, run: Run, n: int) -> None:
 def test_snapshot_under_concurrent_changes_replays_to_the_table(pg_server, pg_db, extra):
     rows = 6000
     setup(pg_server, pg_db, rows)
-    run = Run(validate_connector(props(pg_server, pg_db, **extra)))
+    # windows of four chunks, each read in four parts (one a chunk: the source's parallelism is 2)
+    run = Run(validate_connector(props(pg_server, pg_db, **extra, **{"headwater.incremental.snapshot.batch.rows": "2000"})))
     try:
         started(pg_server, pg_db, run)
         worker, stop = start_workload(pg_server, pg_db, rows)
@@ -113,7 +114,7 @@ def test_snapshot_under_concurrent_changes_replays_to_the_table(pg_server, pg_db
     if "headwater.incremental.snapshot.read.only" in extra:
         assert "snapshot-window-open" not in kinds
     elif extra["incremental.snapshot.watermarking.strategy"] == "insert_insert":
-        assert kinds["snapshot-window-open"] == kinds["snapshot-window-close"] >= rows // 500
+        assert kinds["snapshot-window-open"] == kinds["snapshot-window-close"] >= rows // 2000  # a pair a window
     else:
         assert "snapshot-window-open" not in kinds and "snapshot-window-close" not in kinds
 
@@ -130,7 +131,9 @@ def test_100k_rows_under_concurrent_changes(pg_server, pg_db, extra):
     throughout the snapshot."""
     rows = 100_000
     setup(pg_server, pg_db, rows)
-    run = Run(validate_connector({**props(pg_server, pg_db, **extra), "incremental.snapshot.chunk.size": "1024"}))
+    # windows of ten chunks (each read in four parts), so that the workload meets about ten of them
+    run = Run(validate_connector({**props(pg_server, pg_db, **extra), "incremental.snapshot.chunk.size": "1024",
+                                  "headwater.incremental.snapshot.batch.rows": "10240"}))
     try:
         started(pg_server, pg_db, run)
         worker, stop = start_workload(pg_server, pg_db, rows)
@@ -152,8 +155,10 @@ def test_100k_rows_under_concurrent_changes(pg_server, pg_db, extra):
 
 
 def small(server: PostgresServer, db: str, rows: int = 2000, **extra: str):
+    """Windows of 1,000 rows (5 chunks of 200, in 4 parts)."""
     setup(server, db, rows)
-    return validate_connector(props(server, db, **{"incremental.snapshot.chunk.size": "200", **extra}))
+    return validate_connector(props(server, db, **{"incremental.snapshot.chunk.size": "200",
+                                                   "headwater.incremental.snapshot.batch.rows": "1000", **extra}))
 
 
 def test_a_restart_resumes_at_the_chunk_it_was_in(pg_server, pg_db, tmp_path):
@@ -195,14 +200,16 @@ def test_a_batch_replayed_in_a_fresh_connector_reads_its_chunk_again(pg_server, 
             units = src.plan(start, end)
             if end.get(inc.CHUNK):
                 planned = (start, end, [e for u in units for b in u.read() for e in json_rows(b)])
+                assert sum(type(u).__name__ == "IncrementalChunk" for u in units) == 4  # the window's parts
                 break
             start = end
         assert planned is not None
         start, end, events = planned
+        assert end[inc.CHUNK]["bounds"] == [["250"], ["500"], ["750"]] and end[inc.CHUNK]["to"] == ["1000"]
         src.close()  # (it holds the slot)
         fresh.open(start)
         replayed = [e for u in fresh.plan(start, end) for b in u.read() for e in json_rows(b)]
-        assert reads(replayed) == reads(events) == list(range(1, 201))
+        assert reads(replayed) == reads(events) == list(range(1, 1001))
         assert [_value(e)["after"] for e in replayed] == [_value(e)["after"] for e in events]
     finally:
         src.close()
@@ -292,7 +299,10 @@ def run_golden(pg_server, name: str, until: Callable[[list[dict[str, Any]]], boo
         run_psql_script(pg_server, db, scenario.setup)
         config = validate_connector({**pg_server.connector_properties(db), "connector.class": "postgres",
                                      "topic.prefix": "golden", "slot.name": "golden_slot",
-                                     "status.update.interval.ms": "500", **scenario.properties})
+                                     "status.update.interval.ms": "500", **scenario.properties,
+                                     # one chunk a batch, as Debezium emits them (its sequence: its close watermark)
+                                     "headwater.incremental.snapshot.batch.rows":
+                                         scenario.properties.get("incremental.snapshot.chunk.size", "1024")})
         connector = PostgresSource(config, schemas_enable=True)
         engine = Engine(config, schemas_enable=True, connector=connector)
         events: list[dict[str, Any]] = []
