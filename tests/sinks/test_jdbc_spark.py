@@ -91,7 +91,7 @@ def test_run_once_mirrors_into_mariadb(spark, pg_server, mariadb_server, mariadb
 
 @pytest.mark.slow
 @pytest.mark.parametrize("into", ["postgresql", "mariadb"])
-def test_kill_9_again_and_again_while_writes_go_on(pg_server, tmp_path, request, into):
+def test_kill_9_again_and_again_while_writes_go_on(spark, pg_server, tmp_path, request, into):
     source, target = fresh_db(pg_server, "jdbc_ksrc"), fresh_db(pg_server, "jdbc_kdst")
     if into == "mariadb":
         maria, maria_db = request.getfixturevalue("mariadb_server"), request.getfixturevalue("mariadb_db")
@@ -128,7 +128,7 @@ def test_kill_9_again_and_again_while_writes_go_on(pg_server, tmp_path, request,
             writer.join(60)
         assert writer.error is None, writer.error
         assert writer.ops > 50
-        cli("run", str(config), "--once", timeout=600)  # what the kills left behind
+        run_once(spark, config)  # what the kills left behind (`run --once`'s query, in the shared session)
         assert target_rows() == pg_rows(pg_server, source, ROWS)
     finally:
         drop_db(pg_server, source)

@@ -15,11 +15,11 @@ import yaml
 
 from tests.spark_support import (
     batch_ids,
-    cli,
     committed_batches,
     kill_group,
     kill_in_flight,
     read_sink,
+    run_once,
     start_cli,
 )
 
@@ -73,7 +73,8 @@ class Writer(threading.Thread):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("locking", ["lock-free", "minimal"])
-def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(mariadb_server, mariadb_db, tmp_path, locking):
+def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(spark, mariadb_server, mariadb_db, tmp_path,
+                                                                  locking):
     """The snapshot (the lock-free default in chunk batches, or Debezium's locking one) is killed before its
     first batch is committed and again after it, then the stream is killed twice while a writer runs (from
     the snapshot's end: the lock-free snapshot folds changes made during it into its records): inside a
@@ -121,7 +122,7 @@ def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(mariadb_serve
     assert writer.error is None, writer.error
     assert len(writer.changes) > 100
 
-    cli("run", str(config), "--once", timeout=600)  # drain what the kills left behind
+    run_once(spark, config)  # drain what the kills left behind: `run --once`'s query, in the shared session
 
     events = [e["value"] for e in read_sink(tmp_path / "out") if e["value"] is not None and "op" in e["value"]]
     batches = sorted({f.name.split("-part")[0] for f in (tmp_path / "out").glob("*.jsonl")})
