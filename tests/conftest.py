@@ -1,4 +1,4 @@
-"""Shared fixtures: throwaway PostgreSQL and MariaDB servers, fresh databases, Spark."""
+"""Shared fixtures: throwaway PostgreSQL and MariaDB servers, fresh databases, one Spark session."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import contextlib
 import itertools
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,33 @@ def mariadb_db(mariadb_server):
         with contextlib.suppress(RuntimeError):  # it may have ended meanwhile
             mariadb_server.execute(f"KILL {pid}")
     mariadb_server.drop_database(name)
+
+
+REPOSITORY = str(Path(__file__).resolve().parents[1])
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local Spark session (`local[2]`) for every in-process Spark test, made by headwater's own
+    `spark_session` (the options `headwater run` starts Spark with): a JVM start is ~8 s of a test
+    otherwise. Spark's Python workers find the repository on their PYTHONPATH (a test's own
+    connector, under tests/, is imported there). Tests that change a runtime option set it back."""
+    from headwater.pipeline_config import parse_config
+    from headwater.spark.pipeline import spark_session
+
+    cfg = parse_config({"name": "tests", "source": {"connector.class": "postgres", "topic.prefix": "t",
+                                                    "database.hostname": "127.0.0.1", "database.user": "u",
+                                                    "database.dbname": "d"},
+                        "sink": {"type": "jsonl", "path": "unused"},
+                        "spark": {"master": "local[2]", "checkpoint": "unused"}})
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([REPOSITORY, *filter(None, (before or "").split(os.pathsep))])
+    try:
+        session = spark_session(cfg)  # the JVM and the workers it starts keep this PYTHONPATH
+    finally:  # the `headwater` processes tests start set their own
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+    yield session
+    session.stop()

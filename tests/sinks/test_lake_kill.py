@@ -1,4 +1,4 @@
-"""The `delta` and `iceberg` sinks through `headwater run` killed with SIGKILL again and again while
+"""The `delta` and `iceberg` sinks through `headwater run` killed with SIGKILL twice while
 writes go on (local Spark, real PostgreSQL): afterwards a Delta change log holds every change exactly
 once, and an Iceberg mirror equals the source table row for row (read with Polars and pyiceberg)."""
 
@@ -17,7 +17,15 @@ import yaml
 
 from headwater.sinks.iceberg import open_catalog
 from headwater.sinks.lake_config import IcebergOptions
-from tests.spark_support import cli, committed_batches, kill_group, start_cli, write_config
+from tests.spark_support import (
+    batch_ids,
+    committed_batches,
+    kill_group,
+    kill_in_flight,
+    run_once,
+    start_cli,
+    write_config,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -69,9 +77,10 @@ def _wait(cond, timeout: float) -> None:
         time.sleep(0.2)
 
 
-def _run_and_kill(pg_server, pg_db: str, tmp_path: Path, sink: dict, rounds: int = 3) -> Writer:
-    """`headwater run` over public.w, killed `rounds` times at random moments while a writer runs, then
-    drained with `run --once`."""
+def _run_and_kill(spark, pg_server, pg_db: str, tmp_path: Path, sink: dict) -> Writer:
+    """`headwater run` over public.w, killed twice while a writer runs (inside a batch, then at a random
+    moment after the next run has committed that batch), then drained by `run --once`'s query in the
+    tests' shared Spark session (from the checkpoint the last kill left)."""
     pg_server.execute("CREATE TABLE w (id int PRIMARY KEY, v int NOT NULL, note text); "
                       "INSERT INTO w SELECT g, 0, md5(g::text) FROM generate_series(1, 2000) g", pg_db)
     config = write_config(tmp_path, pg_server, pg_db, source={"table.include.list": "public.w"}, name="kill",
@@ -84,23 +93,21 @@ def _run_and_kill(pg_server, pg_db: str, tmp_path: Path, sink: dict, rounds: int
     proc = start_cli("run", str(config), log=log)
     writer = Writer(pg_server.dsn(pg_db))
     try:
-        _wait(lambda: committed_batches(checkpoint) >= 1, 300)
+        _wait(lambda: committed_batches(checkpoint) >= 1, 300)  # the snapshot
         writer.start()
-        for _ in range(rounds):
-            done = committed_batches(checkpoint)
-            _wait(lambda done=done: committed_batches(checkpoint) > done, 300)
-            time.sleep(random.uniform(0, 2))
-            kill_group(proc)
-            proc = start_cli("run", str(config), log=log)
-        done = committed_batches(checkpoint)
-        _wait(lambda: committed_batches(checkpoint) > done, 300)
+        # a streamed batch killed in flight (planned, not committed: the next run plays it again), then,
+        # once the next run has committed it, a kill at a random moment, usually inside a later batch
+        replayed = kill_in_flight(proc, checkpoint)
+        proc = start_cli("run", str(config), log=log)
+        _wait(lambda: max(batch_ids(checkpoint, "commits")) >= replayed, 300)
+        time.sleep(random.uniform(0, 2))
     finally:
         kill_group(proc)
         writer.stop.set()
         writer.join(60)
     assert writer.error is None, writer.error
     assert writer.ops > 100
-    cli("run", str(config), "--once", timeout=600)
+    run_once(spark, config)
     return writer
 
 
@@ -108,9 +115,9 @@ def _source(pg_server, pg_db: str) -> list[dict]:
     return [{"id": i, "v": v, "note": n} for i, v, n in pg_server.query("SELECT id, v, note FROM w ORDER BY id", pg_db)]
 
 
-def test_delta_changelog_holds_every_change_once(pg_server, pg_db, tmp_path):
+def test_delta_changelog_holds_every_change_once(spark, pg_server, pg_db, tmp_path):
     root = tmp_path / "lake"
-    _run_and_kill(pg_server, pg_db, tmp_path, {"type": "delta", "path": str(root), "mode": "changelog",
+    _run_and_kill(spark, pg_server, pg_db, tmp_path, {"type": "delta", "path": str(root), "mode": "changelog",
                                                "table.name.format": "${source.table}"})
     log = pl.read_delta(str(root / "w")).sort("_batch_id", "_batch_order")
     changes = Counter(zip(log["_commit_version"], log["_op"], log["id"], log["v"], strict=True))
@@ -126,8 +133,8 @@ def test_delta_changelog_holds_every_change_once(pg_server, pg_db, tmp_path):
     assert sorted(state.values(), key=lambda r: r["id"]) == _source(pg_server, pg_db)
 
 
-def test_iceberg_mirror_equals_the_source(pg_server, pg_db, tmp_path):
+def test_iceberg_mirror_equals_the_source(spark, pg_server, pg_db, tmp_path):
     warehouse = str(tmp_path / "warehouse")
-    _run_and_kill(pg_server, pg_db, tmp_path, {"type": "iceberg", "catalog.warehouse": warehouse, "mirror": True})
+    _run_and_kill(spark, pg_server, pg_db, tmp_path, {"type": "iceberg", "catalog.warehouse": warehouse, "mirror": True})
     table = open_catalog(IcebergOptions(warehouse)).load_table("golden_public.w")
     assert sorted(table.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == _source(pg_server, pg_db)

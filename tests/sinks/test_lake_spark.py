@@ -1,6 +1,7 @@
-"""The `delta` and `iceberg` sinks through the real `headwater` CLI on local Spark and a real
-PostgreSQL: `run --once` mirrors the schema after the snapshot and after each phase of changes (read
-back with Polars and pyiceberg), a new run over the same checkpoint adds nothing, `status` works."""
+"""The `delta` and `iceberg` sinks in headwater's Spark streaming query (`run --once`'s query, in the
+tests' shared local Spark session) on a real PostgreSQL: the query mirrors the schema after the
+snapshot and after each phase of changes (read back with Polars and pyiceberg), a new run over the
+same checkpoint adds nothing, a batch Spark runs again changes nothing, `headwater status` works."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 import yaml
 
 from tests.sinks.lake_support import CHANGES, SCHEMA, TABLES, lake_rows, properties, source_rows
-from tests.spark_support import cli, write_config
+from tests.spark_support import cli, run_once, write_config
 
 pytestmark = pytest.mark.spark
 
@@ -26,7 +27,7 @@ def _read(sink: dict, table: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("kind", ["delta", "iceberg"])
-def test_run_once_mirrors_the_schema(pg_server, pg_db, tmp_path, kind):
+def test_run_once_mirrors_the_schema(spark, pg_server, pg_db, tmp_path, kind):
     sink = ({"type": "delta", "path": str(tmp_path / "lake"), "table.name.format": "${source.table}",
              "mirror": True} if kind == "delta" else
             {"type": "iceberg", "catalog.warehouse": str(tmp_path / "warehouse"), "partition.by": "k1"})
@@ -41,10 +42,10 @@ def test_run_once_mirrors_the_schema(pg_server, pg_db, tmp_path, kind):
     for phase in ["", *CHANGES]:
         if phase:
             pg_server.execute(phase, pg_db)
-        cli("run", str(config), "--once")
+        run_once(spark, config)
         for table in TABLES:
             assert lake_rows(_read(sink, table), table) == source_rows(pg_server, pg_db, table), (phase, table)
-    cli("run", str(config), "--once")  # nothing new: nothing changes
+    run_once(spark, config)  # nothing new: nothing changes
     for table in TABLES:
         assert lake_rows(_read(sink, table), table) == source_rows(pg_server, pg_db, table)
     status = cli("status", str(config)).stdout
@@ -52,7 +53,7 @@ def test_run_once_mirrors_the_schema(pg_server, pg_db, tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind", ["delta", "iceberg"])
-def test_a_batch_spark_replays_changes_nothing(pg_server, pg_db, tmp_path, kind):
+def test_a_batch_spark_replays_changes_nothing(spark, pg_server, pg_db, tmp_path, kind):
     """A crash after the sink committed a batch and before Spark's checkpoint recorded it (its commit
     log entry missing) makes Spark run that batch again with the same id: the change log must not
     get its changes twice."""
@@ -66,14 +67,14 @@ def test_a_batch_spark_replays_changes_nothing(pg_server, pg_db, tmp_path, kind)
     cfg = yaml.safe_load(config.read_text())
     cfg["sink"] = sink
     config.write_text(yaml.safe_dump(cfg))
-    cli("run", str(config), "--once")
+    run_once(spark, config)
     pg_server.execute(CHANGES[0], pg_db)
-    cli("run", str(config), "--once")
+    run_once(spark, config)
     before = _log(sink, "kinds")
     commits = tmp_path / "state" / "checkpoint" / "commits"
     last = max(int(p.name) for p in commits.iterdir() if p.name.isdigit())
     (commits / str(last)).unlink()  # the state a kill -9 right after the sink's commit leaves
-    cli("run", str(config), "--once")
+    run_once(spark, config)
     assert (commits / str(last)).exists()  # Spark ran the batch again
     assert _log(sink, "kinds") == before
     # the snapshot's 4 rows; 2 inserts, an update, a delete, a key change (delete, create), 40 created,

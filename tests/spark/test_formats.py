@@ -1,7 +1,8 @@
-"""`headwater run` on a real PostgreSQL into the Avro and CloudEvents formats (local Spark).
+"""headwater's Spark query (`run --once`'s, in the tests' shared local Spark session) on a real
+PostgreSQL into the Avro and CloudEvents formats.
 
-The `crud` golden scenario (snapshot, then inserts, updates, deletes, a key change) runs twice with
-`--once` (the setup as snapshot, then the changes), into:
+The `crud` golden scenario (snapshot, then inserts, updates, deletes, a key change) runs twice (the
+setup as snapshot, then the changes), into:
 
 - the `avro` sink: Avro container files per topic, read back with fastavro, whose schema is the one
   Confluent's AvroData makes from the value's Connect schema and whose records are the events'
@@ -32,7 +33,7 @@ from headwater.events.formats.registry import DirectoryRegistry, open_registry
 from tests.events.formats.test_avro import plain
 from tests.golden_support import assert_events_equal, load_scenario, run_psql_script, scenario_dirs
 from tests.spark.test_pipeline import drop_db, fresh_db
-from tests.spark_support import cli, read_sink, write_config
+from tests.spark_support import read_sink, run_once, write_config
 
 pytestmark = pytest.mark.spark
 
@@ -40,24 +41,24 @@ CRUD = next(d for d in scenario_dirs("postgres") if d.name == "crud")
 RECORDED_CE = Path(__file__).resolve().parents[1] / "data" / "formats" / "postgres" / "crud" / "cloudevents.jsonl"
 
 
-def run_crud(pg_server, tmp_path: Path, sink: dict) -> list[dict]:
-    """Run the crud scenario through `headwater run --once` twice; Debezium's recorded events."""
+def run_crud(spark, pg_server, tmp_path: Path, sink: dict) -> list[dict]:
+    """Run the crud scenario through the pipeline's query twice; Debezium's recorded events."""
     sc = load_scenario(CRUD)
     db = fresh_db(pg_server, "golden")
     try:
         run_psql_script(pg_server, db, sc.setup)
         config = write_config(tmp_path, pg_server, db, source=dict(sc.properties), sink=sink, name="golden")
-        cli("run", str(config), "--once")
+        run_once(spark, config)
         assert sc.during is not None
         run_psql_script(pg_server, db, sc.during)
-        cli("run", str(config), "--once")
+        run_once(spark, config)
     finally:
         drop_db(pg_server, db)
     return sc.events
 
 
-def test_avro_container_files(pg_server, tmp_path):
-    events = run_crud(pg_server, tmp_path, {"type": "avro", "codec": "deflate"})
+def test_avro_container_files(spark, pg_server, tmp_path):
+    events = run_crud(spark, pg_server, tmp_path, {"type": "avro", "codec": "deflate"})
     files = sorted((tmp_path / "out").rglob("*.avro"))
     assert files and all(f.parent.name == "golden.public.items" for f in files)
     assert not list((tmp_path / "out").rglob("*.tmp"))
@@ -91,8 +92,8 @@ def as_json(record: dict) -> dict:
     return {**record, "before": image(record["before"]), "after": image(record["after"])}
 
 
-def test_cloudevents_lines(pg_server, tmp_path):
-    events = run_crud(pg_server, tmp_path, {"value.converter": "io.debezium.converters.CloudEventsConverter",
+def test_cloudevents_lines(spark, pg_server, tmp_path):
+    events = run_crud(spark, pg_server, tmp_path, {"value.converter": "io.debezium.converters.CloudEventsConverter",
                                             "value.converter.json.schemas.enable": False})
     lines = read_sink(tmp_path / "out")
     assert len(lines) == len(events)
@@ -113,9 +114,9 @@ def test_cloudevents_lines(pg_server, tmp_path):
         assert ce["data"] == {"before": payload["before"], "after": payload["after"]}
 
 
-def test_avro_converter_lines_and_registry(pg_server, tmp_path):
+def test_avro_converter_lines_and_registry(spark, pg_server, tmp_path):
     url = (tmp_path / "registry").as_uri()
-    events = run_crud(pg_server, tmp_path, {"key.converter": "io.confluent.connect.avro.AvroConverter",
+    events = run_crud(spark, pg_server, tmp_path, {"key.converter": "io.confluent.connect.avro.AvroConverter",
                                             "key.converter.schema.registry.url": url,
                                             "value.converter": "avro", "value.converter.schema.registry.url": url})
     registry = open_registry(url)

@@ -11,8 +11,6 @@ binlog after it, in the task).
 from __future__ import annotations
 
 import json
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from headwater.spark.source import register
 from tests.connectors.common.incremental_support import insert_signal
 from tests.connectors.mariadb import test_incremental as maria
 from tests.connectors.postgres import test_incremental as pg
@@ -30,21 +27,6 @@ pytestmark = pytest.mark.spark
 ROWS = 20_000
 WINDOW = {"incremental.snapshot.chunk.size": "1000", "headwater.incremental.snapshot.batch.rows": "4000",
           "notification.enabled.channels": "sink", "notification.sink.topic.name": "s.notifications"}
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("headwater-incremental-test")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
 
 
 class Batches:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,6 @@ from headwater.observe.metrics import metrics_path, read_file
 from headwater.pipeline_config import load_config
 from headwater.spark.observer import batch_counts, observed_stream
 from headwater.spark.pipeline import query_observer, start_query
-from headwater.spark.source import register
 from tests.observe.test_notifications import SETUP, TOPIC, _comparable, _golden
 from tests.spark_support import read_sink, write_config
 
@@ -32,21 +29,6 @@ BEGIN; INSERT INTO a VALUES (11, 'n'), (12, 'n'); UPDATE b SET id = 7 WHERE id =
 BEGIN; UPDATE a SET v = 'u' WHERE id <= 2; DELETE FROM a WHERE id = 11; COMMIT;
 INSERT INTO b VALUES (8);
 """
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("headwater-observer-test")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
 
 
 def _run(spark, props: dict[str, str], out: Path, checkpoint: Path) -> list[Any]:

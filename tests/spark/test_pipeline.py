@@ -1,8 +1,9 @@
-"""The pipeline on Spark, through the real `headwater` CLI: local Spark, real PostgreSQL, jsonl sink.
+"""The pipeline on Spark: local Spark, real PostgreSQL, jsonl sink.
 
-- `run --once` writes exactly Debezium's events (compared with the recorded golden files);
-- killing the whole process group with SIGKILL again and again while writes go on loses
-  nothing and duplicates nothing (checked against an independent test_decoding slot);
+- `run --once`'s query (in the tests' shared Spark session) writes exactly Debezium's events (compared
+  with the recorded golden files);
+- killing the real `headwater run`'s whole process group with SIGKILL again and again while writes go
+  on loses nothing and duplicates nothing (checked against an independent test_decoding slot);
 - SIGTERM stops after the batch in flight, and the next run carries on; Debezium's metrics are on the
   Prometheus endpoint while it runs and in `headwater status` after, counted across both runs.
 """
@@ -22,7 +23,17 @@ import pytest
 from headwater.connectors.postgres.pgoutput import str_to_lsn
 from headwater.devservers.common import free_port
 from tests.golden_support import assert_events_equal, load_scenario, run_psql_script, scenario_dirs
-from tests.spark_support import cli, committed_batches, kill_group, read_sink, start_cli, write_config
+from tests.spark_support import (
+    batch_ids,
+    cli,
+    committed_batches,
+    kill_group,
+    kill_in_flight,
+    read_sink,
+    run_once,
+    start_cli,
+    write_config,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -41,17 +52,17 @@ def drop_db(pg_server, name: str) -> None:
 
 
 @pytest.mark.parametrize("scenario", ["crud", "transaction_metadata"])
-def test_run_once_writes_debezium_events(pg_server, tmp_path, scenario):
+def test_run_once_writes_debezium_events(spark, pg_server, tmp_path, scenario):
     sc = load_scenario(GOLDEN[scenario])
     db = fresh_db(pg_server, "golden")
     try:
         run_psql_script(pg_server, db, sc.setup)
         config = write_config(tmp_path, pg_server, db, source=dict(sc.properties),
                               sink={"schemas.enable": True}, name="golden")
-        cli("run", str(config), "--once")
+        run_once(spark, config)
         assert sc.during is not None
         run_psql_script(pg_server, db, sc.during)
-        cli("run", str(config), "--once")
+        run_once(spark, config)
         actual = [{k: v for k, v in e.items() if k != "headers"} for e in read_sink(tmp_path / "out")]
         assert_events_equal(sc.events, actual)
         # the jsonl contract: one {"topic","key","value"} object per line, .jsonl files only
@@ -98,7 +109,7 @@ class Writer(threading.Thread):
 
 
 @pytest.mark.slow
-def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(pg_server, tmp_path):
+def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(spark, pg_server, tmp_path):
     db = fresh_db(pg_server, "killtest")
     try:
         pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, note text); "
@@ -121,30 +132,26 @@ def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(pg_server, tm
         pg_server.execute("SELECT pg_create_logical_replication_slot('reference', 'test_decoding')", db)
         writer = Writer(pg_server.dsn(db), first_id=5001)
         writer.start()
-        rounds = 3
-        for _ in range(rounds):
-            # let the run get going (a batch committed), then kill it at a random moment, usually
-            # inside a batch: reading, writing files, or committing
-            done = committed_batches(checkpoint)
-            _wait(lambda done=done: committed_batches(checkpoint) > done, 300)
-            time.sleep(random.uniform(0, 3))
-            kill_group(proc)
+        try:
+            # a streamed batch killed in flight (planned, not committed: the next run plays it again), then,
+            # once the next run has committed it, a kill at a random moment, usually inside a later batch
+            replayed = kill_in_flight(proc, checkpoint)
             proc = start_cli("run", str(config), log=log)
-        done = committed_batches(checkpoint)
-        _wait(lambda: committed_batches(checkpoint) > done, 300)
-        time.sleep(random.uniform(0, 3))
-        kill_group(proc)
-        writer.stop.set()
-        writer.join(60)
+            _wait(lambda: max(batch_ids(checkpoint, "commits")) >= replayed, 300)
+            time.sleep(random.uniform(0, 3))
+        finally:
+            kill_group(proc)
+            writer.stop.set()
+            writer.join(60)
         assert writer.error is None, writer.error
         assert writer.ops > 100
 
-        cli("run", str(config), "--once", timeout=600)  # drain what the kills left behind
+        run_once(spark, config)  # drain what the kills left behind: `run --once`'s query, in the shared session
 
         events = read_sink(tmp_path / "out")
         batches = sorted({f.name.split("-part")[0] for f in (tmp_path / "out").glob("*.jsonl")})
-        print(f"{writer.ops} writes, {len(events)} events in {len(batches)} batches, {rounds + 2} runs killed")
-        assert len(batches) > rounds  # the kills fell between and inside many batches
+        print(f"{writer.ops} writes, {len(events)} events in {len(batches)} batches, 3 runs killed")
+        assert len(batches) > 3  # the kills fell between and inside several batches
         # 1. replaying the events gives exactly the table
         state: dict[int, dict] = {}
         for e in events:

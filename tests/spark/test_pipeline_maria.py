@@ -13,7 +13,15 @@ import pymysql
 import pytest
 import yaml
 
-from tests.spark_support import cli, committed_batches, kill_group, read_sink, start_cli
+from tests.spark_support import (
+    batch_ids,
+    committed_batches,
+    kill_group,
+    kill_in_flight,
+    read_sink,
+    run_once,
+    start_cli,
+)
 
 Change = tuple[str, int, Any]  # (op, id, v after the change; None for a delete)
 
@@ -57,7 +65,7 @@ class Writer(threading.Thread):
                             pending.append(("d", row, None))
                 conn.commit()
                 self.changes += pending
-                time.sleep(0.01)
+                time.sleep(0.05)  # ~50 changes a second: writes in every batch, a drain of seconds
             conn.close()
         except BaseException as e:  # reported by the test
             self.error = e
@@ -65,10 +73,12 @@ class Writer(threading.Thread):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("locking", ["lock-free", "minimal"])
-def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(mariadb_server, mariadb_db, tmp_path, locking):
+def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(spark, mariadb_server, mariadb_db, tmp_path,
+                                                                  locking):
     """The snapshot (the lock-free default in chunk batches, or Debezium's locking one) is killed before its
-    first batch is committed and again after it, then the stream is killed again and again while a writer
-    runs (from the snapshot's end: the lock-free snapshot folds changes made during it into its records)."""
+    first batch is committed and again after it, then the stream is killed twice while a writer runs (from
+    the snapshot's end: the lock-free snapshot folds changes made during it into its records): inside a
+    batch, and at a random moment after the next run has committed that batch."""
     server, db = mariadb_server, mariadb_db
     server.execute("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL, note VARCHAR(40));"
                    "INSERT INTO t SELECT seq, 0, md5(seq) FROM seq_1_to_3000", db)
@@ -98,17 +108,12 @@ def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(mariadb_serve
 
     writer = Writer(server.connection_params(db), first_id=3001)
     writer.start()
-    rounds = 3
     try:
-        for _ in range(rounds):
-            # a batch committed, then a kill at a random moment, usually inside a batch
-            done = committed_batches(checkpoint)
-            _wait(lambda done=done: committed_batches(checkpoint) > done, 300)
-            time.sleep(random.uniform(0, 3))
-            kill_group(proc)
-            proc = start_cli("run", str(config), log=log)
-        done = committed_batches(checkpoint)
-        _wait(lambda: committed_batches(checkpoint) > done, 300)
+        # a streamed batch killed in flight (planned, not committed: the next run plays it again), then,
+        # once the next run has committed it, a kill at a random moment, usually inside a later batch
+        replayed = kill_in_flight(proc, checkpoint)
+        proc = start_cli("run", str(config), log=log)
+        _wait(lambda: max(batch_ids(checkpoint, "commits")) >= replayed, 300)
         time.sleep(random.uniform(0, 3))
     finally:
         kill_group(proc)
@@ -117,11 +122,11 @@ def test_sigkill_again_and_again_loses_nothing_and_repeats_nothing(mariadb_serve
     assert writer.error is None, writer.error
     assert len(writer.changes) > 100
 
-    cli("run", str(config), "--once", timeout=600)  # drain what the kills left behind
+    run_once(spark, config)  # drain what the kills left behind: `run --once`'s query, in the shared session
 
     events = [e["value"] for e in read_sink(tmp_path / "out") if e["value"] is not None and "op" in e["value"]]
     batches = sorted({f.name.split("-part")[0] for f in (tmp_path / "out").glob("*.jsonl")})
-    assert len(batches) > rounds
+    assert len(batches) > 3
     # 1. replaying the events gives exactly the table
     state: dict[int, dict] = {}
     for v in events:

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import os
-import sys
 import time
 
 import pytest
 
-from headwater.spark.source import register
 from headwater.spark.tables import table_changes
 
 pytestmark = pytest.mark.slow
@@ -25,18 +22,12 @@ INSERT INTO items VALUES (1, 'apple', 1.25, '2026-01-02 03:04:05.123456+00', '20
 
 
 @pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("headwater-tables-test")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
+def spark(spark):
+    """The shared session with timestamps read in UTC."""
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    yield spark
+    spark.conf.set("spark.sql.session.timeZone", zone)
 
 
 def _wait_rows(spark, name: str, n: int, timeout: float = 180) -> list:

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyspark
 import pytest
+from pyspark.sql.datasource import DataSource, DataSourceReader
 
 from headwater.spark.workerpath import SITE_DIR, installed_spark_zips, with_site_dir
 
@@ -64,15 +65,8 @@ def test_the_sitecustomize_it_shadows_still_runs(tmp_path):
     assert out.strip() == "ran"
 
 
-PROBE = r'''
-import json, sys
-from pyspark.sql.datasource import DataSource, DataSourceReader
-from headwater.pipeline_config import parse_config
-from headwater.spark.pipeline import spark_session
-
-
-def origin():
-    import pyspark
+def origin() -> str:
+    """Where this process imported pyspark from."""
     return "zip" if ".zip" in pyspark.__file__ else "site"
 
 
@@ -80,40 +74,25 @@ class Probe(DataSource):
     """schema() runs in Spark's data source planner worker, read() in a task worker."""
 
     @classmethod
-    def name(cls):
+    def name(cls) -> str:
         return "probe"
 
-    def schema(self):
+    def schema(self) -> str:
         return f"planner_{origin()} string"
 
-    def reader(self, schema):
+    def reader(self, schema) -> DataSourceReader:
         return ProbeReader()
 
 
 class ProbeReader(DataSourceReader):
-    def read(self, partition):
+    def read(self, partition) -> Iterator[tuple]:
         yield (origin(),)
 
 
-cfg = parse_config({"name": "probe", "source": {"connector.class": "postgres", "database.hostname": "localhost",
-                    "database.user": "u", "database.dbname": "d", "topic.prefix": "p"},
-                    "sink": {"type": "jsonl", "path": sys.argv[1]}, "spark": {"master": "local[1]"}})
-spark = spark_session(cfg)
-spark.dataSource.register(Probe)
-df = spark.read.format("probe").load()
-print(json.dumps({"planner": df.columns[0], "task": df.collect()[0][0]}))
-spark.stop()
-'''
-
-
 @pytest.mark.spark
-def test_spark_workers_import_compiled_pyspark(tmp_path):
-    """In a real Spark session made by headwater, the data source planner worker and the task worker both
-    import pyspark from site-packages."""
-    script = tmp_path / "probe.py"
-    script.write_text(PROBE)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "out")], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    seen = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert seen == {"planner": "planner_site", "task": "site"}
+def test_spark_workers_import_compiled_pyspark(spark):
+    """In a real Spark session made by headwater (the tests' shared one), the data source planner
+    worker and the task worker both import pyspark from site-packages."""
+    spark.dataSource.register(Probe)
+    df = spark.read.format("probe").load()
+    assert {"planner": df.columns[0], "task": df.collect()[0][0]} == {"planner": "planner_site", "task": "site"}

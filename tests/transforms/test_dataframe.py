@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
 
 from headwater.config.errors import ConfigErrors
@@ -35,20 +32,6 @@ def test_bad_properties_are_refused_at_once():
         transform_events(events().take(), {**PROPS, "transforms.unwrap.nope": "1"})
     with pytest.raises(ValueError, match="no transformation"):
         transform_events(events().take(), {"topic.prefix": "x"})
-
-
-@pytest.fixture(scope="module")
-def spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("headwater-transforms-test")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 @pytest.mark.spark

@@ -1,5 +1,6 @@
-"""`headwater run` with transformations in the source block, on a real PostgreSQL: unwrap + route into
-the parquet sink and into jsonl (the chain runs in the Spark source, on the executors)."""
+"""headwater's Spark query (`run --once`'s, in the tests' shared local Spark session) with
+transformations in the source block, on a real PostgreSQL: unwrap + route into the parquet sink and
+into jsonl (the chain runs in the Spark source, on the executors)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pyarrow.dataset as ds
 import pytest
 
-from tests.spark_support import cli, read_sink, write_config
+from tests.spark_support import read_sink, run_once, write_config
 
 CHAIN = {
     "transforms": "route,unwrap",
@@ -28,12 +29,12 @@ CHANGES = "UPDATE shard_1 SET name = 'a2' WHERE id = 1; DELETE FROM shard_2 WHER
 
 
 @pytest.mark.spark
-def test_unwrap_and_route_into_jsonl(pg_server, pg_db, tmp_path):
+def test_unwrap_and_route_into_jsonl(spark, pg_server, pg_db, tmp_path):
     pg_server.execute(SETUP, pg_db)
     config = write_config(tmp_path, pg_server, pg_db, source=CHAIN, name="smtjsonl")
-    cli("run", str(config), "--once")
+    run_once(spark, config)
     pg_server.execute(CHANGES, pg_db)
-    cli("run", str(config), "--once")
+    run_once(spark, config)
     events = read_sink(Path(tmp_path / "out"))
     assert {e["topic"] for e in events} == {"golden.public.all_shards"}
     rows = [(e["key"], e["value"]) for e in events]
@@ -49,12 +50,12 @@ def test_unwrap_and_route_into_jsonl(pg_server, pg_db, tmp_path):
 
 
 @pytest.mark.spark
-def test_unwrap_and_route_into_parquet(pg_server, pg_db, tmp_path):
+def test_unwrap_and_route_into_parquet(spark, pg_server, pg_db, tmp_path):
     pg_server.execute(SETUP, pg_db)
     config = write_config(tmp_path, pg_server, pg_db, source=CHAIN, sink={"type": "parquet"}, name="smtparquet")
-    cli("run", str(config), "--once")
+    run_once(spark, config)
     pg_server.execute(CHANGES, pg_db)
-    cli("run", str(config), "--once")
+    run_once(spark, config)
     out = Path(tmp_path / "out")
     assert sorted(p.name for p in out.iterdir()) == ["golden.public.all_shards"]
     table = ds.dataset(out / "golden.public.all_shards", format="parquet").to_table()

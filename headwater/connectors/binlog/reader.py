@@ -292,7 +292,10 @@ class BinlogReader:
         self._close_conn()
         conn = self._dump(at)
         with self.buffer.cond:
-            if gen != self.generation:
+            # close() sets `stopping` and then interrupts self.conn under this lock: a close while the
+            # connection was being made found none to interrupt, and an idle stream would hold this
+            # thread in a read (and close() in its join) until the join's timeout
+            if gen != self.generation or self.stopping.is_set():
                 conn.close()
                 raise _Restart
             self.conn = conn

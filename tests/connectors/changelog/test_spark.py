@@ -1,44 +1,22 @@
 """The change-log connector on local Spark (`spark.readStream.format("headwater")` into the jsonl sink):
 the same events as the embedded engine, snapshot and streamed changes, across a restart from the
-checkpoint. Spark's Python workers import the connector from the repository (PYTHONPATH)."""
+checkpoint. Spark's Python workers import the connector from the repository (the shared session's
+PYTHONPATH)."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from headwater.spark.source import register
 from tests.connectors.changelog.scenario import STREAMED, Model, check_events, dsn, properties
 from tests.connectors.changelog.test_engine import CONTEXT, run
 from tests.golden_support import UUID7
 from tests.spark_support import read_sink
 
 pytestmark = pytest.mark.spark
-
-ROOT = str(Path(__file__).resolve().parents[3])
-
-
-@pytest.fixture(scope="module")
-def spark():
-    paths = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    if ROOT not in paths:  # before Spark starts its Python workers
-        os.environ["PYTHONPATH"] = os.pathsep.join([ROOT, *filter(None, paths)])
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (SparkSession.builder.master("local[2]").appName("headwater-changelog-test")
-               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    register(session)
-    yield session
-    session.stop()
 
 
 def spark_run(spark, props: dict, out: Path, checkpoint: Path) -> None:

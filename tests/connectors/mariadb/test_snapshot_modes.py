@@ -168,3 +168,18 @@ def test_configuration_based_on_a_lost_position_snapshots_again_when_asked(maria
     else:
         with pytest.raises(PositionLost, match="purged"):
             run(props, offsets)
+
+
+def test_a_close_as_the_stream_starts_stops_the_binlog_reader(mariadb_server, table):
+    """A run that ends right after its snapshot closes the engine while the binlog reader is still
+    connecting: the reader must see the close then (an idle stream would otherwise hold its thread in a
+    read, and close() in its join, until the join's timeout)."""
+    engine = Engine(validate_connector(properties(mariadb_server, table, snapshot__mode="always")), None)
+    try:
+        assert data([e.value_json() for e in engine.events(once=True) if e.value is not None]) == [
+            ("r", {"id": 1, "v": "a"}), ("r", {"id": 2, "v": "b2"})]
+        reader = engine.connector.reader  # type: ignore[attr-defined]
+    finally:
+        engine.close()
+    assert reader is not None and reader.thread is not None
+    assert not reader.thread.is_alive()  # close() returned once the thread had ended
