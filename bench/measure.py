@@ -15,7 +15,8 @@ once per process, so it overstates a tree; the tree's proportional set size (PSS
 `ru_maxrss` from `os.wait4` is recorded too (`maxrss_bytes`) but not used: Linux carries the
 parent's resident size over fork into the child's maxrss, so for a small tool it shows the
 harness's ~35 MB rather than the tool's own. The database server's memory is never counted: it is
-the same server for every contender of a benchmark.
+the same server for every contender of a benchmark. The CPU time of the tree is sampled too, by
+the role of each process and JVM thread (`bench.cpu`: `cpu_s_by_role` in the details).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from bench.cpu import CpuLedger
 
 SAMPLE_INTERVAL = 0.05
 PSS_EVERY = 10  # smaps_rollup walks page tables: read it every tenth sample only
@@ -221,15 +224,17 @@ class ProcessResult:
     maxrss_bytes: int
     largest_hwm_bytes: int
     pss_peak_bytes: int = 0
+    cpu_s_by_role: dict[str, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
         return self.ended - self.launched
 
-    def memory(self) -> dict[str, int]:
+    def memory(self) -> dict[str, Any]:
         """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
         return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
-                "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes}
+                "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes,
+                "cpu_s_by_role": self.cpu_s_by_role}
 
 
 class MeasuredProcess:
@@ -249,6 +254,7 @@ class MeasuredProcess:
         self._stop = threading.Event()
         self.launched = time.time()
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin)
+        self.cpu = CpuLedger(self.proc.pid)
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
         self.result: ProcessResult | None = None
@@ -265,6 +271,7 @@ class MeasuredProcess:
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
             if n % PSS_EVERY == 0:
                 self._pss_peak = max(self._pss_peak, sum(_pss(p) for p in pids))
+            self.cpu.sample(pids, threads=n % PSS_EVERY == 0)
             n += 1
             for p in pids:
                 self._hwm[p] = max(self._hwm.get(p, 0), _hwm(p))
@@ -302,7 +309,8 @@ class MeasuredProcess:
         maxrss = usage.ru_maxrss * 1024
         hwm = max(self._hwm.values(), default=0)
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
-        self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak)
+        self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
+                                    self.cpu.by_role())
         return self.result
 
 
