@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 
 TICKS = os.sysconf("SC_CLK_TCK")
-TRANSIENT = ("bash", "sh", "?")  # roles looked at again: Spark's launcher scripts exec the JVM
 
 JVM_THREADS = (("Executor task", "jvm tasks"), ("C2 Compiler", "jvm jit"), ("C1 Compiler", "jvm jit"),
                ("GC Thread", "jvm gc"), ("G1 ", "jvm gc"), ("VM Thread", "jvm gc"))
@@ -69,6 +68,8 @@ class CpuLedger:
         self.roles: dict[int, str] = {}
         self.seconds: dict[int, float] = {}
         self.threads: dict[tuple[int, int], tuple[str, float]] = {}
+        self.final: set[int] = set()  # processes whose role cannot change any more
+        self.names: dict[tuple[int, int], str] = {}  # JVM threads' names (the kernel keeps 15 characters)
 
     def role(self, pid: int, parent: int) -> str:
         if pid == self.root:
@@ -90,8 +91,10 @@ class CpuLedger:
             if got is None:
                 continue
             seconds, parent = got
-            if self.roles.get(pid) in (None, *TRANSIENT):  # a launcher script may exec java later
+            if pid not in self.final:  # a process forked to run a launcher script may exec java later
                 self.roles[pid] = self.role(pid, parent)
+                if pid == self.root or self.roles[pid] == "jvm" or python_module(cmdline(pid)) is not None:
+                    self.final.add(pid)
             self.seconds[pid] = seconds
             if threads and self.roles[pid] == "jvm":
                 self._sample_threads(pid)
@@ -106,14 +109,13 @@ class CpuLedger:
             if got is None:
                 continue
             key = (pid, int(tid))
-            role = self.threads[key][0] if key in self.threads else None
-            if role is None:
+            if key not in self.names:
                 try:
                     with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                        role = jvm_thread_role(f.read().strip())
+                        self.names[key] = f.read().strip()
                 except OSError:
                     continue
-            self.threads[key] = (role, got[0])
+            self.threads[key] = (jvm_thread_role(self.names[key]), got[0])
 
     def by_role(self) -> dict[str, float]:
         """CPU seconds per role. A JVM whose threads were sampled is split into `jvm tasks`, `jvm jit` and
@@ -131,3 +133,11 @@ class CpuLedger:
                 role, seconds = "jvm other", max(0.0, seconds - split[pid])
             out[role] = out.get(role, 0.0) + seconds
         return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])}
+
+    def jvm_threads(self, top: int = 8) -> dict[str, float]:
+        """The JVM threads that used the most CPU, by name with its digits dropped (`GC Thread#`)."""
+        out: dict[str, float] = {}
+        for key, (_, seconds) in self.threads.items():
+            name = "".join(c for c in self.names[key] if not c.isdigit())
+            out[name] = out.get(name, 0.0) + seconds
+        return {k: round(v, 2) for k, v in sorted(out.items(), key=lambda kv: -kv[1])[:top]}

@@ -225,6 +225,7 @@ class ProcessResult:
     largest_hwm_bytes: int
     pss_peak_bytes: int = 0
     cpu_s_by_role: dict[str, float] = field(default_factory=dict)
+    jvm_cpu_s_by_thread: dict[str, float] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -234,7 +235,7 @@ class ProcessResult:
         """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
         return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
                 "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes,
-                "cpu_s_by_role": self.cpu_s_by_role}
+                "cpu_s_by_role": self.cpu_s_by_role, "jvm_cpu_s_by_thread": self.jvm_cpu_s_by_thread}
 
 
 class MeasuredProcess:
@@ -310,7 +311,7 @@ class MeasuredProcess:
         hwm = max(self._hwm.values(), default=0)
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
         self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
-                                    self.cpu.by_role())
+                                    self.cpu.by_role(), self.cpu.jvm_threads())
         return self.result
 
 

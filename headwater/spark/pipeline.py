@@ -97,25 +97,54 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     return spark
 
 
+FILE_SINKS = ("jsonl", "parquet", "avro")  # written by the source's own tasks (its `files` layout)
+
+
+def sink_path(cfg: PipelineConfig) -> str:
+    """The file sink's directory as an absolute path: the same for the tasks that write and the driver."""
+    assert cfg.sink.path is not None  # required for the file sinks (checked with the configuration)
+    return str(Path(cfg.sink.path).expanduser().absolute())
+
+
+def file_sink_options(cfg: PipelineConfig) -> dict[str, str]:
+    """The options of the file sink of `cfg` (a type in `FILE_SINKS`)."""
+    sink = cfg.sink
+    if sink.type == "jsonl":
+        if sink.json_options() is not None:
+            return {}
+        from headwater.events.formats.converters import specs_json
+        from headwater.spark.sinks import CONVERTERS_OPTION
+
+        return {CONVERTERS_OPTION: specs_json(sink.key_converter, sink.value_converter)}
+    if sink.type == "parquet":
+        return {"replace.null.with.default": "true" if sink.replace_null_with_default else "false"}
+    return {"codec": sink.codec}
+
+
 def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> dict[str, str]:
     """The headwater source's options for `cfg`; a schema history (binlog connectors) is kept in the
     `checkpoint` directory unless the configuration names its file, and so is the file `headwater
-    signal` writes to (connectors that take signals)."""
+    signal` writes to (connectors that take signals). The file sinks are written by the source's
+    tasks (the `files` layout); the jdbc, delta and iceberg sinks read typed blocks, the console JSON."""
     source = with_cli_file(with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME),
                            Path(checkpoint) / CLI_FILE_NAME)
     props = source.as_properties()
-    # the parquet, avro, jdbc, delta and iceberg sinks, and converters other than one JSON for both key
-    # and value, take the events apart: typed blocks; the others write the JSON text the source makes
     text = cfg.sink.json_options()
-    blocks = cfg.sink.type in ("parquet", "avro", "jdbc", "delta", "iceberg") or text is None
     opts = {
         "headwater.properties": json.dumps(props),
-        "headwater.output": "blocks" if blocks else "json",
         "schemas.enable": "true" if (text.schemas_enable if text else cfg.sink.schemas_enable) else "false",
         "replace.null.with.default": "true" if (text.replace_null_with_default if text
                                                 else cfg.sink.replace_null_with_default) else "false",
         "parallelism": str(parallelism),
     }
+    if cfg.sink.type in FILE_SINKS:
+        from headwater.spark.filesink import SINK_OPTION
+        from headwater.spark.sinks import sink_spec
+
+        opts["headwater.output"] = "files"
+        opts[SINK_OPTION] = sink_spec(cfg.sink.type, sink_path(cfg), file_sink_options(cfg))
+    else:
+        opts["headwater.output"] = "blocks" if cfg.sink.type in ("jdbc", "delta", "iceberg") else "json"
     if cfg.spark.max_events_per_trigger:
         opts["maxEventsPerTrigger"] = str(cfg.spark.max_events_per_trigger)
     return opts
@@ -127,21 +156,12 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     checkpoint = str(Path(cfg.spark.checkpoint).expanduser())
     df = spark.readStream.format(SOURCE_NAME).options(**source_options(cfg, parallelism, checkpoint)).load()
     sink = cfg.sink
-    if sink.type == "jsonl" and sink.json_options() is None:
-        from headwater.events.formats.converters import specs_json
-        from headwater.spark.sinks import CONVERTERS_OPTION
+    if sink.type in FILE_SINKS:
+        from headwater.spark.filesink import FileBatches
+        from headwater.spark.sinks import FILE_WRITERS
 
-        writer = (df.writeStream.format("headwater-jsonl").option("path", sink.path)
-                  .option(CONVERTERS_OPTION, specs_json(sink.key_converter, sink.value_converter)))
-    elif sink.type == "jsonl":
-        from headwater.spark.sinks import JSONL_COLUMNS
-
-        # only the columns the sink reads reach it: Spark then converts the other four neither from
-        # the source's Arrow batches nor into the sink's (a snapshot batch ~20% sooner)
-        writer = df.select(*JSONL_COLUMNS).writeStream.format("headwater-jsonl").option("path", sink.path)
-    elif sink.type == "parquet":
-        writer = (df.writeStream.format("headwater-parquet").option("path", sink.path)
-                  .option("replace.null.with.default", "true" if sink.replace_null_with_default else "false"))
+        # the source's tasks write the files; the driver commits each batch's
+        writer = df.writeStream.foreachBatch(FileBatches(sink_path(cfg), FILE_WRITERS[sink.type].extension))
     elif sink.type == "jdbc":
         from headwater.sinks.jdbc.spark import jdbc_batches
 
@@ -151,8 +171,6 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
         from headwater.spark.lakesink import lake_batch
 
         writer = df.writeStream.foreachBatch(lake_batch(sink.lake, checkpoint))
-    elif sink.type == "avro":
-        writer = df.writeStream.format("headwater-avro").option("path", sink.path).option("codec", sink.codec)
     else:
         from headwater.spark.console import console_batch
 
