@@ -21,13 +21,12 @@ from headwater.spark.workerpath import with_site_dir
 SOURCE_NAME = "headwater"
 
 # In local mode the driver JVM runs the executors' tasks and shares the cores with the Python
-# workers. The optimizing JIT compiler (C2) at its default thresholds spent ~13 s of CPU in the
-# first minute compiling Spark's start-up code (the first batch came ~4 s later than with C1 alone),
-# but C1's code alone made the tasks' per-event work 2.7x dearer (8.7 against 3.4 s of CPU per 1M
-# snapshot events). With C2's thresholds 20x the default only the per-row code gets that far:
-# ~1 s more to the first batch than C1 alone, and a 3M-row snapshot batch 25 s instead of 35 s.
-LOCAL_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000", "-XX:Tier4MinInvocationThreshold=50000",
-                     "-XX:Tier4CompileThreshold=200000", "-XX:Tier4BackEdgeThreshold=1000000")
+# workers. Its JIT compilers were the largest part of its CPU at start-up; the optimizing one (C2)
+# paid while the JVM converted every event (Arrow -> rows -> Arrow: C1's code made that 2.7x dearer),
+# but the source's tasks now write the file sinks themselves and the JVM does next to nothing per
+# event: with C1 alone a 1M-row transaction took ~17% less CPU in all (JIT 2.9 -> 1.2 s, the tasks'
+# JVM work no dearer) and a 100-event stream's first event came ~1 s sooner.
+LOCAL_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 
 def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug: bool = False):
