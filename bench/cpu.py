@@ -117,6 +117,14 @@ class CpuLedger:
                     continue
             self.threads[key] = (jvm_thread_role(self.names[key]), got[0])
 
+    def by_process(self, values: dict[int, int]) -> dict[str, int]:
+        """`values` (a figure per process id, e.g. its memory) summed by the processes' roles."""
+        out: dict[str, int] = {}
+        for pid, v in values.items():
+            role = self.roles.get(pid, "?")
+            out[role] = out.get(role, 0) + v
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
     def by_role(self) -> dict[str, float]:
         """CPU seconds per role. A JVM whose threads were sampled is split into `jvm tasks`, `jvm jit` and
         `jvm gc` by its threads, and `jvm other`: the rest of the process's time (other threads, and

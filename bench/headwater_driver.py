@@ -1,7 +1,7 @@
 """headwater as a benchmark contender, in its own process: the Spark pipeline or the in-process engine.
 
     python bench/headwater_driver.py PROPS RESULT --runner spark|engine --mode count|latency
-        [--expect N] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR]
+        [--expect N] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR] [--conf K=V ...]
 
 `spark` runs the real pipeline, `headwater`'s streaming source into the jsonl sink on local Spark
 (what `headwater run` does). An event has arrived when the sink file holding it appears: the sink
@@ -41,6 +41,7 @@ def main() -> int:
     ap.add_argument("--max-wait", type=float, default=3600)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--workdir", default=".")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (spark.conf)")
     args = ap.parse_args()
     started = time.time()
     props = json.loads(Path(args.props).read_text())
@@ -89,7 +90,8 @@ def run_spark(props: dict, args, out: dict) -> None:
     sink = work / "sink"
     cfg = parse_config({"name": "bench", "source": props, "sink": {"type": "jsonl", "path": str(sink)},
                         "spark": {"master": args.master, "checkpoint": str(work / "checkpoint"),
-                                  "trigger.interval": "0 seconds"}})
+                                  "trigger.interval": "0 seconds",
+                                  "conf": dict(c.split("=", 1) for c in args.conf)}})
     spark = spark_session(cfg)
     out["spark_started"] = time.time()
     counts: dict[int, int] = {}
@@ -150,9 +152,25 @@ def _data_events(files: list[Path], seen: set[str], out: dict) -> int:
         if f.name in seen:
             continue
         seen.add(f.name)
-        text = f.read_bytes()
-        total += text.count(b"\n") - text.count(b'"value":null}\n')
+        total += _count_events(f)
     return total
+
+
+TOMBSTONE = b'"value":null}\n'
+
+
+def _count_events(path: Path, chunk_bytes: int = 1 << 22) -> int:
+    """The lines of a sink file that are not tombstones, read a chunk at a time: the harness's own
+    memory stays small (it is sampled with headwater's), however large a batch's file."""
+    lines = tombstones = 0
+    tail = b""
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            lines += chunk.count(b"\n")
+            data = tail + chunk  # a tombstone's end may straddle two chunks
+            tombstones += data.count(TOMBSTONE)
+            tail = data[-(len(TOMBSTONE) - 1):]
+    return lines - tombstones
 
 
 def _latencies(sink: Path, seen: set[str], latencies: list[float], out: dict) -> bool:

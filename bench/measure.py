@@ -10,7 +10,8 @@ lives inside one Python process), a sampled sum for a tree (Spark's JVM and its 
 That sum counts a page shared by several processes (Spark forks its Python workers from daemons)
 once per process, so it overstates a tree; the tree's proportional set size (PSS, from
 /proc/PID/smaps_rollup, each shared page divided among its sharers) is sampled every
-`PSS_EVERY` samples and recorded beside it (`sampled_tree_pss_peak_bytes`).
+`PSS_EVERY` samples and recorded beside it (`sampled_tree_pss_peak_bytes`), with its split by the
+processes' roles at the peak (`pss_mb_by_role_at_peak`).
 
 `ru_maxrss` from `os.wait4` is recorded too (`maxrss_bytes`) but not used: Linux carries the
 parent's resident size over fork into the child's maxrss, so for a small tool it shows the
@@ -226,6 +227,7 @@ class ProcessResult:
     pss_peak_bytes: int = 0
     cpu_s_by_role: dict[str, float] = field(default_factory=dict)
     jvm_cpu_s_by_thread: dict[str, float] = field(default_factory=dict)
+    pss_mb_by_role_at_peak: dict[str, int] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -235,7 +237,8 @@ class ProcessResult:
         """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
         return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
                 "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes,
-                "cpu_s_by_role": self.cpu_s_by_role, "jvm_cpu_s_by_thread": self.jvm_cpu_s_by_thread}
+                "cpu_s_by_role": self.cpu_s_by_role, "jvm_cpu_s_by_thread": self.jvm_cpu_s_by_thread,
+                "pss_mb_by_role_at_peak": self.pss_mb_by_role_at_peak}
 
 
 class MeasuredProcess:
@@ -251,6 +254,7 @@ class MeasuredProcess:
         self.cmd = cmd
         self._sampled_peak = 0
         self._pss_peak = 0
+        self._pss_at_peak: dict[str, int] = {}
         self._hwm: dict[int, int] = {}
         self._stop = threading.Event()
         self.launched = time.time()
@@ -270,9 +274,12 @@ class MeasuredProcess:
         while not self._stop.is_set():
             pids = tree(self.proc.pid)
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
-            if n % PSS_EVERY == 0:
-                self._pss_peak = max(self._pss_peak, sum(_pss(p) for p in pids))
             self.cpu.sample(pids, threads=n % PSS_EVERY == 0)
+            if n % PSS_EVERY == 0:
+                each = {p: _pss(p) for p in pids}
+                if sum(each.values()) > self._pss_peak:
+                    self._pss_peak = sum(each.values())
+                    self._pss_at_peak = self.cpu.by_process(each)
             n += 1
             for p in pids:
                 self._hwm[p] = max(self._hwm.get(p, 0), _hwm(p))
@@ -311,7 +318,8 @@ class MeasuredProcess:
         hwm = max(self._hwm.values(), default=0)
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
         self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
-                                    self.cpu.by_role(), self.cpu.jvm_threads())
+                                    self.cpu.by_role(), self.cpu.jvm_threads(),
+                                    {k: v >> 20 for k, v in self._pss_at_peak.items()})
         return self.result
 
 
