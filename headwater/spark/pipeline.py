@@ -28,6 +28,20 @@ SOURCE_NAME = "headwater"
 # JVM work no dearer) and a 100-event stream's first event came ~1 s sooner.
 LOCAL_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
+# A local driver JVM whose query writes a file sink holds no events: the source's tasks write them,
+# and the JVM carries a batch's planned slices (compressed) and a null row per event. Spark needs a
+# heap of at least 450 MB (its reserved memory, 300 MB, times 1.5); the serial collector with a
+# bounded young generation keeps what is committed near what is live (a 10M-row transaction: the
+# JVM's PSS ~0.75 -> ~0.45 GB), where G1 let its heap grow to ~650 MB and kept ~60 MB for itself.
+# A larger batch (headwater.max.batch.events) needs a larger heap: set spark.driver.memory (or a
+# collector in spark.driver.extraJavaOptions), and headwater leaves the heap and the collector to
+# Spark and Java.
+SMALL_DRIVER_MEMORY = "512m"
+SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn96m", "-XX:MinHeapFreeRatio=5",
+                             "-XX:MaxHeapFreeRatio=20",
+                             # NIO caches a direct buffer per thread as large as its largest write
+                             "-Djdk.nio.maxCachedBufferSize=1048576")
+
 
 def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug: bool = False):
     """A SparkSession for `cfg` (Python workers run this interpreter). The driver JVM maps the
@@ -40,6 +54,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     if cfg.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.workerpath)
+    # and allocate Arrow's memory with malloc: jemalloc, pyarrow's default, kept the pages of every
+    # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
+    # runner ~140 -> ~75 MB of PSS, no more CPU)
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
 
@@ -54,9 +72,14 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         driver_java.append(mapped)
     else:
         classcache.build_in_background()
+    conf = dict(cfg.spark.conf)
+    small_jvm = (cfg.spark.master.startswith("local") and cfg.sink.type in FILE_SINKS
+                 and "spark.driver.memory" not in conf and "GC" not in conf.get("spark.driver.extraJavaOptions", ""))
     if cfg.spark.master.startswith("local"):
         driver_java.extend(LOCAL_JIT_OPTIONS)
-    conf = dict(cfg.spark.conf)
+    if small_jvm:
+        driver_java.extend(SMALL_DRIVER_JAVA_OPTIONS)
+        conf["spark.driver.memory"] = SMALL_DRIVER_MEMORY
     if conf.get("spark.driver.extraJavaOptions"):  # the user's own options come after headwater's
         driver_java.append(conf.pop("spark.driver.extraJavaOptions"))
     options = {
@@ -80,6 +103,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         "spark.executorEnv.PYTHONPATH": with_site_dir(None),
+        "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": os.environ["ARROW_DEFAULT_MEMORY_POOL"],
         "spark.python.worker.reuse": "true",
         **conf,
     }
