@@ -54,7 +54,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     if cfg.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.workerpath)
-    # and allocate Arrow's memory with malloc: jemalloc, pyarrow's default, kept the pages of every
+    # and allocate Arrow's memory with malloc: mimalloc, pyarrow's default here, kept the pages of every
     # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
     # runner ~140 -> ~75 MB of PSS, no more CPU)
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
