@@ -177,7 +177,8 @@ def _latency(case: LatencyCase | md.LatencyCase, props: dict[str, str], checkout
         got = json.loads(result.read_text())
     except (OSError, ValueError):
         return Measurement.failed(name, f"no result (exit {res.returncode})")
-    m = case.latency_measurement(name, got.get("latencies_ms", []), res.peak_rss_bytes, **res.memory())
+    m = case.latency_measurement(name, got.get("latencies_ms", []), res.peak_rss_bytes, **res.memory(),
+                                 cycle_ms=got.get("cycle_ms"))
     if got.get("error") or got.get("timed_out"):
         m.note = got.get("error") or "timed out before the sentinel"
     return m

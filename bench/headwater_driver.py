@@ -17,6 +17,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -95,6 +96,7 @@ def run_spark(props: dict, args, out: dict) -> None:
     spark = spark_session(cfg)
     out["spark_started"] = time.time()
     counts: dict[int, int] = {}
+    cycles: list[dict] = []  # each micro-batch's rows and Spark's durationMs of its phases
 
     class Counter(StreamingQueryListener):
         def onQueryStarted(self, event) -> None:
@@ -102,6 +104,7 @@ def run_spark(props: dict, args, out: dict) -> None:
 
         def onQueryProgress(self, event) -> None:
             counts[event.progress.batchId] = event.progress.numInputRows
+            cycles.append({"rows": event.progress.numInputRows, **dict(event.progress.durationMs)})
 
         def onQueryIdle(self, event) -> None:
             pass
@@ -141,8 +144,19 @@ def run_spark(props: dict, args, out: dict) -> None:
         out["error"] = f"query failed: {str(failure)[:2000]}"
     if args.mode == "latency":
         out["latencies_ms"] = latencies
+        out["cycle_ms"] = cycle_medians(cycles)
     if not done:
         out["timed_out"] = True
+
+
+def cycle_medians(cycles: list[dict]) -> dict[str, float]:
+    """The median rows and phases (Spark's `durationMs`) of the micro-batches that had rows, and their number."""
+    busy = [c for c in cycles if c.get("rows")]
+    if not busy:
+        return {}
+    out = {k: float(statistics.median(c.get(k, 0) for c in busy)) for k in busy[0]}
+    out["batches"] = len(busy)
+    return out
 
 
 def _data_events(files: list[Path], seen: set[str], out: dict) -> int:
