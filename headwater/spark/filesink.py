@@ -79,12 +79,13 @@ def batch_prefix(batch_id: int) -> str:
     return f"batch-{batch_id:012d}-"
 
 
-def commit_files(root: Path, batch_id: int, messages: list, ext: str) -> int:
+def commit_files(root: Path, batch_id: int, messages: list, ext: str, replace: bool = True) -> int:
     """Replace batch `batch_id`'s output under `root`: delete what any earlier attempt of the batch
-    left (in `root` and its topic directories), move the new temporary files to their final names
+    left (in `root` and its topic directories; `replace=False` when no earlier attempt can have
+    committed any), move the new temporary files to their final names
     `[<topic dir>/]batch-<id>-part-<n><ext>`, and clear the temporary directory."""
     prefix = batch_prefix(batch_id)
-    for dirpath, dirnames, files in os.walk(root):
+    for dirpath, dirnames, files in os.walk(root) if replace else ():
         dirnames[:] = [d for d in dirnames if d != TMP]
         for f in files:
             if f.startswith(prefix) and f.endswith(ext):
@@ -202,14 +203,20 @@ def written_rows(writer: FileStreamWriter, events: Iterator[pa.RecordBatch] | It
 
 class FileBatches:
     """The `foreachBatch` function of a query whose source writes a file sink (the `files` layout):
-    the `FileCommit`s of the batch's tasks, collected on the driver, committed with `commit_files`."""
+    the `FileCommit`s of the batch's tasks, collected on the driver, committed with `commit_files`.
+    Only the first batch a process commits can be a replay (Spark runs the batch a crash
+    interrupted again when it starts); the later ones have ids it has not seen, so their commit does
+    not look through the sink for an earlier attempt's files (a listing of every file, each batch)."""
 
     def __init__(self, path: str, extension: str):
         self.root = Path(path)
         self.extension = extension
+        self.last: int | None = None  # the last batch this process committed
 
     def __call__(self, df: Any, batch_id: int) -> None:
         from pyspark.sql.functions import col
 
         written = df.where(col(WRITTEN).isNotNull()).collect()
-        commit_files(self.root, batch_id, [FileCommit.from_json(r[0]) for r in written], self.extension)
+        replace = self.last is None or batch_id <= self.last
+        commit_files(self.root, batch_id, [FileCommit.from_json(r[0]) for r in written], self.extension, replace)
+        self.last = batch_id

@@ -105,6 +105,9 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.executorEnv.PYTHONPATH": with_site_dir(None),
         "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": os.environ["ARROW_DEFAULT_MEMORY_POOL"],
         "spark.python.worker.reuse": "true",
+        # the JVM talks to its Python workers over Unix domain sockets instead of TCP on loopback:
+        # every micro-batch ~50 ms shorter (a trivial Python source: 210 -> 150 ms a batch)
+        "spark.python.unix.domain.socket.enabled": "true",
         **conf,
     }
     if not debug:
