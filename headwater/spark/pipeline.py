@@ -20,13 +20,14 @@ from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
 
-# In local mode the driver JVM runs the executors' tasks and shares the cores with the Python
-# workers. Its JIT compilers were the largest part of its CPU at start-up; the optimizing one (C2)
-# paid while the JVM converted every event (Arrow -> rows -> Arrow: C1's code made that 2.7x dearer),
-# but the source's tasks now write the file sinks themselves and the JVM does next to nothing per
-# event: with C1 alone a 1M-row transaction took ~17% less CPU in all (JIT 2.9 -> 1.2 s, the tasks'
-# JVM work no dearer) and a 100-event stream's first event came ~1 s sooner.
-LOCAL_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+# Spark's JVMs share the cores with the Python workers, and their JIT compilers were the largest
+# part of their CPU at start-up. The optimizing one (C2) paid while the JVM converted every event
+# (Arrow -> rows -> Arrow: C1's code made that 2.7x dearer), but the source's tasks now write the
+# file sinks themselves and the JVM does next to nothing per event: with C1 alone a 1M-row
+# transaction on local[2] took ~17% less CPU in all (JIT 2.9 -> 1.2 s, the tasks' JVM work no
+# dearer) and a 100-event stream's first event came ~1 s sooner; on a standalone cluster (2 workers
+# on the same machine) executors with C1 alone cut a 1M-row snapshot's JIT CPU from ~15 to ~10 s.
+JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 # A local driver JVM whose query writes a file sink holds no events: the source's tasks write them,
 # and the JVM carries a batch's planned slices (compressed) and a null row per event. Spark needs a
@@ -75,8 +76,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     conf = dict(cfg.spark.conf)
     small_jvm = (cfg.spark.master.startswith("local") and cfg.sink.type in FILE_SINKS
                  and "spark.driver.memory" not in conf and "GC" not in conf.get("spark.driver.extraJavaOptions", ""))
-    if cfg.spark.master.startswith("local"):
-        driver_java.extend(LOCAL_JIT_OPTIONS)
+    driver_java.extend(JIT_OPTIONS)
+    executor_java = [*logging_java, *JIT_OPTIONS]
+    if conf.get("spark.executor.extraJavaOptions"):  # the user's own options come after headwater's
+        executor_java.append(conf.pop("spark.executor.extraJavaOptions"))
     if small_jvm:
         driver_java.extend(SMALL_DRIVER_JAVA_OPTIONS)
         conf["spark.driver.memory"] = SMALL_DRIVER_MEMORY
@@ -86,7 +89,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.master": cfg.spark.master,
         "spark.app.name": cfg.spark.app_name or f"headwater-{cfg.name}",
         "spark.driver.extraJavaOptions": " ".join(driver_java),
-        "spark.executor.extraJavaOptions": " ".join(logging_java),
+        "spark.executor.extraJavaOptions": " ".join(executor_java),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         # Spark 4.3 checks an Arrow batch's size after every row it adds when this is below
