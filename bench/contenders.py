@@ -11,7 +11,16 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from bench import debezium, headwater_contenders, jdbc_sink, lake, mariadb, pg_baselines, transforms
+from bench import (
+    debezium,
+    headwater_contenders,
+    incremental,
+    jdbc_sink,
+    lake,
+    mariadb,
+    pg_baselines,
+    transforms,
+)
 from bench.measure import Measurement
 from bench.model import BASELINE, LIMIT, REFERENCE, SUBJECT, Benchmark, Contender, Options, Target
 
@@ -60,7 +69,8 @@ def _snapshot(key: str, rows: int, opts: Options, big: bool = False) -> Benchmar
     )
 
 
-def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: bool = False) -> Benchmark:
+def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: bool = False,
+            header_costs: bool = False) -> Benchmark:
     targets = [Target("≥ 0.8× pg_recvlogical's rows/s", "rows_per_s", 0.8, LIMIT),
                Target("≥ 10× Debezium's rows/s", "rows_per_s", 10.0, REFERENCE)]
     if big:
@@ -81,6 +91,13 @@ def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: 
             *_checkouts(opts, headwater_contenders.postgres_stream),
             Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.postgres_stream_engine,
                       "headwater's capture layer alone: the in-process engine, no Spark, no sink (information)"),
+            *([Contender(headwater_contenders.NAME + headwater_contenders.NO_HEADERS, BASELINE,
+                         headwater_contenders.postgres_stream_no_headers,
+                         "headwater streaming with extended.headers.enabled=false (what the context headers cost)"),
+               Contender(headwater_contenders.ENGINE_NAME + headwater_contenders.NO_HEADERS, BASELINE,
+                         headwater_contenders.postgres_stream_engine_no_headers,
+                         "the in-process engine with extended.headers.enabled=false (what the context headers cost)")]
+              if header_costs else []),
         ],
         targets,
         {"rows": rows, "one_transaction": one_txn},
@@ -93,13 +110,14 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
         out.append(_snapshot("pg_snapshot_full", opts.full_rows, opts, big=True))
     out += [
         _stream("pg_stream_one_txn", f"PostgreSQL streaming, {opts.rows:,} inserts in one transaction",
-                opts.rows, True, opts),
+                opts.rows, True, opts, header_costs=True),
         _stream("pg_stream_singles", f"PostgreSQL streaming, {opts.singles:,} single-row transactions",
                 opts.singles, False, opts),
     ]
     if opts.full:
         out.append(_stream("pg_stream_big_txn", f"PostgreSQL streaming, {opts.full_rows:,} inserts in one "
                            "transaction (bounded memory)", opts.full_rows, True, opts, big=True))
+    out += incremental.benchmarks(opts, _debezium_skip(opts))
     out += [_latency("pg_latency", opts.latency_rate, opts,
                      [Target("p99 < 2 s", "p99_ms", 2000.0), Target("p99 ≤ Debezium's", "p99_ms", 1.0, REFERENCE)]),
             _latency("pg_latency_high", opts.latency_high_rate, opts, [Target("p99 < 2 s", "p99_ms", 2000.0)])]

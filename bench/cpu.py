@@ -117,6 +117,10 @@ class CpuLedger:
                     continue
             self.threads[key] = (jvm_thread_role(self.names[key]), got[0])
 
+    def total(self) -> float:
+        """CPU seconds of every process seen, summed."""
+        return sum(self.seconds.values())
+
     def by_process(self, values: dict[int, int]) -> dict[str, int]:
         """`values` (a figure per process id, e.g. its memory) summed by the processes' roles."""
         out: dict[str, int] = {}

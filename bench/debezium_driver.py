@@ -11,6 +11,8 @@ Modes:
 - `count`: stop once `--expect` change events have arrived. Each record's value is turned into a
   Python string (what any Python consumer has to do at the least; its length is counted), and
   nothing is kept, so memory is Debezium's own.
+- `incremental`: as `count`, but only the events of an incremental snapshot (whose value holds
+  `"snapshot":"incremental"`, found by a substring search) count.
 - `latency`: parse each value, and for rows whose `after.qty` is 1 (the steady load) record
   arrival time − `after.ts` (the commit time the row carries) and arrival time − `source.ts_ms`;
   touch `--ready-file` when the first event arrives; stop when a row with `after.qty` 2 (the
@@ -38,7 +40,7 @@ SCRIPT_START = time.time()
 ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 ap.add_argument("props", help="JSON file of Debezium connector properties")
 ap.add_argument("result", help="where to write the timing JSON")
-ap.add_argument("--mode", choices=("count", "latency"), default="count")
+ap.add_argument("--mode", choices=("count", "incremental", "latency"), default="count")
 ap.add_argument("--expect", type=int, default=0, help="count mode: stop after this many events")
 ap.add_argument("--max-wait", type=float, default=3600.0, help="give up after this many seconds")
 ap.add_argument("--ready-file", default=None, help="latency mode: touched when the first event arrives")
@@ -57,6 +59,7 @@ state: dict[str, Any] = {"first": None, "last": None, "count": 0, "chars": 0, "e
 latencies_ms: list[float] = []
 latencies_source_ms: list[float] = []
 done = threading.Event()
+INCREMENTAL = '"snapshot":"incremental"'
 
 
 def parse_ts(value: str) -> float:
@@ -78,6 +81,8 @@ class Timed(BasePythonChangeHandler):
             if v is None:
                 continue
             s = str(v)
+            if args.mode == "incremental" and INCREMENTAL not in s:
+                continue
             n += 1
             chars += len(s)
             if args.mode == "latency":
@@ -92,7 +97,7 @@ class Timed(BasePythonChangeHandler):
         state["count"] += n
         state["chars"] += chars
         state["last"] = now
-        if args.mode == "count" and state["count"] >= args.expect:
+        if args.mode != "latency" and state["count"] >= args.expect:
             done.set()
 
 

@@ -49,6 +49,9 @@ from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_even
 
 NAME = "headwater"
 ENGINE_NAME = "headwater engine"
+#: the same contenders without Debezium 3's context headers (`extended.headers.enabled: false`): their cost
+NO_HEADERS = ", no context headers"
+NO_HEADERS_PROPS = {"extended.headers.enabled": "false"}
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -150,6 +153,20 @@ def postgres_stream_engine(case: StreamCase) -> Measurement:
     return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
+def postgres_stream_no_headers(case: StreamCase) -> Measurement:
+    """`postgres_stream` without the context headers (what adding them costs)."""
+    props = {**properties(case, case.slot, "no_data"), **NO_HEADERS_PROPS}
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(NAME + NO_HEADERS, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def postgres_stream_engine_no_headers(case: StreamCase) -> Measurement:
+    """`postgres_stream_engine` without the context headers (what adding them costs)."""
+    props = {**properties(case, case.slot, "no_data"), **NO_HEADERS_PROPS}
+    res, got = _run(props, case.workdir, "engine", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(ENGINE_NAME + NO_HEADERS, res, got, case.rows, case.data_bytes, case.workdir, "engine")
+
+
 def postgres_latency(case: LatencyCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
     """headwater under the steady load: the batch holding a row committed in the sink - the row's commit time."""
     return _latency(case, properties(case, case.slot, "no_data"), checkout, name)
@@ -201,12 +218,30 @@ def mariadb_properties(case: md.SnapshotCase | md.StreamCase | md.LatencyCase, s
     }
 
 
+LOCKING_NAME = "headwater locking"
+
+
 def mariadb_snapshot(case: md.SnapshotCase) -> Measurement:
-    """headwater's MariaDB initial snapshot (Debezium's locking one, key-range chunks read in the driver's
-    consistent transaction) on local Spark into the jsonl sink: launch -> snapshot rows committed."""
+    """headwater's MariaDB initial snapshot as it runs by default (the lock-free parallel snapshot: key-range
+    chunks read between binlog watermarks) on local Spark into the jsonl sink: launch -> snapshot rows committed."""
     res, got = _run(mariadb_properties(case, "initial"), case.workdir, "spark", "--expect", str(case.rows),
                     timeout=max(600.0, case.rows / 2000))
     return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def mariadb_snapshot_locking(case: md.SnapshotCase) -> Measurement:
+    """Debezium's locking snapshot (`snapshot.locking.mode: minimal`: key-range chunks read in the driver's
+    consistent transaction) on local Spark into the jsonl sink."""
+    props = {**mariadb_properties(case, "initial"), "snapshot.locking.mode": "minimal"}
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
+    return _measure(LOCKING_NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+
+
+def mariadb_snapshot_engine(case: md.SnapshotCase) -> Measurement:
+    """The default (lock-free) snapshot through the in-process engine: no Spark, no sink."""
+    res, got = _run(mariadb_properties(case, "initial_only"), case.workdir, "engine", "--expect", str(case.rows),
+                    timeout=max(600.0, case.rows / 2000))
+    return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
 def mariadb_stream(case: md.StreamCase) -> Measurement:

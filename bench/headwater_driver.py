@@ -1,6 +1,6 @@
 """headwater as a benchmark contender, in its own process: the Spark pipeline or the in-process engine.
 
-    python bench/headwater_driver.py PROPS RESULT --runner spark|engine --mode count|latency
+    python bench/headwater_driver.py PROPS RESULT --runner spark|engine --mode count|incremental|latency
         [--expect N] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR] [--conf K=V ...]
 
 `spark` runs the real pipeline, `headwater`'s streaming source into the jsonl sink on local Spark
@@ -8,7 +8,8 @@
 moves a batch's files into place when it commits the batch, and the driver polls it every 50 ms.
 `engine` runs the connector in this process with no sink (the capture and decoding alone).
 The result file gets `{"first", "last", "count"}` (epoch seconds of the first and last event
-delivered, events delivered), and in latency mode `latencies_ms` of the LOAD rows.
+delivered, events delivered: in incremental mode those of an incremental snapshot only), and in
+latency mode `latencies_ms` of the LOAD rows.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def main() -> int:
     ap.add_argument("props")
     ap.add_argument("result")
     ap.add_argument("--runner", choices=("spark", "engine"), default="spark")
-    ap.add_argument("--mode", choices=("count", "latency"), default="count")
+    ap.add_argument("--mode", choices=("count", "incremental", "latency"), default="count")
     ap.add_argument("--expect", type=int, default=0)
     ap.add_argument("--ready-file")
     ap.add_argument("--max-wait", type=float, default=3600)
@@ -122,11 +123,11 @@ def run_spark(props: dict, args, out: dict) -> None:
         time.sleep(0.05)
         if args.mode == "latency" and out["first"] is None and any(counts.values()):
             out["first"] = time.time()
-        if args.mode == "count":
+        if args.mode in ("count", "incremental"):
             # an event has arrived when its batch's files are committed in the sink (polled every 50 ms)
             files = sorted(sink.glob("*.jsonl"))
             now = time.time()  # these files were all in place by now (counting them takes a while)
-            total = _data_events(files, seen_files, out)
+            total = _data_events(files, seen_files, out, args.mode == "incremental")
             if total and out["first"] is None:
                 out["first"] = now
             if total > out["count"]:
@@ -159,32 +160,36 @@ def cycle_medians(cycles: list[dict]) -> dict[str, float]:
     return out
 
 
-def _data_events(files: list[Path], seen: set[str], out: dict) -> int:
-    """Events (tombstones aside) in sink files not counted yet, added to the count so far."""
+def _data_events(files: list[Path], seen: set[str], out: dict, incremental: bool = False) -> int:
+    """Events (tombstones aside; with `incremental`, the incremental snapshot's only) in sink files not
+    counted yet, added to the count so far."""
     total = out.get("count", 0)
     for f in files:
         if f.name in seen:
             continue
         seen.add(f.name)
-        total += _count_events(f)
+        total += _count_events(f, incremental=incremental)
     return total
 
 
 TOMBSTONE = b'"value":null}\n'
+INCREMENTAL = b'"snapshot":"incremental"'
 
 
-def _count_events(path: Path, chunk_bytes: int = 1 << 22) -> int:
-    """The lines of a sink file that are not tombstones, read a chunk at a time: the harness's own
-    memory stays small (it is sampled with headwater's), however large a batch's file."""
-    lines = tombstones = 0
-    tail = b""
+def _count_events(path: Path, chunk_bytes: int = 1 << 22, incremental: bool = False) -> int:
+    """The lines of a sink file that are not tombstones (with `incremental`, the events of an incremental
+    snapshot), read a chunk at a time: the harness's own memory stays small (it is sampled with
+    headwater's), however large a batch's file."""
+    needles = (INCREMENTAL,) if incremental else (b"\n", TOMBSTONE)
+    counts = [0] * len(needles)
+    tails = [b""] * len(needles)  # a needle's end may be in the next chunk: its first bytes carried over
     with open(path, "rb") as f:
         while chunk := f.read(chunk_bytes):
-            lines += chunk.count(b"\n")
-            data = tail + chunk  # a tombstone's end may straddle two chunks
-            tombstones += data.count(TOMBSTONE)
-            tail = data[-(len(TOMBSTONE) - 1):]
-    return lines - tombstones
+            for i, needle in enumerate(needles):
+                data = tails[i] + chunk
+                counts[i] += data.count(needle)
+                tails[i] = data[max(0, len(data) - len(needle) + 1):]
+    return counts[0] if incremental else counts[0] - counts[1]
 
 
 def _latencies(sink: Path, seen: set[str], latencies: list[float], out: dict) -> bool:

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench import data, mariadb
+from bench import data, incremental, mariadb
 from bench.calls import call, call_best, pending
 from bench.cases import LatencyCase, SnapshotCase, StreamCase
 from bench.measure import stop_all_live
-from bench.model import Benchmark, BenchmarkResult, Contender, Options, Progress
+from bench.model import LIMIT, Benchmark, BenchmarkResult, Contender, Options, Progress
 from headwater.devservers.postgres import PostgresServer
 
 
@@ -153,10 +153,44 @@ def run_latency(b: Benchmark, progress: Progress) -> BenchmarkResult:
     return _guarded(b, body)
 
 
+def run_incremental(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    """The table loaded as for the snapshot, plus the signalling and load tables (`bench.incremental`);
+    per contender a slot with the signal first in it, and the light load for the contender's whole run."""
+    def body(run: _Run) -> None:
+        server = run.server = data.new_server()
+        progress(f"  loading {b.params['rows']:,} rows ...")
+        wl = data.load_snapshot_table(server, b.params["rows"])
+        incremental.prepare(server)
+        run.result.workload = {"rows": wl.rows, "data_bytes": wl.data_bytes, "load_seconds": wl.load_seconds,
+                               "chunk": b.params["chunk"], "light_rate": b.params["light_rate"]}
+        for c in b.contenders:
+            m = pending(c)
+            if m is None:
+
+                def case(i: int, c: Contender = c) -> incremental.IncrementalCase:
+                    slot = slot_name(b.key, c.name)
+                    if c.role != LIMIT:
+                        data.create_slot(server, slot)
+                        incremental.signal(server)
+                    return incremental.IncrementalCase(server, wl.rows, wl.data_bytes, run.workdir(c.name), slot,
+                                                       slot=slot, chunk=b.params["chunk"])
+
+                with incremental.LightLoad(server, b.params["light_rate"]) as load:
+                    m = call_best(c, case, progress)
+                m.details["light_rows"] = load.rows
+                m.details["light_rate_achieved"] = load.rows / max(1e-9, time.time() - load.started)
+                for s in data.slots(server):
+                    data.drop_slot(server, s)
+            run.result.measurements.append(m)
+
+    return _guarded(b, body)
+
+
 RUNNERS: dict[str, Callable[[Benchmark, Progress], BenchmarkResult]] = {
     "snapshot": run_snapshot,
     "stream": run_stream,
     "latency": run_latency,
+    "incremental": run_incremental,
 }
 
 

@@ -100,10 +100,6 @@ class PipelineConfig(BaseModel):
         return Path(path).expanduser()
 
 
-# source properties Spark refuses: the metrics are counted by the engine, which sees the events (the
-# notifications are accepted: on Spark those of incremental snapshots are sent, the initial snapshot's not)
-ENGINE_ONLY = ("headwater.metrics.port",)
-
 
 def resolve_env(value: Any, where: str, errors: list[ConfigError]) -> Any:
     """Replace ${VAR} references in strings (recursively) from the environment. In a transformation's
@@ -181,10 +177,6 @@ def parse_config(data: Any, base_dir: Path = Path(".")) -> PipelineConfig:
             source = validate_connector(props)
         except ConfigErrors as exc:
             errors.extend(ConfigError(f"source.{e.property}", e.message, e.hint) for e in exc.errors)
-        for key in ENGINE_ONLY:  # the engine has them; a Spark query does not see its events on the driver
-            if source is not None and source.get(key):
-                errors.append(ConfigError(f"source.{key}", "not available on Spark yet (the embedded engine has it)",
-                                          "remove it; headwater status shows the positions without it"))
 
     transforms = data.get("transforms") or []
     if transforms:

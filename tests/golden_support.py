@@ -144,6 +144,11 @@ def run_psql_script(server: Any, dbname: str, sql: str, timeout: float = 300.0) 
 # Normalization
 
 
+#: Debezium 3's run id header, and the form of its value: a version 7 UUID
+RUN_ID_HEADER = "__debezium.context.runId"
+UUID7 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
 class _Tokens:
     """Symbolic names for run-dependent numbers, assigned in order of first appearance.
 
@@ -160,7 +165,16 @@ class _Tokens:
         self.lsns: dict[str, str] = {}
         self.commit_lsns: dict[str, str] = {}
         self.txids: dict[str, str] = {}
+        self.runs: dict[str, str] = {}
         self.separate = separate_commit_lsns
+
+    def run_id(self, value: Any) -> Any:
+        """A `__debezium.context.runId` header's value (JsonConverter's form, with or without schema):
+        a UUIDv7 becomes ``RUN<n>`` (so a list of one run shows one token); anything else stays."""
+        with_schema, text = _split(value)
+        if not isinstance(text, str) or not UUID7.fullmatch(text):
+            return value
+        return _join(with_schema, value, self.runs.setdefault(text, f"RUN{len(self.runs) + 1}"))
 
     def lsn(self, value: Any) -> Any:
         if value is None:
@@ -243,20 +257,38 @@ def _normalize_value(payload: Any, tokens: _Tokens) -> Any:
         return out
     source = out.get("source")
     if isinstance(source, dict):
-        source = dict(source)
-        for name in SOURCE_DROPPED_FIELDS:
-            source.pop(name, None)
-        if "txId" in source:
-            source["txId"] = tokens.txid(source["txId"])
-        if "sequence" in source:
-            source["sequence"] = tokens.sequence(source["sequence"])
-        if "lsn" in source:
-            source["lsn"] = tokens.lsn(source["lsn"])
-        out["source"] = source
+        out["source"] = _normalize_source(source, tokens)
     transaction = out.get("transaction")
     if isinstance(transaction, dict) and "id" in transaction:
         out["transaction"] = dict(transaction, id=tokens.transaction_id(transaction["id"]))
     return out
+
+
+def _normalize_source(source: dict[str, Any], tokens: _Tokens) -> dict[str, Any]:
+    """A `source` block without its wall-clock fields and version, its positions as tokens."""
+    source = dict(source)
+    for name in SOURCE_DROPPED_FIELDS:
+        source.pop(name, None)
+    if "txId" in source:
+        source["txId"] = tokens.txid(source["txId"])
+    if "sequence" in source:
+        source["sequence"] = tokens.sequence(source["sequence"])
+    if "lsn" in source:
+        source["lsn"] = tokens.lsn(source["lsn"])
+    return source
+
+
+def _normalize_header(name: str, value: Any, tokens: _Tokens) -> Any:
+    """A header's value: the run id as a token; a `source` block (Kafka's HeaderFrom of `source`) and a
+    `transaction` block (of `transaction`) normalized as in a value."""
+    if name == RUN_ID_HEADER:
+        return tokens.run_id(value)
+    with_schema, payload = _split(value)
+    if name == "source" and isinstance(payload, dict) and "connector" in payload:
+        return _join(with_schema, value, _normalize_source(payload, tokens))
+    if name == "transaction" and isinstance(payload, dict) and "total_order" in payload:
+        return _join(with_schema, value, dict(payload, id=tokens.transaction_id(payload["id"])))
+    return value
 
 
 def _normalize_event(event: dict[str, Any], tokens: _Tokens, keep_headers: bool) -> dict[str, Any]:
@@ -272,7 +304,26 @@ def _normalize_event(event: dict[str, Any], tokens: _Tokens, keep_headers: bool)
         "value": _join(value_schema, event.get("value"), value),
     }
     if keep_headers and "headers" in event:
-        out["headers"] = event["headers"]
+        out["headers"] = {k: _normalize_header(k, v, tokens) for k, v in event["headers"].items()}
+    return out
+
+
+def run_ids(events: Iterable[dict[str, Any]]) -> set[str]:
+    """The `__debezium.context.runId` header values of `events` (JsonConverter's form, with or without
+    schema)."""
+    return {_split(e["headers"][RUN_ID_HEADER])[1] for e in events if RUN_ID_HEADER in (e.get("headers") or {})}
+
+
+def with_run_id(events: Iterable[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
+    """`events` with every `__debezium.context.runId` header set to `run_id` (events of several runs
+    compared with one recorded run)."""
+    out = []
+    for e in events:
+        if RUN_ID_HEADER in (e.get("headers") or {}):
+            value = e["headers"][RUN_ID_HEADER]
+            with_schema, _ = _split(value)
+            e = {**e, "headers": {**e["headers"], RUN_ID_HEADER: _join(with_schema, value, run_id)}}
+        out.append(e)
     return out
 
 
@@ -287,7 +338,9 @@ def normalize(events: Iterable[dict[str, Any]], keep_headers: bool = False,
     ``L1, L2, ...``; ``source.txId`` and the txId part of those ids become ``X1, X2, ...``.
     Works on events with schemas enabled (``{"schema", "payload"}``) and without. The
     ``headers`` field (which the reference recorder does not capture) is dropped unless
-    ``keep_headers``. The input is not modified.
+    ``keep_headers``; kept, the ``__debezium.context.runId`` header's UUIDv7 becomes ``RUN<n>``
+    (one token per distinct run id, so one run compares equal to another run and two run ids in one
+    list show). The input is not modified.
     """
     tokens = _Tokens(separate_commit_lsns)
     return [_normalize_event(e, tokens, keep_headers) for e in events]

@@ -115,30 +115,38 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
     signal.signal(signal.SIGTERM, on_signal)
     spark = None
     try:
-        from headwater.spark.pipeline import spark_session, start_query
+        from headwater.spark.pipeline import query_observer, spark_session, start_query
 
         spark = spark_session(cfg, debug=debug)
         signal.signal(signal.SIGINT, on_signal)  # PySpark's SparkContext installed its own
         if stop.is_set():
             raise Stopped
         query = start_query(spark, cfg, once=once, console=out)
+        observed = query_observer(query)
         running.set()
-        progress = Progress(cfg, query, interactive=sys.stdout.isatty() and cfg.sink.type != "console")
-        with progress:
-            while query.isActive:
-                if stop.is_set():
-                    progress.note("stopping after the batch in flight")
-                    deadline = time.monotonic() + 120
-                    while _batch_in_flight(query) and time.monotonic() < deadline:
-                        time.sleep(0.1)
-                    query.stop()
-                    break
-                query.awaitTermination(0.5)
-                progress.update()
-        exc = query.exception()
-        if exc is not None and not stop.is_set():
-            raise exc
-        progress.finish()
+        progress = Progress(cfg, query, interactive=sys.stdout.isatty() and cfg.sink.type != "console",
+                            observer=observed.observer if observed is not None else None)
+        try:
+            with progress:
+                while query.isActive:
+                    if stop.is_set():
+                        progress.note("stopping after the batch in flight")
+                        deadline = time.monotonic() + 120
+                        while _batch_in_flight(query) and time.monotonic() < deadline:
+                            time.sleep(0.1)
+                        query.stop()
+                        break
+                    query.awaitTermination(0.5)
+                    progress.update()
+                if observed is not None:  # the listener counts the last batch after Spark committed it
+                    observed.wait_counted()
+            exc = query.exception()
+            if exc is not None and not stop.is_set():
+                raise exc
+            progress.finish()
+        finally:
+            if observed is not None:
+                observed.close()
         spark.stop()
     except SystemExit:
         raise

@@ -1,14 +1,18 @@
 """Progress of a running pipeline: a live panel on a terminal, plain log lines otherwise.
 
 Shows the batches done, events per second, snapshot chunks read (Spark tasks done of the
-snapshot batch's total) and how far the source is ahead (for PostgreSQL, the slot's lag in bytes
-and the age of the last change delivered).
+snapshot batch's total), how far the source is ahead (for PostgreSQL, the slot's lag in bytes
+and the age of the last change delivered) and, from the pipeline's observer, Debezium's metrics:
+the snapshot's state and rows scanned, the change events by operation, the transactions and how
+far behind the source the last event was. Events are the change events the observer counted in a
+batch (`observedMetrics`), else Spark's input rows.
 """
 
 from __future__ import annotations
 
+import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -18,11 +22,25 @@ from headwater.connectors.base import SourceConnector
 from headwater.connectors.registry import create_source
 from headwater.pipeline_config import PipelineConfig
 
+if TYPE_CHECKING:  # imported before the signal handlers are set: nothing heavy (pyspark) at import
+    from headwater.spark.observer import SparkObserver
+
+OBSERVED = "headwater"  # spark.observer.NAME, the observed metrics' name (their facts: spark.observing)
+
+
+def _events(prog: Any) -> int:
+    """The change events of a batch's progress: the observer's count when there is one, else its input rows."""
+    observed = (prog.get("observedMetrics") or {}).get(OBSERVED)
+    if observed is not None:
+        return sum(int(json.loads(f).get("events", 0)) for f in observed["facts"] or [])
+    return int(prog.get("numInputRows", 0) or 0)
+
 
 class Progress:
-    def __init__(self, cfg: PipelineConfig, query, interactive: bool):
+    def __init__(self, cfg: PipelineConfig, query, interactive: bool, observer: SparkObserver | None = None):
         self.cfg = cfg
         self.query = query
+        self.observer = observer
         self.interactive = interactive
         self.console = Console(stderr=True, highlight=False, soft_wrap=True)
         self.live: Live | None = None
@@ -82,7 +100,7 @@ class Progress:
         prog = self.query.lastProgress
         if prog and prog["batchId"] != self.last_batch:
             self.last_batch = prog["batchId"]
-            rows = prog.get("numInputRows", 0) or 0
+            rows = _events(prog)
             self.total_events += rows
             if not self.interactive:
                 rate = prog.get("processedRowsPerSecond") or 0.0
@@ -100,8 +118,9 @@ class Progress:
         t.add_row("events", f"{self.total_events:,} ({self.total_events / max(elapsed, 1e-6):,.0f}/s overall)")
         prog = self.query.lastProgress
         if prog:
-            t.add_row("last batch", f"{prog.get('numInputRows', 0):,} events, "
-                                    f"{prog.get('processedRowsPerSecond') or 0:,.0f}/s")
+            t.add_row("last batch", f"{_events(prog):,} events, {prog.get('processedRowsPerSecond') or 0:,.0f}/s")
+        for name, text in self._metrics():
+            t.add_row(name, text)
         if self.query.status.get("isTriggerActive"):
             tasks = self._snapshot_tasks()
             if tasks:
@@ -112,6 +131,32 @@ class Progress:
         if self.message:
             t.add_row("", self.message)
         return t
+
+    def _metrics(self) -> list[tuple[str, str]]:
+        """Rows of Debezium's metrics (none without an observer)."""
+        if self.observer is None:
+            return []
+        m = self.observer.values()
+        snap, st = m["snapshot"], m["streaming"]
+        rows = []
+        if snap["SnapshotRunning"] or snap["SnapshotCompleted"] or snap["SnapshotAborted"]:
+            state = ("running" if snap["SnapshotRunning"] else "completed" if snap["SnapshotCompleted"] else "aborted")
+            if snap["SnapshotPaused"]:
+                state += ", paused"
+            scanned = sum(snap["RowsScanned"].values())
+            rows.append(("snapshot", f"{state}: {scanned:,} rows scanned, {snap['RemainingTableCount']} of "
+                                     f"{snap['TotalTableCount']} tables left, {snap['SnapshotDurationInSeconds']} s"))
+        if snap["ChunkId"]:
+            rows.append(("incremental", f"chunk {snap['ChunkFrom'] or '[start]'} to {snap['ChunkTo']} of "
+                                        f"{snap['TableTo']}"))
+        if st["TotalNumberOfEventsSeen"]:
+            behind = st["MilliSecondsBehindSource"]
+            rows.append(("streamed", f"{st['TotalNumberOfEventsSeen']:,} events "
+                                     f"({st['TotalNumberOfCreateEventsSeen']:,} c, {st['TotalNumberOfUpdateEventsSeen']:,} u, "
+                                     f"{st['TotalNumberOfDeleteEventsSeen']:,} d), "
+                                     f"{st['NumberOfCommittedTransactions']:,} transactions"
+                                     + (f", {behind:,} ms behind the source" if behind >= 0 else "")))
+        return rows
 
     def finish(self) -> None:
         self.update()

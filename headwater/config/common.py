@@ -32,6 +32,8 @@ COMMON: list[Property] = [
     prop("skipped.operations", "list", "t", allowed=("c", "u", "d", "t", "none")),
     prop("skip.messages.without.change", "boolean", False),
     prop("provide.transaction.metadata", "boolean", False),
+    prop("extended.headers.enabled", "boolean", True,
+         doc="Debezium 3's __debezium.context.* headers (connector, task and run) on every data change record"),
     prop("heartbeat.interval.ms", "int", 0, minimum=0),
     prop("heartbeat.action.query"),
     prop("errors.max.retries", "int", -1, minimum=-1),

@@ -43,6 +43,7 @@ class SourceConnector(ABC):
     def __init__(self, config: ConnectorConfig):
         self.config = config
         self.captured_tables: list[str] = []  # the captured tables' names (schema.table), once open
+        self.available_now = False  # the caller runs to what is available now (prepare_available_now)
 
     @abstractmethod
     def initial_offset(self) -> Offset:
@@ -65,7 +66,8 @@ class SourceConnector(ABC):
         """Everything up to `end` is durably processed: the database may release it."""
 
     def prepare_available_now(self) -> None:  # noqa: B027 - optional hook
-        """Fix the end of an 'everything available now' run to what the source holds now."""
+        """Fix the end of an 'everything available now' run to what the source holds now (the caller sets
+        `available_now`; a connector may call this again to move that end, see `common.phases`)."""
 
     def snapshot_due(self, offset: Offset) -> bool:
         """True when the next batch after `offset` (at which the connector is open) is a snapshot."""

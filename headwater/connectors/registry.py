@@ -35,16 +35,22 @@ class Connector:
     aliases: tuple[str, ...] = ()  # other short names users write
     properties: str | None = None  # "module:attribute" of its PropertySet
     source: str | None = None  # "module:attribute" of its SourceConnector class
+    debezium_name: str | None = None  # Debezium's `Module.name()` (source.connector), when not `name`
 
     @property
     def implemented(self) -> bool:
         return self.properties is not None and self.source is not None
 
+    @property
+    def plugin_name(self) -> str:
+        """Debezium's name of the connector (`source.connector`, the `connectorName` context header)."""
+        return self.debezium_name or self.name
+
 
 CONNECTORS: tuple[Connector, ...] = (
     Connector("postgres", ("io.debezium.connector.postgresql.PostgresConnector",), ("postgresql", "pg"),
               properties="headwater.connectors.postgres.properties:PROPERTIES",
-              source="headwater.connectors.postgres.source:PostgresSource"),
+              source="headwater.connectors.postgres.source:PostgresSource", debezium_name="postgresql"),
     Connector("mysql", ("io.debezium.connector.mysql.MySqlConnector",),
               properties="headwater.connectors.mysql.properties:PROPERTIES",
               source="headwater.connectors.mysql.source:MySqlSource"),

@@ -39,6 +39,7 @@ from typing import Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, SourceConnector, WorkUnit
+from headwater.connectors.common.context_headers import ContextHeaders
 from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, STREAMING, phase, position
 from headwater.connectors.common.signals import with_cli_file
 from headwater.connectors.history_file import with_history_file
@@ -93,6 +94,7 @@ class Engine:
         self.config = config
         self.chain = parse_chain(config.transforms)
         self.post = post_processors(config)
+        self.context_headers = ContextHeaders.start(config)  # this run's (a new run id per engine)
         self.transforms = self.chain is not None or self.post is not None
         self.connector = connector or create_source(config, parallelism=1, schemas_enable=schemas_enable,
                                                     replace_null_with_default=replace_null_with_default,
@@ -124,6 +126,7 @@ class Engine:
             yield from self._notifications()
         start = self.offset
         if once:
+            connector.available_now = True
             connector.prepare_available_now()
         while not self.stopping.is_set():
             end = connector.latest_offset(start, self.max_events)
@@ -140,12 +143,17 @@ class Engine:
                         self.observer.seen(batch, snapshot=False)
                         yield self._out(batch)
             self._commit(end)
+            if not snapshot:
+                self.observer.incremental(end)
             self.observer.committed(None if snapshot else position(end))
             start = end
 
     def _out(self, batch: Events) -> Events:
-        """A batch as the engine yields it: through the post processors and the transformation chain
-        when there are some (the metrics count the connector's events, before them)."""
+        """A batch as the engine yields it: with the run's context headers, through the post processors
+        and the transformation chain when there are some (the metrics count the connector's events,
+        before them)."""
+        if self.context_headers is not None:
+            batch = self.context_headers.apply(batch, self.json)
         if not self.transforms:
             return batch
         assert isinstance(batch, TypedEvents)

@@ -26,11 +26,22 @@ def int64_array(v: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.int64(), len(v), [None, pa.py_buffer(v)])
 
 
+def int32_array(v: np.ndarray) -> pa.Array:
+    """An int32 array of a numpy array's values (list offsets)."""
+    v = np.ascontiguousarray(v, dtype=np.int32)
+    return pa.Array.from_buffers(pa.int32(), len(v), [None, pa.py_buffer(v)])
+
+
 def int64_values(a: pa.Array) -> np.ndarray:
     """An int64 array without nulls as numpy, a view of its buffer (`to_numpy` imports pandas)."""
     if a.type != pa.int64() or a.null_count:
         raise ValueError("int64_values needs an int64 array without nulls")
     return np.frombuffer(a.buffers()[1], dtype=np.int64, count=len(a), offset=a.offset * 8)
+
+
+def list_offsets(a: pa.Array) -> np.ndarray:
+    """A list array's offsets (one more than its length, into its `values`) as numpy, a view of its buffer."""
+    return np.frombuffer(a.buffers()[1], dtype=np.int32, count=len(a) + 1, offset=a.offset * 4)
 
 
 def bool_array(mask: np.ndarray) -> pa.Array:
@@ -103,6 +114,23 @@ def ragged_binary(rows: np.ndarray, widths: np.ndarray) -> pa.Array:
     else:
         data = rows[np.arange(width) < widths[:, None]]
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def byte_spans(data: bytes | bytearray, first: np.ndarray, length: np.ndarray, null: np.ndarray | None = None
+               ) -> pa.Array:
+    """A binary array of the byte ranges [first, first + length) of `data`, which follow each other (`null`:
+    which are null): Arrow's `take` of every other value of a binary array over all of `data` whose values
+    are the ranges and the gaps between them (one copy of the ranges' bytes, no Python object per value)."""
+    n = len(first)
+    bounds = np.empty(2 * n + 1, dtype=np.int64)
+    bounds[0:2 * n:2] = first
+    bounds[1:2 * n:2] = first + length
+    bounds[2 * n] = bounds[2 * n - 1] if n else 0
+    spans = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(data)])
+    out = spans.take(int64_array(np.arange(0, 2 * n, 2, dtype=np.int64))).cast(pa.binary())
+    if null is not None and null.any():
+        out = pa.Array.from_buffers(pa.binary(), n, [_validity(~null), *out.buffers()[1:]])
+    return out
 
 
 def binary_scalar(b: bytes) -> pa.Scalar:

@@ -130,13 +130,18 @@ class ArrowEvents:
 
     def rows(self) -> Iterator[Event]:
         b = self.batch
-        cols = [b.column(i).to_pylist() for i in range(6)]
+        cols = [b.column(i).to_pylist() if i != 4 else [] for i in range(6)]  # headers: below
         versions = b.column(6).to_pylist()
         ts = b.column(7).cast(pa.int64()).to_pylist()
+        headers = b.column(4)
+        valid = headers.is_valid().to_pylist()
+        offsets = headers.offsets.to_pylist()
+        # the entries once, as (name, JSON text) pairs; each row's headers are a slice of them
+        pairs = list(zip(headers.values.field("key").to_pylist(), headers.values.field("value").to_pylist(),
+                         strict=True)) if headers.null_count < len(headers) else []
         for i in range(b.num_rows):
-            h = cols[4][i]
             yield Event(cols[0][i], cols[1][i], cols[2][i], cols[3][i],
-                        None if h is None else [(e["key"], e["value"]) for e in h],
+                        pairs[offsets[i]:offsets[i + 1]] if valid[i] else None,
                         cols[5][i], versions[i], ts[i])
 
 

@@ -15,11 +15,11 @@ Kafka headers are a list per record of (name, value), each value with its own Co
 `headers` column is a list of `{key, value}` entries whose `value` is a struct with one field per
 header name of the block, typed by that header's schema (`headers_type`): an entry sets only the
 field of its own name. The key a key-changing update carries (`__debezium.newkey`,
-`__debezium.oldkey`) is a header whose schema is the key's; transformations add headers of any
-Connect type.
+`__debezium.oldkey`) is a header whose schema is the key's; Debezium 3's context headers
+(`connectors.common.context_headers`) are strings; transformations add headers of any Connect type.
 
-The Arrow types hold exactly what the events hold, so that every serialization (JSON here, in
-`events.formats`; Avro and CloudEvents later) can be written from a block: Connect's primitives and
+The Arrow types hold exactly what the events hold, so that every serialization (JSON, Avro and
+CloudEvents, in `events.formats`) can be written from a block: Connect's primitives and
 containers as Arrow's; the logical types whose value is a number (Date, Time, Timestamp and
 Debezium's Micro/Nano variants) as Arrow's temporal types over the same number; a Decimal of known
 precision up to 38 as decimal128; anything else by its physical type (a ZonedTimestamp stays its

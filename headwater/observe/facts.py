@@ -11,10 +11,16 @@ event, by Arrow and numpy kernels (none that makes a pyarrow scalar from a Pytho
 imports pandas); a `source` block is read for the first and last event of each topic (typed: of
 each block) and for the batch's last event, from the struct columns of typed blocks or the JSON
 text of JSON rows.
+
+The commit versions are kept as their count and the first and last (ascending): a log is read in
+commit order, so the facts of consecutive pieces of one batch (Spark partitions, each reading its
+piece on an executor) `merge` into the batch's, a transaction that goes on from one piece into the
+next counted once. `to_json`/`from_json` carry the facts from an executor to the driver.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,14 +43,58 @@ class BatchFacts:
     topics: list[tuple[int, str, str | None, int]] = field(default_factory=list)
     # (place, table) of the events marked the last of their table's snapshot, in order
     table_ends: list[tuple[int, str]] = field(default_factory=list)
-    versions: list[int] = field(default_factory=list)  # distinct commit versions, ascending
+    transactions: int = 0  # distinct commit versions
+    first_version: int | None = None  # the least of them
+    last_version: int | None = None  # the greatest
     last_topic: str = ""
     last_op: str = ""
     last_source: dict[str, Any] = field(default_factory=dict)
+    size: int = 0  # the records of the batch the places count (greater than every place)
 
     @property
     def events(self) -> int:
         return sum(self.ops.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ops": self.ops, "topics": self.topics, "table_ends": self.table_ends,
+                "transactions": self.transactions, "first_version": self.first_version,
+                "last_version": self.last_version, "last_topic": self.last_topic, "last_op": self.last_op,
+                "last_source": self.last_source, "size": self.size}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BatchFacts:
+        return cls(dict(d["ops"]), [(int(p), t, table, int(n)) for p, t, table, n in d["topics"]],
+                   [(int(p), t) for p, t in d["table_ends"]], int(d["transactions"]), d["first_version"],
+                   d["last_version"], d["last_topic"], d["last_op"], dict(d["last_source"]), int(d["size"]))
+
+
+def merge(parts: Sequence[BatchFacts]) -> BatchFacts:
+    """The facts of consecutive pieces of one batch, in order (see the module's docstring)."""
+    out = BatchFacts()
+    base = 0
+    per_topic: dict[str, list[Any]] = {}  # topic -> [first place, table, events]
+    for f in parts:
+        for op, n in f.ops.items():
+            out.ops[op] = out.ops.get(op, 0) + n
+        for place, topic, table, n in f.topics:
+            entry = per_topic.get(topic)
+            if entry is None:
+                per_topic[topic] = [base + place, table, n]
+            else:
+                entry[2] += n
+        out.table_ends += [(base + place, table) for place, table in f.table_ends]
+        if f.transactions:
+            continued = out.last_version is not None and f.first_version == out.last_version
+            out.transactions += f.transactions - int(continued)
+            if out.first_version is None:
+                out.first_version = f.first_version
+            out.last_version = f.last_version
+        if f.events:
+            out.last_topic, out.last_op, out.last_source = f.last_topic, f.last_op, f.last_source
+        base += f.size
+    out.topics = sorted((first, t, table, n) for t, (first, table, n) in per_topic.items())
+    out.size = base
+    return out
 
 
 LAST_MARKERS = ("last_in_data_collection", "last")
@@ -88,7 +138,7 @@ def _json_source(value: str) -> dict[str, Any]:
 
 def _json_facts(b: pa.RecordBatch) -> BatchFacts:
     changes = b.filter(pc.is_valid(b.column("op")))
-    facts = BatchFacts()
+    facts = BatchFacts(size=b.num_rows)
     if changes.num_rows == 0:
         return facts
     topic, value = changes.column("topic"), changes.column("value")
@@ -104,11 +154,20 @@ def _json_facts(b: pa.RecordBatch) -> BatchFacts:
         _table_end(facts, last, _json_source(value[last].as_py()))
     facts.topics.sort()
     facts.table_ends.sort()
-    facts.versions = pc.unique(changes.column("_commit_version")).sort().to_pylist()
+    _versions(facts, changes.column("_commit_version"))
     last = changes.num_rows - 1
     facts.last_topic, facts.last_op = topic[last].as_py(), changes.column("op")[last].as_py()
     facts.last_source = _json_source(value[last].as_py())
     return facts
+
+
+def _versions(facts: BatchFacts, versions: pa.Array | pa.ChunkedArray) -> None:
+    """The count, least and greatest of the distinct commit versions."""
+    distinct = pc.unique(versions)
+    facts.transactions = len(distinct)
+    if len(distinct):
+        bounds = pc.min_max(distinct)
+        facts.first_version, facts.last_version = bounds["min"].as_py(), bounds["max"].as_py()
 
 
 def _source_of(block: pa.RecordBatch, row: int) -> dict[str, Any]:
@@ -120,7 +179,7 @@ def _source_of(block: pa.RecordBatch, row: int) -> dict[str, Any]:
 
 
 def _typed_facts(batch: TypedEvents) -> BatchFacts:
-    facts = BatchFacts()
+    facts = BatchFacts(size=len(batch))
     per_topic: dict[str, list[Any]] = {}  # topic -> [first place, table, events]
     versions: list[pa.Array] = []
     last_order = -1
@@ -149,5 +208,5 @@ def _typed_facts(batch: TypedEvents) -> BatchFacts:
     facts.topics = sorted((first, t, table, n) for t, (first, table, n) in per_topic.items())
     facts.table_ends.sort()
     if versions:
-        facts.versions = pc.unique(pa.concat_arrays(versions)).sort().to_pylist()
+        _versions(facts, pa.chunked_array(versions))
     return facts

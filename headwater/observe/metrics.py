@@ -114,10 +114,10 @@ class ConnectorMetrics:
         for op, n in facts.ops.items():
             if op in _OP_COUNTERS:
                 st[_OP_COUNTERS[op]] += n
-        if facts.versions:
-            continued = facts.versions[0] == self._last_version  # the last batch's transaction went on
-            st["NumberOfCommittedTransactions"] += len(facts.versions) - int(continued)
-            self._last_version = facts.versions[-1]
+        if facts.transactions:
+            continued = facts.first_version == self._last_version  # the last batch's transaction went on
+            st["NumberOfCommittedTransactions"] += facts.transactions - int(continued)
+            self._last_version = facts.last_version
         source = facts.last_source
         tx = source.get("txId", source.get("gtid"))
         if tx is not None:
@@ -159,10 +159,23 @@ class ConnectorMetrics:
             snap["SnapshotPausedDurationInSeconds"] = int(paused)
         return {"snapshot": snap, "streaming": stream}
 
-    def write_file(self, path: Path, notifications: list[dict[str, Any]]) -> None:
-        """Replace the metrics file at `path` atomically with the values now and `notifications`."""
+    # ------------------------------------------------------------------ kept across runs (Spark)
+    def state(self) -> dict[str, Any]:
+        """What `restore` needs besides the values: the times of the last events, the last transaction."""
+        return {"last_event_ms": dict(self._last_event_ms), "last_version": self._last_version}
+
+    def restore(self, values: dict[str, dict[str, Any]], state: dict[str, Any]) -> None:
+        """Carry on from the values and state a metrics file holds (a snapshot's duration as it was)."""
+        self.snapshot.update(values.get("snapshot") or {})
+        self.streaming.update(values.get("streaming") or {})
+        self._last_event_ms = {k: int(v) for k, v in (state.get("last_event_ms") or {}).items()}
+        self._last_version = state.get("last_version")
+
+    def write_file(self, path: Path, notifications: list[dict[str, Any]], extra: dict[str, Any] | None = None) -> None:
+        """Replace the metrics file at `path` atomically with the values now, `notifications` and `extra`
+        (more top-level fields)."""
         doc = {"connector": self.connector, "server": self.server, "written_ms": _now_ms(), **self.values(),
-               "notifications": notifications}
+               "notifications": notifications, **(extra or {})}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(json.dumps(doc, sort_keys=True, default=str))

@@ -7,7 +7,8 @@ A `Notification` has Debezium's fields (`id`, `aggregate_type`, `type`, `additio
   writes it (`[Notification Service]  {id='…', aggregateType='…', …}`);
 - `sink`: a record on the topic `notification.sink.topic.name`, with Debezium's key and value
   schemas (`io.debezium.connector.common.NotificationKey` / `.Notification`), handed over with the
-  next batch (`take_records`).
+  next batch (`take_records`; `take_notifications` for a runner that makes the records elsewhere:
+  `records` makes them).
 
 Every notification is also kept in `recent` (the last `RECENT` of them) for `headwater status`.
 `initial_snapshot` and `incremental_snapshot` build the two aggregate types' notifications; the
@@ -43,6 +44,14 @@ KEY_SCHEMA = common.KEY_SCHEMA.to_json()
 VALUE_SCHEMA = common.VALUE_SCHEMA.to_json()
 
 
+def records(topic: str, notes: list[Notification]) -> TypedEvents:
+    """The `sink` channel's records of `notes` on `topic`, with Debezium's key and value schemas."""
+    b = BlockBuilder()
+    for n in notes:
+        b.add(topic, KEY_SCHEMA, {"id": n.id}, VALUE_SCHEMA, n.to_dict(), None, 0, n.timestamp * 1000)
+    return b.take()
+
+
 class Notifier:
     """Sends notifications to the channels of `notification.enabled.channels` (none: only `recent`)."""
 
@@ -51,21 +60,26 @@ class Notifier:
         self.topic: str | None = config.get("notification.sink.topic.name")
         self.connector_name: str = config["topic.prefix"]
         self.recent: deque[Notification] = deque(maxlen=RECENT)
-        self._records = BlockBuilder()
+        self._sink: list[Notification] = []
+        if "log" in self.channels:
+            log.setLevel(logging.INFO)
 
     def notify(self, n: Notification) -> None:
         self.recent.append(n)
         if "log" in self.channels:
             log.info("%s", n.log_text())
         if "sink" in self.channels and self.topic is not None:
-            self._records.add(self.topic, KEY_SCHEMA, {"id": n.id}, VALUE_SCHEMA, n.to_dict(), None, 0,
-                              n.timestamp * 1000)
+            self._sink.append(n)
+
+    def take_notifications(self) -> list[Notification]:
+        """The notifications for the `sink` channel since the last call."""
+        out, self._sink = self._sink, []
+        return out
 
     def take_records(self) -> TypedEvents | None:
         """The `sink` channel's records since the last call, or None when there are none."""
-        if not len(self._records):
-            return None
-        return self._records.take()
+        notes = self.take_notifications()
+        return records(str(self.topic), notes) if notes else None
 
     def initial_snapshot(self, kind: str, data: Mapping[str, str] | None = None) -> Notification:
         """Send an `Initial Snapshot` notification of type `kind`, with `connector_name` and `data` as

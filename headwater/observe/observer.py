@@ -19,13 +19,16 @@ snapshot due.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from headwater.config.properties import ConnectorConfig
+from headwater.connectors.common.incremental import CHUNK, NOTIFICATIONS, State
+from headwater.connectors.common.notifications import Notification
 from headwater.events.batch import Events
 from headwater.events.typed import TypedEvents
-from headwater.observe.facts import batch_facts
+from headwater.observe.facts import BatchFacts, batch_facts
 from headwater.observe.metrics import ConnectorMetrics
 from headwater.observe.notifications import Notifier
 from headwater.observe.prometheus import Endpoint
@@ -46,6 +49,9 @@ class Observer:
         self._started: list[str] = []  # tables whose scan was announced (IN_PROGRESS)
         self._scanned: list[str] = []  # tables whose scan completed
         self._written = 0.0
+        self.file_extra: Callable[[], dict[str, Any]] | None = None  # more fields for the metrics file
+        self._initial = False  # the initial snapshot is running
+        self._incremental = False  # an incremental snapshot is running
 
     def opened(self, tables: list[str], snapshot_due: bool) -> None:
         """The connector is open, capturing `tables`; `snapshot_due`: its first batch is a snapshot."""
@@ -58,9 +64,11 @@ class Observer:
     # ------------------------------------------------------------------ the initial snapshot
     @property
     def snapshot_running(self) -> bool:
-        return bool(self.metrics.snapshot["SnapshotRunning"])
+        """The initial snapshot is running (not an incremental one)."""
+        return self._initial
 
     def snapshot_started(self, tables: list[str]) -> None:
+        self._initial, self._incremental = True, False
         self._tables, self._started, self._scanned = list(tables), [], []
         self.metrics.snapshot_started(tables)
         self.notifier.initial_snapshot("STARTED")
@@ -87,6 +95,7 @@ class Observer:
             "total_rows_scanned": str(rows)})
 
     def snapshot_finished(self) -> None:
+        self._initial = False
         for table in self._started + self._tables:  # tables whose last row was not marked, or with no rows
             self._table_done(table)
         self.metrics.snapshot_ended(completed=True)
@@ -94,6 +103,7 @@ class Observer:
         self.write()
 
     def snapshot_aborted(self) -> None:
+        self._initial = False
         self.metrics.snapshot_ended(completed=False)
         self.notifier.initial_snapshot("ABORTED")
         self.write()
@@ -101,7 +111,10 @@ class Observer:
     # ------------------------------------------------------------------ events
     def seen(self, batch: Events | TypedEvents, snapshot: bool) -> None:
         """Count a batch of events (`snapshot`: read by the snapshot)."""
-        facts = batch_facts(batch)
+        self.seen_facts(batch_facts(batch), snapshot)
+
+    def seen_facts(self, facts: BatchFacts, snapshot: bool) -> None:
+        """Count a batch of events by its facts (`snapshot`: read by the snapshot)."""
         if snapshot:
             self.metrics.snapshot_rows(facts)
             # in the events' order: a table's first row announces it, its marked last row completes it
@@ -118,6 +131,37 @@ class Observer:
         """The notification records of the `sink` channel since the last call (None: none)."""
         return self.notifier.take_records()
 
+    def incremental(self, offset: dict[str, Any]) -> None:
+        """The incremental snapshot's state in a committed streaming batch's offset, as Debezium's snapshot
+        metrics show one: `SnapshotRunning` from the batch that finds it running to the one that finds it
+        over (`SnapshotCompleted`, or `SnapshotAborted` when the batch carries its ABORTED notification:
+        with the `sink` channel only), `TotalTableCount`, `RemainingTableCount`, `RowsScanned` of the table
+        being read (rows read so far), `SnapshotPaused`, and the chunk the batch emitted (`ChunkId`,
+        `ChunkFrom`, `ChunkTo`, `TableTo`: the table's maximum key; headwater reads no lowest key, so
+        `TableFrom` is the first chunk's lower bound, empty)."""
+        state = State.from_offset(offset)
+        m = self.metrics
+        if state.active:
+            tables = [c.id for c in state.collections]
+            if not self._incremental:
+                self._incremental = True
+                m.snapshot_started(tables)  # (Debezium's snapshot metrics are those of either snapshot)
+            m.snapshot["TotalTableCount"] = max(m.snapshot["TotalTableCount"], len(tables))
+            m.snapshot["RemainingTableCount"] = len(tables)
+            if state.rows:
+                m.snapshot["RowsScanned"][tables[0]] = state.rows
+        elif self._incremental:
+            self._incremental = False
+            aborted = any(n.get("type") == "ABORTED" for n in offset.get(NOTIFICATIONS) or [])
+            m.snapshot_ended(completed=not aborted)
+            if not aborted:
+                m.snapshot["RemainingTableCount"] = 0
+        m.snapshot_paused(state.active and state.paused)
+        chunk = offset.get(CHUNK)
+        if chunk:
+            m.incremental_chunk(str(chunk["id"]), _keys(chunk.get("from")), _keys(chunk.get("to")), "",
+                                _keys(state.max_key))
+
     def committed(self, position: dict[str, Any] | None) -> None:
         """A batch was committed; `position`: the stream position it ended at (None after a snapshot)."""
         if position is not None:
@@ -125,10 +169,25 @@ class Observer:
         self.write()
 
     def write(self) -> None:
-        """Replace the metrics file (when there is one) with the values now."""
+        """Replace the metrics file (when there is one) with the values now (and `file_extra`'s fields)."""
         self._written = time.monotonic()
         if self.metrics_file is not None:
-            self.metrics.write_file(self.metrics_file, [n.to_dict() for n in self.notifier.recent])
+            self.metrics.write_file(self.metrics_file, [n.to_dict() for n in self.notifier.recent],
+                                    self.file_extra() if self.file_extra is not None else None)
+
+    # ------------------------------------------------------------------ kept across runs (Spark)
+    def state(self) -> dict[str, Any]:
+        """What `restore` needs besides the metrics' values."""
+        return {"metrics": self.metrics.state(), "tables": self._tables, "started": self._started,
+                "scanned": self._scanned, "initial": self._initial, "incremental": self._incremental}
+
+    def restore(self, doc: dict[str, Any], state: dict[str, Any]) -> None:
+        """Carry on from a metrics file `doc` and the `state` kept in it."""
+        self.metrics.restore(doc, state.get("metrics") or {})
+        self._tables, self._started, self._scanned = (list(state.get(k) or []) for k in ("tables", "started", "scanned"))
+        self._initial, self._incremental = bool(state.get("initial")), bool(state.get("incremental"))
+        for n in doc.get("notifications") or []:
+            self.notifier.recent.append(Notification(**n))
 
     def close(self) -> None:
         if self.snapshot_running:  # stopped between two batches of a snapshot
@@ -137,3 +196,8 @@ class Observer:
         self.write()
         if self.endpoint is not None:
             self.endpoint.close()
+
+
+def _keys(key: list[Any] | None) -> str:
+    """A key as Debezium's metrics show one (Java's `Arrays.toString`): `[1]`, `[a, 2]`; empty for none."""
+    return "" if key is None else "[" + ", ".join(str(v) for v in key) + "]"

@@ -21,7 +21,8 @@ import pyarrow.compute as pc
 
 from headwater.events.arrays import lit, string_array
 from headwater.events.formats.converters import JSON, Converters
-from headwater.events.formats.json import JsonOptions, header_json
+from headwater.events.formats.json import JsonOptions, header_texts
+from headwater.events.headers import headers_json_members
 from headwater.events.typed import TypedBlock
 
 
@@ -42,9 +43,7 @@ def converted_lines(blocks: Sequence[TypedBlock], converters: Converters) -> pa.
         topics.append(string_array([json_string(block.topic)] * n))
         keys.append(string_array(_texts(converters.keys(block))))
         values.append(string_array(_texts(converters.values(block))))
-        headers = header_json(block, header_options)
-        extras.append(string_array(["" if not h else ',"headers":{' + ",".join(
-            json_string(name) + ":" + text for name, text in h) + "}" for h in headers]))
+        extras.append(headers_json_members(header_texts(block, header_options)))
     if not orders:
         return pa.array([], pa.string())
     table = pa.table({"o": pa.concat_arrays(orders), "t": pa.concat_arrays(topics), "k": pa.concat_arrays(keys),

@@ -16,8 +16,10 @@ only the files with the final extension outside `_tmp` never sees an aborted att
   with the sink in `headwater.sink`): the Python worker that reads a partition's events writes them
   (`written_rows`), so no event crosses Spark's JVM or meets a second Python worker. Spark gets one
   row per event (`WRITTEN_SCHEMA_DDL`, so its progress still counts events), null but on the task's
-  last event, which holds the task's `FileCommit` as JSON; the query's `foreachBatch` function
-  (`FileBatches`) collects those few rows on the driver and commits the batch; or
+  last event, whose `written` holds the task's `FileCommit` as JSON; the query's `foreachBatch`
+  function (`FileBatches`) collects those few rows on the driver and commits the batch. An observed
+  stream's task then adds its facts row (`written` null, `facts` its JSON: `headwater.spark.observing`),
+  which Spark's observed metrics collect; or
 - as a Spark sink (`FileSink`: `df.writeStream.format("headwater-jsonl")`, ...) after any query on
   the source's `json` or `blocks` rows: Spark hands each task's rows to `write()` and calls
   `commit()` on the driver.
@@ -47,7 +49,8 @@ from headwater.events.typed import TypedBlock, TypedEvents, from_ipc, order_move
 TMP = "_tmp"
 SINK_OPTION = "headwater.sink"  # the source's option naming the sink its `files` layout writes (JSON)
 WRITTEN = "written"
-WRITTEN_SCHEMA_DDL = f"{WRITTEN} STRING"
+FACTS = "facts"  # the observer's facts row of the task (`headwater.spark.observing`), null on the other rows
+WRITTEN_SCHEMA_DDL = f"{WRITTEN} STRING, {FACTS} STRING"
 RECEIPTS_PER_BATCH = 65536  # rows of nulls per Arrow batch handed to Spark
 
 
@@ -196,9 +199,10 @@ def written_rows(writer: FileStreamWriter, events: Iterator[pa.RecordBatch] | It
         return
     nulls = max(count - 1, 0)
     for start in range(0, nulls, RECEIPTS_PER_BATCH):
-        yield pa.RecordBatch.from_arrays([pa.nulls(min(RECEIPTS_PER_BATCH, nulls - start), pa.string())],
-                                         names=[WRITTEN])
-    yield pa.RecordBatch.from_arrays([pa.array([commit.to_json()], pa.string())], names=[WRITTEN])
+        n = min(RECEIPTS_PER_BATCH, nulls - start)
+        yield pa.RecordBatch.from_arrays([pa.nulls(n, pa.string()), pa.nulls(n, pa.string())], names=[WRITTEN, FACTS])
+    yield pa.RecordBatch.from_arrays([pa.array([commit.to_json()], pa.string()), pa.nulls(1, pa.string())],
+                                     names=[WRITTEN, FACTS])
 
 
 class FileBatches:

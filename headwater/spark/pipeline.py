@@ -1,7 +1,8 @@
 """A configuration file as a Spark Structured Streaming query: headwater source -> sink.
 
-`start_query` builds the query; `checkpoint_offsets` reads the positions Spark's checkpoint holds
-(for `headwater status`).
+`start_query` builds the query, observed (`spark.observer`: Debezium's metrics in the metrics file
+beside the checkpoint, `query_observer` gives them); `checkpoint_offsets` reads the positions Spark's
+checkpoint holds (for `headwater status`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from headwater.connectors.common.signals import CLI_FILE_NAME, with_cli_file
 from headwater.connectors.history_file import HISTORY_FILE_NAME, with_history_file
 from headwater.pipeline_config import PipelineConfig
 from headwater.spark import classcache, gateway
+from headwater.spark.observer import ObservedStream, observed_stream
 from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
@@ -183,7 +185,9 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     """Start the streaming query for `cfg`; `once` processes what is available now, then stops."""
     parallelism = spark.sparkContext.defaultParallelism
     checkpoint = str(Path(cfg.spark.checkpoint).expanduser())
-    df = spark.readStream.format(SOURCE_NAME).options(**source_options(cfg, parallelism, checkpoint)).load()
+    # Debezium's metrics and the initial snapshot's notifications, counted on the driver (spark.observer)
+    observed = observed_stream(spark, source_options(cfg, parallelism, checkpoint), checkpoint)
+    df = observed.df
     sink = cfg.sink
     if sink.type in FILE_SINKS:
         from headwater.spark.filesink import FileBatches
@@ -206,7 +210,22 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
         writer = df.writeStream.foreachBatch(console_batch(console))
     writer = writer.option("checkpointLocation", checkpoint).queryName(f"headwater_{cfg.name}")
     writer = writer.trigger(availableNow=True) if once else writer.trigger(processingTime=cfg.spark.trigger_interval)
-    return writer.start()
+    try:
+        query = writer.start()
+    except BaseException:
+        observed.close()
+        raise
+    observed.attach(query)
+    _OBSERVED[str(query.runId)] = observed
+    return query
+
+
+_OBSERVED: dict[str, ObservedStream] = {}
+
+
+def query_observer(query) -> ObservedStream | None:
+    """The observer of a query `start_query` started (close it once the query has stopped)."""
+    return _OBSERVED.get(str(query.runId))
 
 
 def checkpoint_offsets(checkpoint: str | Path) -> dict[str, Any]:

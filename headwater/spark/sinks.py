@@ -17,11 +17,11 @@ import os
 import uuid
 from collections.abc import Iterator
 
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import lit, string_array
+from headwater.events.arrays import lit
+from headwater.events.headers import headers_json_members
 from headwater.events.typed import TypedBlock
 from headwater.spark.avro import AvroSink, AvroStreamWriter
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
@@ -40,17 +40,9 @@ def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
     if headers.null_count == len(headers):
         extra = pa.nulls(len(headers), pa.string()).fill_null(lit(""))
     else:
-        extra = string_array([_headers_json(h) for h in headers.to_pylist()])
+        extra = headers_json_members(headers)
     parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", ""]
     return pc.binary_join_element_wise(*(lit(p) for p in parts))
-
-
-def _headers_json(entries) -> str:
-    if not entries:
-        return ""
-    parts = [orjson.dumps(e["key"]).decode() + ":" + (e["value"] if e["value"] is not None else "null")
-             for e in entries]
-    return ',"headers":{' + ",".join(parts) + "}"
 
 
 def write_lines(f, lines: pa.Array) -> None:

@@ -40,6 +40,7 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -53,6 +54,8 @@ from pyspark.sql.streaming.datasource import (
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import SourceConnector, WorkUnit
+from headwater.connectors.common.context_headers import ContextHeaders
+from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase
 from headwater.connectors.history_file import require_history_file
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
 from headwater.engine.startup import open_connector
@@ -63,6 +66,14 @@ from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents, ipc_bytes
 from headwater.spark.columns import spark_columns
 from headwater.spark.filesink import SINK_OPTION, WRITTEN_SCHEMA_DDL, partition_blocks, written_rows
+from headwater.spark.observing import (
+    OBSERVE_OPTION,
+    Carrier,
+    NotesPartition,
+    PartitionFacts,
+    split,
+    write_reader_state,
+)
 from headwater.transforms.chain import TransformChain, parse_chain
 from headwater.transforms.reselect import PostProcessors, post_processors
 
@@ -80,7 +91,7 @@ BLOCKS_SCHEMA_DDL = "topic STRING, block BINARY"
 ROW_OPS = ("c", "u", "d", "r")  # the events with a row image (not truncates, not tombstones)
 
 READER_OPTIONS = ("maxeventspertrigger", "schemas.enable", "replace.null.with.default", "parallelism",
-                  PROPERTIES_OPTION, OUTPUT_OPTION, TOPIC_OPTION, ROW_SCHEMA_OPTION, SINK_OPTION)
+                  PROPERTIES_OPTION, OUTPUT_OPTION, TOPIC_OPTION, ROW_SCHEMA_OPTION, SINK_OPTION, OBSERVE_OPTION)
 
 
 class UnitPartition(InputPartition):
@@ -129,11 +140,18 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._connector: SourceConnector | None = None
         self._opened = False
         self._available_now = False
+        # this run's context headers: Spark makes the reader that `read()` runs on once per start of the
+        # query and pickles it to the executors, so every batch of a run carries the same run id
+        self.context_headers = ContextHeaders.start(connector_config(self.options))
+        observe = self.options.get(OBSERVE_OPTION)
+        self.observe_dir = Path(observe).expanduser() if observe else None
+        self._carrier: Carrier | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_connector"] = None  # connections and threads stay on the driver
         state["_opened"] = False
+        state["_carrier"] = None
         state.pop("chain", None)  # parsed again where it runs
         state.pop("post", None)  # its database connection is opened where it runs
         return state
@@ -183,7 +201,14 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             self.connector.commit(start)  # Spark has committed `start`: the database may release it
             self._opened = True
             if self._available_now:
+                self.connector.available_now = True
                 self.connector.prepare_available_now()
+            if self.observe_dir is not None:
+                opened = write_reader_state(self.observe_dir, self.connector.captured_tables,
+                                            self.connector.snapshot_due(start))
+                self._carrier = Carrier(self.observe_dir)
+                if not self._carrier.acknowledged(opened):
+                    log.warning("the pipeline's observer did not answer: its metrics and notifications may lag")
 
     def initialOffset(self) -> dict:
         return self.connector.initial_offset()
@@ -192,31 +217,68 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return ReadMaxRows(self.max_events) if self.max_events else ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        self._open(start)
+        inner, _ = split(start)  # without the observer's notifications the last batch carried
+        self._open(inner)
         max_events = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return self.connector.latest_offset(start, max_events)
+        end = self.connector.latest_offset(inner, max_events)
+        if self._carrier is None:
+            return start if end == inner else end
+        return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED)
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Spark calls this before the first latestOffset: what is available now is fixed once the
         # source is open, so that a database that cannot be reached fails as at any start
         self._available_now = True
         if self._opened:
+            self.connector.available_now = True
             self.connector.prepare_available_now()
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        (start, _), (end, notes) = split(start), split(end)
         self._open(start)
-        if start == end:
-            return []
-        return [UnitPartition(i, u) for i, u in enumerate(self.connector.plan(start, end))]
+        out: list[InputPartition] = []
+        if notes:  # the observer's notifications first: they announce what the batches before did
+            out.append(NotesPartition(0, str(connector_config(self.options)["notification.sink.topic.name"]),
+                                      notes))
+        if start != end:
+            out += [UnitPartition(len(out) + i, u) for i, u in enumerate(self.connector.plan(start, end))]
+        return out
 
     def read(self, partition: InputPartition) -> Iterator:
+        if isinstance(partition, NotesPartition):
+            yield from self._rows(iter([partition.read()]))
+            return
         assert isinstance(partition, UnitPartition)
         batches = partition.unit.read()
+        facts = PartitionFacts() if self.observe_dir is not None else None
+        if facts is not None:
+            batches = facts.count(batches)
+        yield from self._rows(self._transformed(batches))
+        if facts is not None:
+            row = facts.row(self.layout, partition.value)
+            if row is not None:
+                yield row
+
+    @property
+    def _json_options(self) -> JsonOptions:
+        """Kafka JsonConverter's options the reader was given."""
+        return JsonOptions(_flag(self.options, "schemas.enable", False),
+                           _flag(self.options, "replace.null.with.default", True))
+
+    def _transformed(self, batches: Iterator[Events]) -> Iterator[Events]:
+        """The batches through the post processors and the transformation chain (when there are some)."""
         post, chain = self.post, self.chain
+        if self.context_headers is not None and self.layout != "table":
+            headers, options = self.context_headers, self._json_options
+            batches = (headers.apply(batch, options) for batch in batches)
         if post is not None:
             batches = (post.apply(batch) for batch in batches if isinstance(batch, TypedEvents))
         if chain is not None:
             batches = (chain.apply(batch) for batch in batches if isinstance(batch, TypedEvents))
+        return batches
+
+    def _rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
+        """The batches as rows of the reader's layout."""
         if self.layout == "json":
             yield from self._json_rows(batches)
         elif self.layout == "blocks":
@@ -235,8 +297,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _json_rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
         """The events as JSON rows (`SPARK_SCHEMA_DDL`)."""
-        options = JsonOptions(_flag(self.options, "schemas.enable", False),
-                              _flag(self.options, "replace.null.with.default", True))
+        options = self._json_options
         for batch in batches:
             yield (to_event_batch(batch, options) if isinstance(batch, TypedEvents) else batch).to_arrow()
 
@@ -255,7 +316,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             yield from images.table().to_batches()
 
     def commit(self, end: dict) -> None:
-        self.connector.commit(end)
+        self.connector.commit(split(end)[0])
 
     def stop(self) -> None:
         self._close()

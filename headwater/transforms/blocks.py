@@ -1,5 +1,6 @@
 """Column helpers the transformations share: fields of `value` and `key`, blocks rebuilt with new
-columns and schemas, rows taken or split by topic, and headers of any Connect type.
+columns and schemas, rows taken or split by topic; headers of any Connect type are
+`events.headers`'s (re-exported here).
 
 Everything works on whole Arrow columns; none loops over events in Python. Connect schemas are in
 their JSON form (dicts, as `TypedBlock.key_schema` gives them); `connect_type` gives a schema's
@@ -16,7 +17,14 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import bool_array, string_scalar, valid_mask
+from headwater.events.arrays import bool_array
+from headwater.events.headers import (  # noqa: F401 - the transformations' header helpers, re-exported
+    add_header,
+    header_entries,
+    header_values,
+    remove_header,
+    set_headers,
+)
 from headwater.events.typed import (
     HEADERS_SCHEMA_META,
     KEY_SCHEMA_META,
@@ -24,7 +32,6 @@ from headwater.events.typed import (
     VALUE_SCHEMA_META,
     TypedBlock,
     change_types,
-    headers_type,
 )
 
 _UNSET: Any = object()
@@ -150,107 +157,3 @@ def split_by_topic(block: TypedBlock, topics: pa.Array) -> list[TypedBlock]:
     for t in unique.to_pylist():
         out.append(rebuild(take(block, pc.equal(topics, t).to_numpy(zero_copy_only=False)), topic=t))
     return out
-
-
-def header_entries(block: TypedBlock) -> tuple[pa.Array, np.ndarray]:
-    """The header entries of every row (`{key, value}` structs) in order, and the row of each."""
-    column = block.batch.column("headers")
-    offsets = np.asarray(column.offsets)
-    rows = np.repeat(np.arange(len(column)), np.diff(offsets))
-    entries = column.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
-    if column.null_count:
-        valid = valid_mask(column)[rows]
-        entries, rows = entries.filter(bool_array(valid)), rows[valid]
-    return entries, rows
-
-
-def header_values(block: TypedBlock, name: str) -> tuple[pa.Array, dict | None, np.ndarray] | None:
-    """Per row, the value of the last header named `name` (null where absent), its Connect schema, and
-    which rows have such a header; None when the block can hold no header of that name."""
-    schemas = block.header_schemas
-    if name not in schemas:
-        return None
-    entries, rows = header_entries(block)
-    hit = pc.equal(entries.field("key"), name).to_numpy(zero_copy_only=False)
-    n = len(block)
-    where = np.full(n, -1, dtype=np.int64)
-    where[rows[hit]] = np.flatnonzero(hit)  # the last entry of a row wins
-    present = where >= 0
-    picked = pc.struct_field(entries.field("value"), [entries.type.field("value").type.get_field_index(name)])
-    return picked.take(pa.array(where, mask=~present)), schemas[name], present
-
-
-def set_headers(block: TypedBlock, schemas: dict[str, dict | None], entries: pa.Array, rows: np.ndarray) -> TypedBlock:
-    """`block` with these header entries (`{key, value}` structs typed by `headers_type(schemas)`), entry
-    j belonging to row `rows[j]` (non-decreasing); rows without entries get null headers."""
-    n = len(block)
-    counts = np.bincount(rows, minlength=n) if len(rows) else np.zeros(n, dtype=np.int64)
-    offsets = np.zeros(n + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    mask = None if (counts > 0).all() else bool_array(counts == 0)
-    column = pa.ListArray.from_arrays(pa.array(offsets), entries.cast(headers_type(schemas).value_type), mask=mask)
-    return rebuild(block, headers=(schemas, column))
-
-
-def _widen(entries: pa.Array, old: dict[str, dict | None], new: dict[str, dict | None]) -> pa.Array:
-    """Header entries typed by `old` schemas retyped for `new` (a superset): the new fields null."""
-    n = len(entries)
-    value_t = headers_type(new).value_type.field("value").type
-    values = entries.field("value") if old else None
-    fields = []
-    for i, name in enumerate(new):
-        if name in old and values is not None:
-            fields.append((name, values.field(_index(old, name))))
-        else:
-            fields.append((name, pa.nulls(n, value_t.field(i).type)))
-    value = pa.StructArray.from_arrays([a for _, a in fields], names=[f for f, _ in fields]) if fields else pa.nulls(n)
-    return pa.StructArray.from_arrays([entries.field("key"), value], names=["key", "value"])
-
-
-def _index(schemas: dict[str, dict | None], name: str) -> int:
-    """The place of header `name` in the value struct of `headers_type(schemas)`."""
-    return list(schemas).index(name)
-
-
-def add_header(block: TypedBlock, name: str, schema: dict | None, values: pa.Array,
-               present: np.ndarray | None = None) -> TypedBlock:
-    """`block` with a header `name` of Connect `schema` appended to each row where `present` (default:
-    every row), its value from `values` (typed by `connect_type(schema)`; null allowed)."""
-    old = block.header_schemas
-    if name in old and old[name] != schema:
-        raise ValueError(f"header {name} already has another schema in this block")
-    schemas = {**old, name: schema}
-    n = len(block)
-    present = np.ones(n, dtype=bool) if present is None else present
-    entries, rows = header_entries(block)
-    entries = _widen(entries, old, schemas)
-    new_rows = np.flatnonzero(present)
-    k = len(new_rows)
-    value_t = headers_type(schemas).value_type.field("value").type
-    fields = [(f, values.filter(bool_array(present)) if f == name else pa.nulls(k, value_t.field(f).type))
-              for f in schemas]
-    added = pa.StructArray.from_arrays([pa.repeat(string_scalar(name), k),
-                                        pa.StructArray.from_arrays([a for _, a in fields], names=list(schemas))],
-                                       names=["key", "value"])
-    all_rows = np.concatenate([rows, new_rows])
-    order = np.argsort(all_rows, kind="stable")
-    combined = pa.concat_arrays([entries, added]).take(pa.array(order))
-    return set_headers(block, schemas, combined, all_rows[order])
-
-
-def remove_header(block: TypedBlock, name: str) -> TypedBlock:
-    """`block` without its headers named `name`."""
-    old = block.header_schemas
-    if name not in old:
-        return block
-    entries, rows = header_entries(block)
-    keep = pc.not_equal(entries.field("key"), name).to_numpy(zero_copy_only=False)
-    schemas = {k: v for k, v in old.items() if k != name}
-    entries = entries.filter(bool_array(keep))
-    rows = rows[keep]
-    value = entries.field("value")
-    fields = [(k, value.field(_index(old, k))) for k in schemas]
-    typed = pa.StructArray.from_arrays(
-        [entries.field("key"), pa.StructArray.from_arrays([a for _, a in fields], names=list(schemas))
-         if fields else pa.nulls(len(entries))], names=["key", "value"])
-    return set_headers(block, schemas, typed, rows)

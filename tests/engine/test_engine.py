@@ -12,6 +12,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedBlock, TypedEvents
+from tests.golden_support import RUN_ID_HEADER, UUID7
 
 SETUP = """
 CREATE TABLE items (id int PRIMARY KEY, name text NOT NULL, price numeric(8,2), at timestamptz,
@@ -52,11 +53,18 @@ def test_blocks_hold_every_record_kind_typed(pg_server, pg_db):
     # snapshot rows, an update, a key change (delete, tombstone, create), a delete and its tombstone, a truncate
     assert ops == ["r", "r", "u", "d", None, "c", "d", None, "t"]
     # a header's value is the field of its name in a struct of the block's header names, typed as the key
-    headers = [[(e["key"], e["value"][e["key"]]) for e in h] for b in data for h in b.batch.column("headers").to_pylist()
-               if h]
-    assert headers == [[("__debezium.newkey", {"id": 3})], [("__debezium.oldkey", {"id": 2})]]
-    assert {n: (s or {})["name"] for b in data for n, s in b.header_schemas.items()} == {
-        "__debezium.newkey": "p.public.items.Key", "__debezium.oldkey": "p.public.items.Key"}
+    headers = [[(e["key"], e["value"][e["key"]]) for e in h] for b in data for h in b.batch.column("headers").to_pylist()]
+    # every data change record, tombstones too, ends with Debezium 3's context headers, one run id for the engine
+    run_id = headers[0][-1][1]
+    assert UUID7.fullmatch(run_id)
+    context = [("__debezium.context.connectorLogicalName", "p"), ("__debezium.context.taskId", "0"),
+               ("__debezium.context.connectorName", "postgresql"), ("__debezium.context.runId", run_id)]
+    assert headers == [context, context, context, [("__debezium.newkey", {"id": 3}), *context], context,
+                       [("__debezium.oldkey", {"id": 2}), *context], context, context, context]
+    assert {n: (s or {}).get("name") for b in data for n, s in b.header_schemas.items()} == {
+        "__debezium.newkey": "p.public.items.Key", "__debezium.oldkey": "p.public.items.Key",
+        **{n: None for n, _ in context}}
+    assert all(h is None for b in blocks if b.topic == "p.transaction" for h in b.batch.column("headers").to_pylist())
     statuses = [v["status"] for b in blocks if b.topic == "p.transaction" for v in b.batch.column("value").to_pylist()]
     assert statuses == ["BEGIN", "END"]  # the changes are one transaction
     # `_order` gives the order of the events across the blocks of a batch
@@ -71,9 +79,12 @@ def test_blocks_hold_every_record_kind_typed(pg_server, pg_db):
 
 
 def _comparable(rows) -> list[tuple]:
-    """Events without their processing times (read when each event is made)."""
+    """Events without their processing times (read when each event is made) and their run id (one per
+    engine, checked)."""
     out = []
+    assert len({v for r in rows for k, v in r.headers or () if k == RUN_ID_HEADER}) == 1
     for r in rows:
+        r.headers = r.headers and [(k, "run" if k == RUN_ID_HEADER else v) for k, v in r.headers]
         value = json.loads(r.value) if r.value is not None else None
         if value is not None:
             for k in ("ts_ms", "ts_us", "ts_ns"):

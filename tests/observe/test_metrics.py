@@ -164,16 +164,6 @@ def test_mariadb_counts_through_the_shared_layer(mariadb_server, mariadb_db, tmp
     assert st["LastTransactionId"].count("-") == 2  # the last transaction's GTID, domain-server-sequence
 
 
-def test_a_spark_pipeline_refuses_what_only_the_engine_has(pg_server, tmp_path):
-    config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({
-        "name": "m", "source": {**_props(pg_server, "postgres"), "headwater.metrics.port": "9404"},
-        "sink": {"type": "jsonl", "path": str(tmp_path / "out")}}))
-    proc = cli("validate", str(config), check=False)
-    assert proc.returncode == 2 and "source.headwater.metrics.port" in proc.stderr
-    assert "not available on Spark yet" in proc.stderr
-
-
 def test_the_fields_an_incremental_snapshot_and_filters_fill():
     m = ConnectorMetrics("postgres", "p")
     m.snapshot_started(["public.a"])

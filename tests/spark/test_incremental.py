@@ -45,6 +45,23 @@ def _last_offset(checkpoint: Path) -> dict[str, Any]:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def assert_once_and_replays_to(events: list[dict[str, Any]], table: dict[int, Any]) -> None:
+    """No row of `items` read twice by the incremental snapshot, and every event of `items` replayed in order
+    gives `table` (its rows by id)."""
+    reads = _reads(events)
+    assert len(reads) == len(set(reads)), "a row read twice"
+    state: dict[int, Any] = {}
+    for e in events:
+        v = e["value"]
+        if not v or not e["topic"].endswith(".items"):
+            continue
+        if v["op"] == "d":
+            state.pop(v["before"]["id"], None)
+        else:
+            state[v["after"]["id"]] = v["after"]
+    assert state == table
+
+
 def test_sigkill_mid_snapshot_resumes_exactly_once(pg_server, tmp_path):
     db = "inctest"
     pg_server.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
@@ -56,7 +73,9 @@ def test_sigkill_mid_snapshot_resumes_exactly_once(pg_server, tmp_path):
                           f"INSERT INTO items SELECT g, g, 'red' FROM generate_series(1, {ROWS}) g", db)
         config = write_config(tmp_path, pg_server, db, name="inc",
                               source={"snapshot.mode": "no_data", "signal.data.collection": "public.dbz_signal",
-                                      "incremental.snapshot.chunk.size": 500, "signal.poll.interval.ms": 200},
+                                      "incremental.snapshot.chunk.size": 500, "signal.poll.interval.ms": 200,
+                                      # windows of 1,000 rows: several batches, each read in parts
+                                      "headwater.incremental.snapshot.batch.rows": 1000},
                               spark={"trigger.interval": "1 second"})
         checkpoint = tmp_path / "state" / "checkpoint"
         log = tmp_path / "headwater.log"
@@ -76,21 +95,8 @@ def test_sigkill_mid_snapshot_resumes_exactly_once(pg_server, tmp_path):
         pg_server.execute("INSERT INTO done VALUES (1)", db)
         _wait(lambda: any(e["topic"].endswith(".done") for e in read_sink(tmp_path / "out")), 300)
         kill_group(proc)
-        events = read_sink(tmp_path / "out")
-        reads = _reads(events)
-        assert len(reads) == len(set(reads)), "a row read twice"
-        state: dict[int, Any] = {}
-        for e in events:
-            v = e["value"]
-            if not v or not e["topic"].endswith(".items"):
-                continue
-            if v["op"] == "d":
-                state.pop(v["before"]["id"], None)
-            else:
-                state[v["after"]["id"]] = v["after"]
-        table = {r[0]: {"id": r[0], "v": r[1], "color": r[2]}
-                 for r in pg_server.query("SELECT id, v, color FROM items", db)}
-        assert state == table
+        assert_once_and_replays_to(read_sink(tmp_path / "out"), {r[0]: {"id": r[0], "v": r[1], "color": r[2]}
+                                                                for r in pg_server.query("SELECT id, v, color FROM items", db)})
     finally:
         pg_server.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
                           f"WHERE database = '{db}'")

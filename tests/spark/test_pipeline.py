@@ -3,7 +3,8 @@
 - `run --once` writes exactly Debezium's events (compared with the recorded golden files);
 - killing the whole process group with SIGKILL again and again while writes go on loses
   nothing and duplicates nothing (checked against an independent test_decoding slot);
-- SIGTERM stops after the batch in flight, and the next run carries on.
+- SIGTERM stops after the batch in flight, and the next run carries on; Debezium's metrics are on the
+  Prometheus endpoint while it runs and in `headwater status` after, counted across both runs.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import re
 import signal
 import threading
 import time
+import urllib.request
 
 import psycopg2
 import pytest
 
 from headwater.connectors.postgres.pgoutput import str_to_lsn
+from headwater.devservers.common import free_port
 from tests.golden_support import assert_events_equal, load_scenario, run_psql_script, scenario_dirs
 from tests.spark_support import cli, committed_batches, kill_group, read_sink, start_cli, write_config
 
@@ -186,13 +189,24 @@ def test_sigterm_stops_after_the_batch_in_flight(pg_server, tmp_path):
     db = fresh_db(pg_server, "termtest")
     try:
         pg_server.execute("CREATE TABLE t (id int PRIMARY KEY, v int); INSERT INTO t SELECT g, 0 FROM generate_series(1, 100) g", db)
-        config = write_config(tmp_path, pg_server, db, spark={"trigger.interval": "1 second"}, name="term")
+        port = free_port()
+        config = write_config(tmp_path, pg_server, db, spark={"trigger.interval": "1 second"}, name="term",
+                              source={"headwater.metrics.port": port})
         checkpoint = tmp_path / "state" / "checkpoint"
         log = tmp_path / "headwater.log"
         proc = start_cli("run", str(config), log=log)
         _wait(lambda: committed_batches(checkpoint) >= 1, 300)
         pg_server.execute("UPDATE t SET v = 1 WHERE id <= 10", db)
         _wait(lambda: len(read_sink(tmp_path / "out")) >= 110, 120)
+        # Debezium's metrics on the Prometheus endpoint while it runs (counted once the listener has the batch)
+        labels = 'context="{}",name="golden",plugin="postgres"'
+        scrape = f"http://127.0.0.1:{port}/metrics"
+        _wait(lambda: f"debezium_metrics_TotalNumberOfUpdateEventsSeen{{{labels.format('streaming')}}} 10.0"
+              in urllib.request.urlopen(scrape, timeout=10).read().decode(), 30)
+        body = urllib.request.urlopen(scrape, timeout=10).read().decode()
+        assert f'debezium_metrics_RowsScanned{{{labels.format("snapshot")},table="public.t"}} 100.0' in body
+        assert f"debezium_metrics_SnapshotCompleted{{{labels.format('snapshot')}}} 1.0" in body
+        assert f"debezium_metrics_Connected{{{labels.format('streaming')}}} 1.0" in body
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=180) == 0, log.read_text()
         pg_server.execute("UPDATE t SET v = 2 WHERE id <= 10", db)
@@ -203,6 +217,10 @@ def test_sigterm_stops_after_the_batch_in_flight(pg_server, tmp_path):
         status = cli("status", str(config)).stdout
         assert "last committed batch" in status and "confirmed_flush_lsn" in status and "lag_bytes" in status
         assert "last_delivered_commit" in status
+        # the metrics file beside the checkpoint: counted across both runs, each batch once
+        for line in ("SnapshotCompleted: True", "RowsScanned public.t: 100", "TotalNumberOfEventsSeen: 20",
+                     "TotalNumberOfUpdateEventsSeen: 20", "NumberOfCommittedTransactions: 2", "Connected: False"):
+            assert line in status, status
     finally:
         drop_db(pg_server, db)
 

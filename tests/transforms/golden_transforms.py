@@ -8,9 +8,9 @@ so that each event also holds its headers and Kafka partition. headwater's engin
 scenario's connector properties (post processors and transformations included) on a fresh
 database, and the events are written as JSON with schemas.
 
-Two differences are set aside before comparing: Debezium 3.x adds `__debezium.context.*` headers
-(connector name, task id, run id) to every record, which headwater does not; and a record's Kafka
-partition is the `__partition` header in headwater (`transforms.partitions`), so the recorded
+Debezium 3.x's `__debezium.context.*` headers (logical name, task id, connector name, run id) are
+compared too, the run id by its form (a UUIDv7, one per run: `golden_support.normalize`). A record's
+Kafka partition is the `__partition` header in headwater (`transforms.partitions`), so the recorded
 `partition` becomes that header.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from headwater.events.formats.json import JsonOptions, to_event_batch
+from headwater.events.typed import TypedEvents
 from headwater.transforms.partitions import PARTITION_HEADER, PARTITION_SCHEMA
 from tests.golden_support import load_scenario, run_psql_script
 
@@ -34,8 +35,7 @@ def expected_events(directory: Path) -> list[dict[str, Any]]:
     out = []
     for event in load_scenario(directory).events:
         event = dict(event)
-        headers = {k: v for k, v in (event.pop("headers", None) or {}).items()
-                   if not k.startswith("__debezium.context.")}
+        headers = dict(event.pop("headers", None) or {})
         partition = event.pop("partition", None)
         if partition is not None:
             headers[PARTITION_HEADER] = {"schema": PARTITION_SCHEMA, "payload": partition}
@@ -45,9 +45,9 @@ def expected_events(directory: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_scenario(pg_server: Any, directory: Path) -> list[dict[str, Any]]:
+def run_scenario(pg_server: Any, directory: Path, blocks: list[TypedEvents] | None = None) -> list[dict[str, Any]]:
     """headwater's events for the scenario (its post processors and transformations run by the engine):
-    snapshot after `setup`, then the changes of `during`."""
+    snapshot after `setup`, then the changes of `during`; the engine's typed batches appended to `blocks`."""
     scenario = load_scenario(directory)
     dbname = "golden"
     pg_server.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')
@@ -63,6 +63,8 @@ def run_scenario(pg_server: Any, directory: Path) -> list[dict[str, Any]]:
 
         def collect() -> None:
             for typed in engine.blocks(once=True):
+                if blocks is not None:
+                    blocks.append(typed)
                 for ev in to_event_batch(typed, options).rows():
                     row: dict[str, Any] = {"topic": ev.topic, "key": None if ev.key is None else json.loads(ev.key),
                                            "value": None if ev.value is None else json.loads(ev.value)}

@@ -3,19 +3,25 @@ cases a recording cannot show (bad options, fatal updates, what JSON expansion i
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from headwater.config.errors import ConfigErrors
 from headwater.events.connect import INT32, INT64, STRING, Schema, primitive, struct
+from headwater.events.formats.converters import Converters, parse_converters
+from headwater.events.formats.json import JsonOptions
 from headwater.events.typed import TypedEvents
+from headwater.spark.converted import converted_lines
 from headwater.transforms import parse_chain
 from headwater.transforms.base import TransformError
 from tests.golden_support import assert_events_equal
 from tests.transforms.golden_transforms import ROOT, expected_events, run_scenario
 from tests.transforms.support import Events, as_json, row_schema, run
 
+DATA = Path(__file__).resolve().parents[1] / "data"
 TOPIC = "t.outbox"
 COLUMNS = {"id": primitive(STRING, name="io.debezium.data.Uuid", version=1), "aggregatetype": primitive(STRING),
            "aggregateid": primitive(STRING), "type": primitive(STRING),
@@ -148,3 +154,38 @@ def test_java_group_references_survive_the_environment_substitution(monkeypatch)
     resolved = resolve_env({"source": source}, "", errors)["source"]
     assert resolved["transforms.o.route.topic.replacement"] == "t.${routedByValue}"
     assert [e.property for e in errors] == ["source.database.password"]  # elsewhere an unset variable is an error
+
+
+#: CloudEvents attributes that carry positions and times of the run that made them
+VOLATILE = {"time", "iodebeziumversion", "iodebeziumtsms", "iodebeziumtsus", "iodebeziumtsns", "iodebeziumlsn",
+            "iodebeziumtxId", "iodebeziumsequence", "iodebeziumtxid", "iodebeziumxmin"}
+
+
+def test_the_cloudevents_chain_equals_debezium(pg_server):
+    """HeaderFrom$Value (source, op, transaction into headers) then the outbox router, as the CloudEvents
+    converter's `metadata.source: header` is documented for; a second table and the transaction records
+    pass untouched. Then headwater's events as the jsonl sink writes them with the CloudEvents converter
+    (`metadata.source: header`) equal the CloudEvents Debezium's converter wrote for Debezium's events
+    (tests/events/formats/test_cloudevents_headers.py compares the converters on the same input), but for
+    the run's positions and times."""
+    directory = ROOT / "outbox_cloudevents"
+    typed: list[TypedEvents] = []
+    assert_events_equal(expected_events(directory), run_scenario(pg_server, directory, typed), keep_headers=True)
+    key, value = parse_converters({"key.converter": "json", "value.converter": "cloudevents",
+                                   "value.converter.metadata.source": "header"}, JsonOptions())
+    lines = [json.loads(line) for batch in typed
+             for line in converted_lines(list(batch), Converters(key, value)).to_pylist()]
+    recorded = [json.loads(line)["header"] for line in
+                (DATA / "formats" / "postgres" / "outbox_cloudevents" / "cloudevents_headers.jsonl").read_text().splitlines()]
+    assert len(lines) == len(recorded)
+    made = 0
+    for line, java in zip(lines, recorded, strict=True):
+        if java is None:
+            assert line["value"] is None, line
+            continue
+        want = json.loads(java)
+        assert list(line["value"]) == list(want)
+        assert {k: v for k, v in line["value"].items() if k not in VOLATILE} == \
+            {k: v for k, v in want.items() if k not in VOLATILE}
+        made += 1
+    assert made == 4

@@ -5,10 +5,10 @@
 applied, and turns a failure into `ConnectError` (retriable: the server could not be reached) or
 `SourceError` (refused credentials), naming host, port and user, never the password.
 `check_server` refuses a server that cannot be captured, naming the setting or privilege to
-change: the binlog off, `binlog_format` not ROW, `binlog_row_image` not FULL, missing privileges.
-`binlog_row_image` can also be set per session, which no check at the start sees: `require_full_image`
-refuses a partial row image (MINIMAL or NOBLOB) when the stream meets one, rather than write NULLs for
-the columns it lacks (Debezium's MySQL and MariaDB connectors require FULL, spec mysql.md section 1).
+change: the binlog off, `binlog_format` not ROW, `binlog_row_image` neither FULL nor NOBLOB (Debezium's
+binlog connectors after 3.6 take both; 3.6.3 takes FULL only), missing privileges. `binlog_row_image`
+can also be set per session, which no check at the start sees: `images.py` completes a NOBLOB image
+and stops the stream at a MINIMAL one.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pymysql
-from pymysqlreplication.constants import NONE_SOURCE
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.common.statements import split_statements
@@ -139,10 +138,10 @@ def check_server(conn: pymysql.Connection, product: str, monitor: str, locking: 
     if found.get("binlog_format", "").upper() != "ROW":
         raise SourceError(f"binlog_format is {found.get('binlog_format')}, not ROW: set binlog_format=ROW "
                           "in the server's configuration (SET GLOBAL binlog_format='ROW' until its restart)")
-    if found.get("binlog_row_image", "").upper() != "FULL":
-        raise SourceError(f"binlog_row_image is {found.get('binlog_row_image')}, not FULL: set "
-                          "binlog_row_image=FULL in the server's configuration "
-                          "(SET GLOBAL binlog_row_image='FULL' until its restart)")
+    if found.get("binlog_row_image", "").upper() not in ("FULL", "NOBLOB"):
+        raise SourceError(f"binlog_row_image is {found.get('binlog_row_image')}, not FULL or NOBLOB: a "
+                          "partial image's columns cannot be told from NULLs; set binlog_row_image=FULL in the "
+                          "server's configuration (SET GLOBAL binlog_row_image='FULL' until its restart)")
     needed = [Requirement("REPLICATION SLAVE", "to read the binlog", ("REPLICATION REPLICA",)),
               Requirement(monitor, "to read the binlog position (SHOW MASTER STATUS, SHOW BINARY LOGS)",
                           ("REPLICATION CLIENT", "BINLOG MONITOR", "SUPER"))]
@@ -159,18 +158,3 @@ def check_server(conn: pymysql.Connection, product: str, monitor: str, locking: 
         names = ", ".join(r.privilege for r in missing)
         whys = "; ".join(f"{r.privilege} {r.why}" for r in missing)
         raise SourceError(f"the user lacks {names} on *.* ({whys}): GRANT {names} ON *.* TO the connector's user")
-
-
-def require_full_image(none_sources: dict[str, str], where: str, columns: list[str]) -> None:
-    """Refuse a row image python-mysql-replication read with columns missing (`none_sources` says
-    which of its Nones are absent columns, named by their index in `columns`); `where` names the
-    rows event (position and table)."""
-    if NONE_SOURCE.COLS_BITMAP in none_sources.values():
-        missing = [columns[int(k)] if k.isdigit() and int(k) < len(columns) else k
-                   for k, v in none_sources.items() if v == NONE_SOURCE.COLS_BITMAP]
-        raise SourceError(f"the rows event at {where} has a partial row image (without {', '.join(missing)}): "
-                          "the session that wrote it had binlog_row_image=MINIMAL or NOBLOB, and the columns it "
-                          "lacks cannot be told from NULLs. Set binlog_row_image=FULL in the server's "
-                          "configuration and in every session that writes the captured tables; the event stays "
-                          "in the binlog, so drop the stored offsets (the Spark checkpoint or the engine's offset "
-                          "file) to take a new snapshot after it")

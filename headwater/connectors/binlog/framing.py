@@ -3,7 +3,7 @@
 The reader keeps each event as it came (header and body, the checksum cut off) and reads only
 what framing needs: the header (time, type, server id, size, next position), a GTID event's GTID,
 a QUERY event's thread, database and statement, a ROTATE event's next file, a TABLE_MAP's table
-id. Row values are decoded later, in the work units (`streaming.py`). Layouts of MySQL 5.6+/8 and
+id and name. Row values are decoded later, in the work units (`streaming.py`). Layouts of MySQL 5.6+/8 and
 MariaDB 10.x (binlog version 4).
 """
 
@@ -59,16 +59,53 @@ def framed_table_id(payload: bytes) -> int:
     return int.from_bytes(payload[1 + HEADER_SIZE:7 + HEADER_SIZE], "little")
 
 
+def table_map_name(payload: bytes) -> tuple[str, str]:
+    """The database and table a framed TABLE_MAP event names (without decoding its columns)."""
+    at = 1 + HEADER_SIZE + 8  # table id, flags
+    n = payload[at]
+    database = payload[at + 1:at + 1 + n].decode("utf-8", "replace")
+    at += n + 2  # the name and its NUL
+    m = payload[at]
+    return database, payload[at + 1:at + 1 + m].decode("utf-8", "replace")
+
+
+def partial_image(payload: bytes) -> bool:
+    """Whether a framed rows event's columns-present bitmaps leave a column out (binlog_row_image NOBLOB
+    or MINIMAL)."""
+    kind = payload[0]
+    at = 1 + HEADER_SIZE + 8  # type byte, header, table id, flags
+    if kind in (WRITE_ROWS, UPDATE_ROWS, DELETE_ROWS):
+        at += int.from_bytes(payload[at:at + 2], "little")  # extra data, its length included
+    n = payload[at]
+    at += 1
+    if n >= 251:
+        size = {252: 2, 253: 3, 254: 8}[n]
+        n = int.from_bytes(payload[at:at + size], "little")
+        at += size
+    size = (n + 7) // 8
+    full = (1 << n) - 1
+    for _ in range(2 if kind in UPDATES else 1):
+        if int.from_bytes(payload[at:at + size], "little") != full:
+            return True
+        at += size
+    return False
+
+
 def rotate_file(event: bytes) -> tuple[str, int]:
     """A ROTATE event's next file and position."""
     pos = struct.unpack_from("<Q", event, HEADER_SIZE)[0]
     return event[HEADER_SIZE + 8:].decode(), pos
 
 
+_SERVER_ID = struct.Struct("<I").unpack_from  # (5 bytes into the header)
+_MARIADB_GTID = struct.Struct("<QIB").unpack_from
+
+
 def mariadb_gtid(event: bytes) -> tuple[str, bool]:
     """A MariaDB GTID event's GTID (`domain-server-sequence`) and whether it stands alone (no BEGIN)."""
-    seq, domain, flags = struct.unpack_from("<QIB", event, HEADER_SIZE)
-    return f"{domain}-{header(event).server_id}-{seq}", bool(flags & MARIADB_FL_STANDALONE)
+    server = _SERVER_ID(event, 5)[0]
+    seq, domain, flags = _MARIADB_GTID(event, HEADER_SIZE)
+    return f"{domain}-{server}-{seq}", bool(flags & MARIADB_FL_STANDALONE)
 
 
 def mysql_gtid(event: bytes) -> str:

@@ -37,6 +37,41 @@ class GtidFormat(Protocol):
         """`state` as this format writes it (checks it, too: ValueError when it is not one)."""
         ...
 
+    def tracker(self, state: str) -> GtidTracker:
+        """A running state from `state` on, for the reader (one transaction after another)."""
+        ...
+
+
+class GtidTracker(Protocol):
+    """A GTID state that transactions are added to one by one; `state()` is a cheap snapshot and
+    `text(snapshot)` the state as `GtidFormat.add` would have written it (only asked for where an
+    offset needs it)."""
+
+    def add(self, gtid: str) -> None:
+        ...
+
+    def state(self) -> object:
+        ...
+
+    def text(self, snapshot: object) -> str:
+        ...
+
+
+class TextTracker:
+    """Any format's running state kept as its text (`GtidFormat.add` per transaction)."""
+
+    def __init__(self, fmt: GtidFormat, state: str):
+        self.fmt, self.current = fmt, state
+
+    def add(self, gtid: str) -> None:
+        self.current = self.fmt.add(self.current, gtid)
+
+    def state(self) -> object:
+        return self.current
+
+    def text(self, snapshot: object) -> str:
+        return str(snapshot)
+
 
 _MARIA = re.compile(r"(\d+)-(\d+)-(\d+)")
 
@@ -66,6 +101,30 @@ class MariaGtids:
 
     def normalise(self, state: str) -> str:
         return self.text(self.parse(state))
+
+    def tracker(self, state: str) -> GtidTracker:
+        return MariaTracker(self, state)
+
+
+class MariaTracker:
+    """MariaDB's running state as domain -> (server id, sequence number), a GTID added without a regex; a
+    snapshot is the items as a tuple (a domain or two), its text made only when asked for."""
+
+    def __init__(self, fmt: MariaGtids, state: str):
+        self.fmt = fmt
+        self.parsed = fmt.parse(state)
+        self.snapshot: tuple[tuple[int, tuple[int, int]], ...] = tuple(self.parsed.items())
+
+    def add(self, gtid: str) -> None:
+        domain, server, seq = gtid.split("-")
+        self.parsed[int(domain)] = (int(server), int(seq))
+        self.snapshot = tuple(self.parsed.items())
+
+    def state(self) -> object:
+        return self.snapshot
+
+    def text(self, snapshot: object) -> str:
+        return self.fmt.text(dict(snapshot))  # type: ignore[call-overload]
 
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}")
@@ -202,6 +261,9 @@ class MySqlGtids:
 
     def normalise(self, state: str) -> str:
         return str(self.parse(state).retain(self.kept))
+
+    def tracker(self, state: str) -> GtidTracker:
+        return TextTracker(self, state)
 
     def dump_set(self, state: str, executed: str, purged: str) -> GtidSet:
         """The set a restart from the offset's `state` asks the server for, as Debezium's MySQL connector

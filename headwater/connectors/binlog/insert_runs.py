@@ -38,7 +38,7 @@ from headwater.connectors.binlog.schema import Table
 from headwater.connectors.common.columnar import base64_twos_complement, decimal_text, text_json
 from headwater.connectors.common.records import ValueColumn
 from headwater.connectors.common.semantics import timestamp_unit
-from headwater.events.arrays import binary_array, bool_array, int64_array, lit, ragged_binary
+from headwater.events.arrays import binary_array, bool_array, byte_spans, int64_array, lit, ragged_binary
 from headwater.events.typed import connect_type
 
 _INT_WIDTHS = {FIELD_TYPE.TINY: 1, FIELD_TYPE.SHORT: 2, FIELD_TYPE.INT24: 3, FIELD_TYPE.LONG: 4,
@@ -457,15 +457,8 @@ class ColumnValues:
 
 def _strings(data: bytes, first: np.ndarray, length: np.ndarray) -> pa.Array:
     """A string array of the byte ranges [first, first + length) of `data`, which follow each other
-    (ValueError: not UTF-8): Arrow's `take` of every other value of a binary array over all of `data`
-    whose values are the ranges and the gaps between them."""
-    n = len(first)
-    bounds = np.empty(2 * n + 1, dtype=np.int64)
-    bounds[0:2 * n:2] = first
-    bounds[1:2 * n:2] = first + length
-    bounds[2 * n] = bounds[2 * n - 1] if n else 0
-    spans = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(data)])
-    return spans.take(int64_array(np.arange(0, 2 * n, 2, dtype=np.int64))).cast(pa.string())
+    (ValueError: not UTF-8)."""
+    return byte_spans(data, first, length).cast(pa.string())
 
 
 def run_columns(rows: RunRows, tm: Any, table: Table, settings: types.TypeSettings) -> list[ColumnValues]:

@@ -47,7 +47,7 @@ takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the
 from __future__ import annotations
 
 import contextlib
-import itertools
+import random
 import time
 import uuid
 from collections import Counter
@@ -63,13 +63,15 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
-from headwater.connectors.binlog.connection import ConnectionParams, connect, require_full_image
+from headwater.connectors.binlog.connection import ConnectionParams, connect
+from headwater.connectors.binlog.images import ABSENT, ImageCheck
 from headwater.connectors.binlog.keyorder import ChunkOrder, KeyColumn, chunk_columns
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, SchemaSnapshotUnit, table_ref
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
+from headwater.connectors.binlog.textrows import TextRows, read_text_rows
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.chunkmerge import Change, merge_chunk, null_first
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
@@ -89,7 +91,6 @@ CHUNKS = "chunks"  # the offset's phase while chunks remain
 TableKey = tuple[str, str]
 Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)
 _WINDOWS: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # the chunks' windows read here, by run
-_server_ids = itertools.count(1)
 
 
 def lock_free(config: ConnectorConfig, dbms: str) -> bool:
@@ -120,22 +121,27 @@ def _text(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def _dump_server_id() -> int:
+    """A replication client id for one binlog read, unique among readers that run at once in any process on
+    any host (Spark executors read chunks' windows too): random in a range of its own."""
+    return 4_000_000_000 + random.randrange(1, 294_967_295)
+
+
 def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, high: int) -> list[Change[Row]]:
-    """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end. Every
+    """The row changes of `t` in (low, high], in binlog order, each at its transaction's commit end (a
+    partial image's absent columns are ABSENT: `complete_images`). Every
     event is read (not only rows and commits): after a rotation, `high` may be the end of the new file's
     first events, with no transaction after them; the dump blocks for events up to `high`, which SHOW
     MASTER STATUS may name a moment before a replica can read them."""
     if low >= high:
         return []
     file, pos = split_pos(file_like, low)
-    stream = BinLogStreamReader(connection_settings=params.kwargs(), server_id=4_000_000_000 + next(_server_ids),
+    stream = BinLogStreamReader(connection_settings=params.kwargs(), server_id=_dump_server_id(),
                                 log_file=file, log_pos=pos, resume_stream=True, blocking=True)
     changes: list[Change[Row]] = []
     pending: list[tuple[Row | None, Row | None]] = []
 
     def image(values: dict[str, Any], nones: dict[str, str] | None) -> Row:
-        require_full_image(nones or {}, f"{file}:{event.packet.log_pos} for {t.database}.{t.name}",
-                           [c.name for c in t.columns])
         return ("b", tuple(replication_values(values, nones or {}).values()))
     try:
         for event in stream:
@@ -165,6 +171,44 @@ def read_window(params: ConnectionParams, t: Table, file_like: str, low: int, hi
     return changes
 
 
+def complete_images(rows: list[Row], window: list[Change[Row]],
+                    row_key: Callable[[Row], tuple[Any, ...]], order: Callable[[tuple[Any, ...]], Any]
+                    ) -> list[Change[Row]]:
+    """The window with the BLOB/TEXT columns a NOBLOB image leaves out filled in: a change leaves those
+    columns as they were, so they come from the row its (old) key held before it, the image of an earlier
+    change of the window or else the SELECT's row. The SELECT may have seen a later state; that is harmless,
+    as the merge keeps the last change's images and a later change that set such a column carries it. An
+    insert, or a key moved in from a row the SELECT did not see (it saw the move already, or the old key is
+    another chunk's), takes them from the SELECT's row of its key when no earlier change of the window
+    touched that key (it was empty before, so what the SELECT saw there is this row, or nothing). What is
+    still unknown stays ABSENT: the placeholder, as the stream writes it."""
+    if not any(img is not None and any(v is ABSENT for v in img[1]) for c in window for img in (c.before, c.after)):
+        return window
+    selected = {order(row_key(r)): r for r in rows}
+    state: dict[Any, Row | None] = {}  # key -> the row after the window's changes so far (None: removed)
+
+    def complete(image: Row, source: Row | None) -> Row:
+        if source is None or not any(v is ABSENT for v in image[1]):
+            return image
+        return ("b", tuple(s if v is ABSENT else v for v, s in zip(image[1], source[1], strict=True)))
+
+    out = []
+    for change in window:
+        before, after = change.before, change.after
+        if before is not None:
+            k = order(row_key(before))
+            before = complete(before, state[k] if k in state else selected.get(k))
+            state[k] = None
+        if after is not None:
+            k = order(row_key(after))
+            after = complete(after, before)
+            if k not in state:
+                after = complete(after, selected.get(k))
+            state[k] = after
+        out.append(Change(change.position, before, after))
+    return out
+
+
 @dataclass
 class LockFreeChunk(WorkUnit):
     """One key range of one table (or a whole table, read exactly), read without a lock and merged."""
@@ -181,7 +225,7 @@ class LockFreeChunk(WorkUnit):
     file_like: str
     ts_us: int
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
-    read_rows: tuple[list[Row], int, int, list[Change[Row]]] | None = field(default=None, repr=False)
+    read_rows: tuple[TextRows, int, int, list[Change[Row]]] | None = field(default=None, repr=False)
     reading: Future[Any] | None = field(default=None, repr=False)  # the read started on the driver's threads
 
     def describe(self) -> str:
@@ -199,13 +243,13 @@ class LockFreeChunk(WorkUnit):
         return (f"SELECT {', '.join(columns + self.order.weight_columns())} FROM {table_ref(t)}"
                 + (f" WHERE {where}" if where else "") + f" ORDER BY {order_by(key, DIALECT)}"), args
 
-    def _read(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
-        """The chunk's rows, its low and high, and the binlog changes of its window."""
+    def _read(self) -> tuple[TextRows, int, int, list[Change[Row]]]:
+        """The chunk's rows (as the server sent them), its low and high, and the binlog changes of its window."""
         if self.reading is not None:
             self.reading.result()
         return self._fetch()
 
-    def _fetch(self) -> tuple[list[Row], int, int, list[Change[Row]]]:
+    def _fetch(self) -> tuple[TextRows, int, int, list[Change[Row]]]:
         """`_read`'s work (once), the window recorded for the driver."""
         if self.read_rows is None:
             sql, args = self._select()
@@ -215,22 +259,19 @@ class LockFreeChunk(WorkUnit):
                     order = self.order
                     if order is None:
                         at = exact_position(cur)
-                        cur.execute(sql, args)
-                        rows = [("s", tuple(r)) for r in cur.fetchall()]
+                        rows = read_text_rows(conn, sql, args)
                         cur.execute("COMMIT")
                         low = high = at.stream
                         window: list[Change[Row]] = []
                     else:
-                        cur.execute(sql, args)
-                        n = len(self.table.columns)
-                        rows = []
-                        for r in cur.fetchall():
-                            values = tuple(r[:n])
-                            if order.text:
-                                order.learn(order.key_of(values, True), r[n:])
-                            rows.append(("s", values))
+                        rows = read_text_rows(conn, sql, args)
+                        if order.text:
+                            n = len(self.table.columns)
+                            for r in rows.tuples():
+                                order.learn(order.key_of(r[:n], True), r[n:])
                         low, high = self.low, master_position(cur)
                         window = read_window(self.params, self.table, self.file_like, low, high)
+                        self._check(window)
                         # the weights of the window's keys and the range's bounds, for the merge
                         order.prefetch([self.span.lo, self.span.hi, *(order.key_of(r[1], False) for c in window
                                                                       for r in (c.before, c.after) if r)], cur)
@@ -240,6 +281,15 @@ class LockFreeChunk(WorkUnit):
             _WINDOWS.setdefault(self.run, {})[(name_of(self.table), self.index)] = (low, high)
             self.read_rows = (rows, low, high, window)
         return self.read_rows
+
+    def _check(self, window: list[Change[Row]]) -> None:
+        """Refuse a partial image lacking a column that has no placeholder (or a key column)."""
+        assert self.order is not None
+        check = ImageCheck(self.table, [c.name for c in self.order.columns])
+        for change in window:
+            file, pos = split_pos(self.file_like, change.position)
+            check.check([[img[1] for img in (change.before, change.after) if img is not None]],
+                        f"in the transaction ending at {file}:{pos} for {name_of(self.table)}")
 
     def __getstate__(self) -> dict[str, Any]:
         self._read()  # pickled for a Spark executor: read here, where the driver finds the window
@@ -256,16 +306,24 @@ class LockFreeChunk(WorkUnit):
         return row_key
 
     def read(self) -> Iterator[Events]:
-        rows, low, high, window = self._read()
-        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=self._row_key(),
-                             order=self.order.order if self.order is not None else null_first)
+        text, low, high, window = self._read()
         t, ctx = self.table, self.ctx
         kinds = {"s": records_of(ctx, t, streaming=False), "b": records_of(ctx, t, streaming=True)}
         maker = BinlogMaker(ctx)
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
         file, pos = split_pos(self.file_like, high)
         first_table, last_table, first_chunk, last_chunk = self.ends
-        if all(kind == "s" for kind, _ in merged):  # no change in the window: the SELECT's rows, column-wise
+        if not window:  # nothing to merge: the SELECT's rows, column-wise from the server's text
+            yield from snapshot_events(kinds["s"], maker, text, ts_us=ts_us, version=high,
+                                       position={"file": file, "pos": pos}, ends=self.ends)
+            return
+        rows: list[Row] = [("s", values) for values in text.tuples(len(t.columns))]
+        row_key = self._row_key()
+        if row_key is not None and self.order is not None:
+            window = complete_images(rows, window, row_key, self.order.order)
+        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=row_key,
+                             order=self.order.order if self.order is not None else null_first)
+        if all(kind == "s" for kind, _ in merged):  # no change in the window touched the range
             yield from snapshot_events(kinds["s"], maker, [values for _, values in merged], ts_us=ts_us, version=high,
                                        position={"file": file, "pos": pos}, ends=self.ends)
             return

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from headwater.config.properties import Property, prop, refuse
 from headwater.config.validation import PropertySet
 from headwater.connectors.binlog import history_properties
+from headwater.connectors.common import signals
 from headwater.connectors.common.phases import CONFIGURATION_BASED
 
 SNAPSHOT_MODES = ("initial", "initial_only", "when_needed", "never", "no_data", "recovery", "always",
@@ -57,6 +58,8 @@ DEFINITIONS: list[Property] = [
     prop("time.precision.mode", "enum", "adaptive_time_microseconds", ("adaptive_time_microseconds", "connect"),
          why="Debezium's binlog connectors take adaptive_time_microseconds or connect"),
     prop("enable.time.adjuster", "boolean", True),
+    prop("unavailable.value.placeholder", default="__debezium_unavailable_value",
+         doc="the value of a BLOB/TEXT column a binlog_row_image=NOBLOB image leaves out (hex:<digits> for raw bytes)"),
     prop("headwater.schema.history.file",
          doc="the file the schema history is kept in, beside the offsets (`headwater run` uses "
              "<checkpointLocation>/schema_history.jsonl, the engine <offset file>.schema_history.jsonl; a bare "
@@ -79,6 +82,7 @@ DEFINITIONS: list[Property] = [
     refuse("database.ssl.keystore.password"),
     refuse("database.ssl.truststore"),
     refuse("database.ssl.truststore.password"),
+    *signals.PROPERTIES,
 ]
 
 
@@ -89,7 +93,8 @@ def property_set(ssl_modes: tuple[str, ...], own: Sequence[Property] = ()) -> Pr
                why=f"TLS to the database is not built yet ({', '.join(ssl_modes[1:])} are Debezium's other values)")
     return PropertySet([*DEFINITIONS, *history_properties.DEFINITIONS, ssl, *own],
                        exclusive=[("database.include.list", "database.exclude.list"),
-                                  ("gtid.source.includes", "gtid.source.excludes")])
+                                  ("gtid.source.includes", "gtid.source.excludes")],
+                       check=signals.check_properties)
 
 
 GTID_SOURCES = [prop("gtid.source.includes", "regexes"), prop("gtid.source.excludes", "regexes")]

@@ -2,11 +2,13 @@
 
 `BinlogReader` connects as a replica (`database.server.id`), asks for the binlog from a file and
 position, or from the GTID state of the position (MariaDB: COM_BINLOG_DUMP with its connect state,
-annotate events and GTIDs; MySQL: COM_BINLOG_DUMP_GTID with its GTID set, `gtid.py`), with a
-heartbeat period so an idle stream still says where it is, and frames what comes: each event is kept raw, behind its
+annotate events (with `include.query`) and GTIDs; MySQL: COM_BINLOG_DUMP_GTID with its GTID set,
+`gtid.py`), with a heartbeat period so an idle stream still says where it is, and frames what comes:
+each event kept (rows, TABLE_MAP, QUERY, and with `include.query` annotate / rows-query events) is kept raw, behind its
 type byte (`framing.py`), grouped into transactions (GTID or BEGIN to XID or COMMIT; a DDL
 statement is a transaction of its own). Rows events are the data messages, TABLE_MAP events the
-layouts. The GTID state after each transaction is kept for the offsets (`gtid_after`).
+layouts. The GTID state after each transaction is kept for the offsets (`gtid_after`: a snapshot of
+the running state, `gtid.GtidTracker`, made text only where an offset needs it).
 
 A lost connection is retried from the end of the last whole transaction received
 (`errors.max.retries`, `retriable.restart.connector.wait.ms` apart); a position the server no
@@ -26,7 +28,13 @@ import pymysql
 
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.connection import ConnectionParams, clean, connect
-from headwater.connectors.binlog.gtid import COM_BINLOG_DUMP_GTID, GtidFormat, MySqlGtids, dump_gtid_payload
+from headwater.connectors.binlog.gtid import (
+    COM_BINLOG_DUMP_GTID,
+    GtidFormat,
+    GtidTracker,
+    MySqlGtids,
+    dump_gtid_payload,
+)
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos, stream_pos
 from headwater.connectors.common.txbuffer import StreamBuffer, Txn
 from headwater.connectors.errors import ConnectError, PositionLost, SourceError
@@ -131,14 +139,16 @@ class BinlogReader:
     """Reads the binlog from a position into `buffer`, on a thread."""
 
     def __init__(self, params: ConnectionParams, server_id: int, gtids: GtidFormat, mariadb: bool,
-                 buffer_bytes: int, retry: Retry):
+                 buffer_bytes: int, retry: Retry, queries: bool = True):
         self.params = params
+        self.queries = queries  # keep the statements of rows events (include.query): annotate / rows-query events
         self.server_id = server_id
         self.gtids = gtids
         self.mariadb = mariadb
         self.retry = retry
         self.buffer = StreamBuffer(buffer_bytes, BinlogKinds())
-        self.gtid_after: dict[int, str] = {}  # a transaction (its begin stream position) -> GTID state after it
+        self.gtid_after: dict[int, object] = {}  # a transaction (its begin stream position) -> GTID state after it
+        self.tracker: GtidTracker | None = None  # the running GTID state of the connection (`gtid_text` reads it)
         self.txn_info: dict[int, tuple[str | None, int | None]] = {}  # a transaction -> its GTID and thread
         self.error: BaseException | None = None
         self.want: BinlogPosition | None = None  # where the next connection starts
@@ -169,6 +179,12 @@ class BinlogReader:
             self.want = BinlogPosition(at.file, at.pos, at.gtids)
             self._interrupt()
             buf.cond.notify_all()
+
+    def gtid_text(self, xid: int, default: str = "") -> str:
+        """The GTID state after transaction `xid` as text (`default` if it is not known)."""
+        snapshot = self.gtid_after.get(xid)
+        tracker = self.tracker
+        return default if snapshot is None or tracker is None else tracker.text(snapshot)
 
     def close(self) -> None:
         self.stopping.set()
@@ -231,7 +247,7 @@ class BinlogReader:
             last = buf.txns[-1] if buf.txns else None
             if last is not None and last.end_pos is not None:
                 file, pos = split_pos(self.want.file, last.end_pos)
-                self.want = BinlogPosition(file, pos, self.gtid_after.get(last.xid or 0, self.want.gtids))
+                self.want = BinlogPosition(file, pos, self.gtid_text(last.xid or 0, self.want.gtids))
             elif buf.received > self.want.stream:
                 file, pos = split_pos(self.want.file, buf.received)
                 self.want = BinlogPosition(file, pos, self.want.gtids)
@@ -267,7 +283,8 @@ class BinlogReader:
                 conn._execute_command(COM_BINLOG_DUMP_GTID, dump_gtid_payload(self.server_id, gtid_set))
                 return conn
         file, pos = (b"", 4) if by_gtid else (at.file.encode(), at.pos)
-        payload = struct.pack("<IHI", pos, BINLOG_SEND_ANNOTATE_ROWS_EVENT if self.mariadb else 0, self.server_id) + file
+        flags = BINLOG_SEND_ANNOTATE_ROWS_EVENT if self.mariadb and self.queries else 0
+        payload = struct.pack("<IHI", pos, flags, self.server_id) + file
         conn._execute_command(COM_BINLOG_DUMP, payload)
         return conn
 
@@ -279,56 +296,72 @@ class BinlogReader:
                 conn.close()
                 raise _Restart
             self.conn = conn
-        file, gtids = at.file, at.gtids
+        file = at.file
+        gtids = self.tracker = self.gtids.tracker(at.gtids)
         base = stream_pos(file, 0)  # the file's stream positions: base | position
         txn: Txn | None = None
         txn_gtid: str | None = None
         thread: int | None = None
         standalone = False  # the open transaction is one statement (no BEGIN)
         pending: list[tuple[int, bytes]] = []
-        pending_data = 0
+        pending_data = pending_bytes = 0
         done: list[_Part] = []  # whole transactions received, handed on together when the socket has no more
         cut = -4 if self.checksum else None
+        checksum_size = 4 if self.checksum else 0
         buf = self.buffer
         packets = Packets(conn)
+        kept = fr.ROWS_EVENTS | {fr.TABLE_MAP} | ({fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY} if self.queries else set())
+        rows_events = fr.ROWS_EVENTS
+        gtid_kinds = (fr.MARIADB_GTID, fr.GTID, fr.ANONYMOUS_GTID)
+        type_bytes = [bytes((k,)) for k in range(256)]
+        size_field = struct.Struct("<I").pack
+        stopping = self.stopping.is_set
+        quiet = 0  # events since the last look at `stopping`
         while True:
-            if self.stopping.is_set():
-                raise _Restart
-            if done and (len(done) >= FLUSH_EVERY or not packets.buffered()):
-                self._flush(gen, done)
-                done = []
+            if done:
+                left = len(packets.data) - packets.at
+                if len(done) >= FLUSH_EVERY or left < 4 or left < 4 + (packets.data[packets.at] |
+                                                                       packets.data[packets.at + 1] << 8 |
+                                                                       packets.data[packets.at + 2] << 16):
+                    if stopping():
+                        raise _Restart
+                    self._flush(gen, done)
+                    done = []
+            else:
+                quiet += 1
+                if quiet >= 256:
+                    quiet = 0
+                    if stopping():
+                        raise _Restart
             data = packets.next()
             if data[0] == 0xFE and len(data) < 9:
                 raise SourceError("the server ended the binlog stream")
             timestamp, kind, _, size, next_pos, _ = unpack_header(data, 1)
-            # framed: the type byte, then the event without its checksum, its size field saying so
-            framed = bytes((kind,)) + data[1:cut] if cut is None else \
-                b"".join((bytes((kind,)), data[1:10], struct.pack("<I", len(data) - 5), data[14:cut]))
-            if kind == fr.ROTATE:
-                file = fr.rotate_file(framed[1:])[0]
-                base = stream_pos(file, 0)
-                continue
             start = base | (next_pos - size if next_pos else 4)
-            if kind == fr.HEARTBEAT:
-                if txn is None and next_pos:
-                    if done:
-                        self._flush(gen, done)
-                        done = []
-                    with buf.cond:
-                        if gen != self.generation:
-                            raise _Restart
-                        buf.received = max(buf.received, base | next_pos)
-                        buf.cond.notify_all()
-                continue
-            ends = False
-            if kind in (fr.MARIADB_GTID, fr.GTID, fr.ANONYMOUS_GTID):
+            if kind in kept:
+                if txn is None:
+                    continue  # (not inside an event group: nothing a connector captures)
+                # framed: the type byte, then the event without its checksum, its size field saying so
+                pending.append((start, type_bytes[kind] + data[1:] if cut is None else
+                                b"".join((type_bytes[kind], data[1:10], size_field(len(data) - 5), data[14:cut]))))
+                pending_bytes += len(data) - checksum_size  # (the framed payload's size)
+                if kind in rows_events:
+                    pending_data += 1
+                if len(pending) < FLUSH_EVERY:
+                    continue
+                ends = False
+            elif kind == fr.XID:
+                ends = True
+            elif kind in gtid_kinds:
                 if kind == fr.MARIADB_GTID:
-                    txn_gtid, standalone = fr.mariadb_gtid(framed[1:])
+                    txn_gtid, standalone = fr.mariadb_gtid(data[1:])
                 else:
-                    txn_gtid, standalone = (fr.mysql_gtid(framed[1:]) if kind == fr.GTID else None), True
+                    txn_gtid, standalone = (fr.mysql_gtid(data[1:]) if kind == fr.GTID else None), True
                 txn, thread = Txn(start, start, start, timestamp * 1_000_000), None
                 continue
-            if kind == fr.QUERY:
+            elif kind == fr.QUERY:
+                framed = type_bytes[kind] + data[1:] if cut is None else \
+                    b"".join((type_bytes[kind], data[1:10], size_field(len(data) - 5), data[14:cut]))
                 q = fr.query(framed[1:])
                 word = q.sql.strip().upper()
                 if word == "BEGIN":
@@ -342,15 +375,25 @@ class BinlogReader:
                     if txn is None:
                         txn, txn_gtid, standalone = Txn(start, start, start, timestamp * 1_000_000), None, True
                     pending.append((start, framed))
+                    pending_bytes += len(framed)
                     ends = standalone
-            elif kind == fr.XID:
-                ends = True
-            elif kind in fr.ROWS_EVENTS or kind in (fr.TABLE_MAP, fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
-                if txn is None:
-                    continue  # (not inside an event group: nothing a connector captures)
-                pending.append((start, framed))
-                if kind in fr.ROWS_EVENTS:
-                    pending_data += 1
+                    if not ends and len(pending) < FLUSH_EVERY:
+                        continue
+            elif kind == fr.ROTATE:
+                file = fr.rotate_file(data[1:cut])[0]
+                base = stream_pos(file, 0)
+                continue
+            elif kind == fr.HEARTBEAT:
+                if txn is None and next_pos:
+                    if done:
+                        self._flush(gen, done)
+                        done = []
+                    with buf.cond:
+                        if gen != self.generation:
+                            raise _Restart
+                        buf.received = max(buf.received, base | next_pos)
+                        buf.cond.notify_all()
+                continue
             else:
                 continue
             if txn is None:
@@ -360,14 +403,14 @@ class BinlogReader:
                 txn.end_pos = base | next_pos
                 txn.commit_ts = timestamp * 1_000_000
                 if txn_gtid is not None:
-                    gtids = self.gtids.add(gtids, txn_gtid)
-            if ends or len(pending) >= FLUSH_EVERY:
-                done.append(_Part(txn, pending, pending_data, (gtids, txn_gtid, thread) if ends else None))
-                pending, pending_data = [], 0
-                if not ends:  # a large transaction's part goes on at once
-                    self._flush(gen, done)
-                    done = []
-            if ends:
+                    gtids.add(txn_gtid)
+            done.append(_Part(txn, pending, pending_data, pending_bytes,
+                              (gtids.state(), txn_gtid, thread) if ends else None))
+            pending, pending_data, pending_bytes = [], 0, 0
+            if not ends:  # a large transaction's part goes on at once
+                self._flush(gen, done)
+                done = []
+            else:
                 txn, txn_gtid, standalone, thread = None, None, False, None
 
     def _flush(self, gen: int, parts: list[_Part]) -> None:
@@ -379,8 +422,7 @@ class BinlogReader:
             if gen != self.generation or self.stopping.is_set():
                 raise _Restart
             for part in parts:
-                txn, msgs = part.txn, part.msgs
-                size = sum(len(p) for _, p in msgs)
+                txn, msgs, size = part.txn, part.msgs, part.nbytes
                 if not buf.txns or buf.txns[-1] is not txn:
                     buf.txns.append(txn)
                 txn.msgs.extend(msgs)
@@ -403,7 +445,8 @@ class _Part:
     txn: Txn
     msgs: list[tuple[int, bytes]]
     ndata: int
-    ended: tuple[str, str | None, int | None] | None
+    nbytes: int
+    ended: tuple[object, str | None, int | None] | None
 
 
 def current_position(conn: pymysql.Connection, gtid_query: str) -> BinlogPosition:

@@ -19,6 +19,7 @@ import orjson
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.binlog import types
+from headwater.connectors.binlog.images import ABSENT
 from headwater.connectors.binlog.schema import Column, Table
 from headwater.connectors.binlog.text_kernels import BINLOG_KERNELS
 from headwater.connectors.common.filters import SystemTables, TableFilters, patterns
@@ -68,6 +69,8 @@ class BinlogContext(RecordContext):
     type_settings: Any  # types.TypeSettings
     include_query: bool
     include_schema_changes: bool
+    # a column a partial row image does not carry: its converter's placeholder (images.py)
+    unavailable: ClassVar[object] = ABSENT
     # the snapshot's text columns written column-wise (snapshot_rows.py); streamed runs have their own kernels
     text_kernels: ClassVar[Mapping[str, Callable[..., Any]]] = BINLOG_KERNELS
 
@@ -171,9 +174,11 @@ class BinlogMaker(RecordMaker):
         return b"".join(out)
 
     def snapshot_source(self, t: TableRecords, ts_us: int, marker: str, position: Mapping[str, Any]) -> bytes:
-        """`position`: the snapshot's binlog `file` and `pos` (read under the snapshot's lock)."""
-        return self.source_bytes(t, marker, ts_us, server_id=0, gtid=None, file=position["file"],
-                                 pos=position["pos"], row=0, thread=None, query=None)
+        """`position`: the snapshot's binlog `file` and `pos` (read under the snapshot's lock); an incremental
+        snapshot's also the `server_id`, `gtid`, `row` and `thread` of the event its window closed at."""
+        return self.source_bytes(t, marker, ts_us, server_id=position.get("server_id", 0), gtid=position.get("gtid"),
+                                 file=position["file"], pos=position["pos"], row=position.get("row", 0),
+                                 thread=position.get("thread"), query=None)
 
     def schema_change(self, database: str, ddl: str, changes: list[dict[str, Any]], source: bytes,
                       version: int, ts_us: int) -> None:

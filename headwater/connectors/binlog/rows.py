@@ -4,11 +4,11 @@
 values exactly as python-mysql-replication gives them: integers (TINY, SHORT, INT24, LONG,
 LONGLONG, signed or unsigned), FLOAT, DOUBLE, NEWDECIMAL (Decimal), DATE, DATETIME2 and TIMESTAMP2
 (date / naive datetime, None for a zero date), VARCHAR / STRING / BLOB (str in the column's character
-set, bytes for a binary one, which Python has no codec for). A NULL reads as None. It answers None
-(decode with python-mysql-replication instead) for a table with any other column type, for a
-partial row image (a columns-present bitmap with a column missing), and for a value the library
-fails on (text not valid in its character set, an impossible date). The plan of a table (how to
-read each column) is worked out once per TABLE_MAP (`plan_of`).
+set, bytes for a binary one, which Python has no codec for). A NULL reads as None, a column a partial
+row image does not carry (its columns-present bitmap says so) as `images.ABSENT`. It answers None
+(decode with python-mysql-replication instead) for a table with any other column type and for a value
+the library fails on (text not valid in its character set, an impossible date). The plan of a table
+(how to read each column) is worked out once per TABLE_MAP (`plan_of`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pymysql.charset import charset_by_name
 from pymysqlreplication.constants import FIELD_TYPE
 
 from headwater.connectors.binlog import framing as fr
+from headwater.connectors.binlog.images import ABSENT
 
 Reader = Callable[[bytes, int], tuple[Any, int]]  # (event, offset) -> (value, offset after it)
 
@@ -207,6 +208,20 @@ def _image(data: bytes, at: int, plan: tuple[Reader, ...], null_bytes: int) -> t
     return tuple(out), at
 
 
+def _partial_image(data: bytes, at: int, plan: tuple[Reader, ...], present: tuple[int, ...]) -> tuple[tuple[Any, ...], int]:
+    """An image carrying only the columns `present` (their null bitmap counts those only); the others ABSENT."""
+    null_bytes = (len(present) + 7) // 8
+    nulls = int.from_bytes(data[at:at + null_bytes], "little")
+    at += null_bytes
+    out: list[Any] = [ABSENT] * len(plan)
+    for k, i in enumerate(present):
+        if nulls >> k & 1:
+            out[i] = None
+        else:
+            out[i], at = plan[i](data, at)
+    return tuple(out), at
+
+
 def rows_of(payload: bytes, table_map: dict[int, Any]) -> list[tuple[tuple[Any, ...], ...]] | None:
     """The row images of a framed rows event (type byte + event without checksum): per row `(image,)`
     for a write or delete, `(before, after)` for an update; None where python-mysql-replication must decode."""
@@ -228,17 +243,28 @@ def rows_of(payload: bytes, table_map: dict[int, Any]) -> list[tuple[tuple[Any, 
     bitmap_bytes = (n + 7) // 8
     full = (1 << n) - 1
     images = 2 if kind in fr.UPDATES else 1
+    presents: list[tuple[int, ...] | None] = []
     for _ in range(images):
-        if int.from_bytes(event[at:at + bitmap_bytes], "little") != full:
-            return None
+        bits = int.from_bytes(event[at:at + bitmap_bytes], "little")
+        presents.append(None if bits == full else tuple(i for i in range(n) if bits >> i & 1))
         at += bitmap_bytes
     rows: list[tuple[tuple[Any, ...], ...]] = []
     end = len(event)
     try:
+        if presents == [None] * images:
+            while at < end:
+                first, at = _image(event, at, plan, bitmap_bytes)
+                if images == 2:
+                    second, at = _image(event, at, plan, bitmap_bytes)
+                    rows.append((first, second))
+                else:
+                    rows.append((first,))
+            return rows
+        present = [tuple(range(n)) if p is None else p for p in presents]
         while at < end:
-            first, at = _image(event, at, plan, bitmap_bytes)
+            first, at = _partial_image(event, at, plan, present[0])
             if images == 2:
-                second, at = _image(event, at, plan, bitmap_bytes)
+                second, at = _partial_image(event, at, plan, present[1])
                 rows.append((first, second))
             else:
                 rows.append((first,))

@@ -12,7 +12,8 @@
 MySQL and MariaDB cannot share one transaction's view between connections, so every chunk is
 read through the held transaction: `SnapshotChunk.read()` uses it when it runs in the process that
 holds it (the embedded engine), and a chunk pickled for a Spark executor reads its rows on the
-driver as it is pickled and carries them. This snapshot is taken when `snapshot.locking.mode` is
+driver as it is pickled and carries them, as the server sent them (`textrows.py`: about their size as
+text; the executor cuts them into columns). This snapshot is taken when `snapshot.locking.mode` is
 set (and on MySQL); without it MariaDB takes the lock-free parallel snapshot, `lockfree.py`.
 
 Tables are cut into primary-key ranges by the shared `key_ranges` (MySQL's spelling in
@@ -31,7 +32,6 @@ from typing import Any
 
 import pymysql
 import pymysql.converters
-import pymysql.cursors
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
@@ -42,6 +42,7 @@ from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, reco
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.streaming import SchemaChange
+from headwater.connectors.binlog.textrows import TextRows, read_text_rows
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
@@ -57,7 +58,12 @@ log = logging.getLogger("headwater.binlog")
 
 
 class MySqlDialect(KeyDialect):
-    """MySQL's spelling of the key-range queries: backquotes; NULL already sorts first."""
+    """MySQL's spelling of the key-range queries: backquotes; NULL already sorts first; a composite key's
+    bound spelt column by column (`a > x OR (a = x AND b > y)`): MariaDB 10.11 reads a row comparison
+    `(a, b) > (x, y)` by scanning the key from its start (EXPLAIN: access type `index`, every row before
+    the bound read), the spelt-out form by a range."""
+
+    row_values = False
 
     def quote(self, name: str) -> str:
         return "`" + name.replace("`", "``") + "`"
@@ -111,9 +117,6 @@ class HeldSnapshot:
                 cur.execute("UNLOCK TABLES")
             self.locked = False
 
-    def cursor(self) -> Any:
-        return self.conn.cursor(pymysql.cursors.SSCursor)
-
     def close(self) -> None:
         _HELD.pop(self.token, None)
         with contextlib.suppress(Exception), self.conn.cursor() as cur:
@@ -163,7 +166,7 @@ class SnapshotChunk(WorkUnit):
     range: KeyRange
     override: str | None  # snapshot.select.statement.overrides for this table
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
-    rows: list[tuple] | None = field(default=None, repr=False)  # read on the driver when pickled
+    rows: TextRows | None = field(default=None, repr=False)  # read on the driver when pickled
 
     def describe(self) -> str:
         return f"snapshot of {self.table.database}.{self.table.name} keys [{self.range.lo}, {self.range.hi})"
@@ -184,25 +187,22 @@ class SnapshotChunk(WorkUnit):
                               "batch is read again after a restart: a new snapshot is taken)")
         return held
 
-    def _fetch(self) -> Iterator[tuple]:
-        if self.rows is not None:
-            yield from self.rows
-            return
-        sql, args = self.query()
-        with self._held().cursor() as cur:
-            cur.execute(sql, args)
-            yield from cur
+    def _fetch(self) -> TextRows:
+        """The chunk's rows as the server sends them (read once, in the held transaction)."""
+        if self.rows is None:
+            sql, args = self.query()
+            self.rows = read_text_rows(self._held().conn, sql, args)
+        return self.rows
 
     def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        if state["rows"] is None:
-            state["rows"] = list(self._fetch())
-        return state
+        self._fetch()
+        return dict(self.__dict__)
 
     def read(self) -> Iterator[Events]:
         te = records_of(self.ctx, self.table, streaming=False)
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
-        yield from snapshot_events(te, BinlogMaker(self.ctx), self._fetch(), ts_us=ts_us, version=self.version,
+        rows, self.rows = self._fetch(), None  # (the buffer is let go once its events are made)
+        yield from snapshot_events(te, BinlogMaker(self.ctx), rows, ts_us=ts_us, version=self.version,
                                    position={"file": self.file, "pos": self.pos}, ends=self.ends)
 
 

@@ -32,6 +32,7 @@ from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.binlog.connection import ConnectionParams, check_server, connect
 from headwater.connectors.binlog.gtid import GtidFormat
+from headwater.connectors.binlog.incremental import BinlogIncremental
 from headwater.connectors.binlog.lockfree import ChunkFilter, LockFreeSnapshot, lock_free
 from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import BinlogReader, Retry, binlog_files, current_position
@@ -40,8 +41,11 @@ from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUni
 from headwater.connectors.binlog.status import binlog_status
 from headwater.connectors.binlog.streaming import BinlogCodec, SchemaChange
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
+from headwater.connectors.common.incremental import Incremental
+from headwater.connectors.common.incremental import status as incremental_status
 from headwater.connectors.common.phases import CONFIGURATION_BASED, SNAPSHOT_PENDING, SnapshotThenStream
 from headwater.connectors.common.planner import Planner
+from headwater.connectors.common.signals import read_only, with_signal_table
 from headwater.connectors.errors import SourceError
 
 log = logging.getLogger("headwater.binlog")
@@ -62,6 +66,7 @@ class BinlogSource(SnapshotThenStream):
 
     def __init__(self, config: ConnectorConfig, parallelism: int = 2, schemas_enable: bool = False,
                  replace_null_with_default: bool = True, output: str = "json"):
+        config = with_signal_table(config, "database.include.list")
         super().__init__(config)
         self.params = ConnectionParams.from_config(config)
         self.context = self.context_class.from_config(config, schemas_enable, replace_null_with_default, output)
@@ -84,11 +89,16 @@ class BinlogSource(SnapshotThenStream):
         self.schema_only = mode in SCHEMA_ONLY or (based and not config[CONFIGURATION_BASED + "snapshot.data"])
         self.recover_schema = mode == "recovery" or (based and self.schema_only and
                                                      config[CONFIGURATION_BASED + "snapshot.schema"])
+        self.incremental_hooks = BinlogIncremental(self)
+        self.incremental = Incremental(config, self.incremental_hooks, self.parallelism)
 
     # ------------------------------------------------------------------ what differs per server
     @abstractmethod
     def gtid_format(self) -> GtidFormat:
         """The server's GTIDs."""
+
+    def check_read_only(self, conn: pymysql.Connection) -> None:
+        """Refuse to start when read-only incremental snapshots cannot work on this server."""
 
     @staticmethod
     def transaction_id(gtid: str | None, file: str, pos: int) -> str:
@@ -110,7 +120,7 @@ class BinlogSource(SnapshotThenStream):
         return self.conn
 
     def status(self, offset: Offset | None) -> dict[str, Any]:
-        return binlog_status(self._connection(), self.gtid_query, offset)
+        return {**binlog_status(self._connection(), self.gtid_query, offset), **incremental_status(offset)}
 
     def _query(self, sql: str, args: tuple = ()) -> list[tuple]:
         with self._connection().cursor() as cur:
@@ -127,6 +137,8 @@ class BinlogSource(SnapshotThenStream):
         conn = self._connection()
         check_server(conn, self.product, self.monitor_privilege, self.locking,
                      self.config["snapshot.mode"] != "never")
+        if read_only(self.config):
+            self.check_read_only(conn)
         return [name for name in self.visible_tables() if self.context.filters.includes(*name.split(".", 1))]
 
     def visible_tables(self) -> list[str]:
@@ -238,7 +250,8 @@ class BinlogSource(SnapshotThenStream):
             self.file_like = at.file
             retry = Retry(self.config["errors.max.retries"], self.config["retriable.restart.connector.wait.ms"] / 1000)
             self.reader = BinlogReader(self.params, self.config["database.server.id"], self.gtid_format(),
-                                       self.dbms == "mariadb", self.config["headwater.stream.buffer.bytes"], retry)
+                                       self.dbms == "mariadb", self.config["headwater.stream.buffer.bytes"], retry,
+                                       queries=self.context.include_query)
             self.reader.start(at)
             codec = BinlogCodec(self.context, self.dbms, self.reader, self.tracker, lambda: self.file_like,
                                 self.transaction_id)
@@ -273,6 +286,7 @@ class BinlogSource(SnapshotThenStream):
     def close(self) -> None:
         self._stop_stream()
         self.end_snapshot()
+        self.incremental_hooks.close()
         if self.conn is not None:
             with contextlib.suppress(Exception):
                 self.conn.close()

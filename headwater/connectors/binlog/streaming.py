@@ -32,7 +32,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
-from headwater.connectors.binlog.connection import require_full_image
+from headwater.connectors.binlog.images import ImageCheck
 from headwater.connectors.binlog.insert_runs import decode_writes, run_columns
 from headwater.connectors.binlog.positions import FILE_SHIFT, BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
@@ -99,7 +99,7 @@ class RowFilter(Protocol):
         ...
 
 
-class _Ctl:
+class DecodeControl:
     """What pymysqlreplication's decoders ask of their control connection (no queries are made:
     column names come from the schema history)."""
 
@@ -116,7 +116,7 @@ _ALL_EVENTS = frozenset((row_event.TableMapEvent, row_event.WriteRowsEvent, row_
                          row_event.DeleteRowsEvent, rep_event.NotImplementedEvent))
 
 
-def decode_event(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> Any:
+def decode_event(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> Any:
     """A framed event (type byte + raw event without checksum) decoded by pymysqlreplication."""
     wrapper = BinLogPacketWrapper(MysqlPacket(b"\x00" + payload[1:], "utf8"), table_map, ctl, (8, 0, 0), False,
                                   _ALL_EVENTS, None, None, None, None, False, False, False, True, False)
@@ -126,7 +126,7 @@ def decode_event(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> Any:
 _TABLE_MAPS: dict[bytes, Any] = {}  # decoded TABLE_MAP events by their body (the same for every transaction)
 
 
-def map_table(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> None:
+def map_table(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> None:
     """Decode a TABLE_MAP event into `table_map`, its columns named by position ("0", "1", ...); a TABLE_MAP
     seen before in this process (its body, which names the table id, after the header) is not decoded again."""
     body = payload[1 + fr.HEADER_SIZE:]
@@ -166,6 +166,8 @@ class BinlogSlice(WorkUnit):
         maker = BinlogMaker(self.ctx)
         decoder = _Decoder(self, maker)
         messages = unpack(self.blob)
+        out, batch_rows = maker.out, self.ctx.batch_rows
+        check = 0  # messages until the next look at the records' count
         for seg in self.segments:
             decoder.segment(seg)
             for _ in range(seg.count):
@@ -173,8 +175,12 @@ class BinlogSlice(WorkUnit):
                 if decoder.ready:
                     yield from decoder.ready
                     decoder.ready.clear()
-                if len(maker.out) >= self.ctx.batch_rows:
-                    yield maker.take()
+                check -= 1
+                if check <= 0:
+                    check = 64
+                    if len(out) >= batch_rows:
+                        yield maker.take()
+                        out = maker.out
             decoder.end_segment()
         decoder.flush()
         yield from decoder.ready
@@ -233,7 +239,7 @@ class _Decoder:
 
     def __init__(self, unit: BinlogSlice, maker: BinlogMaker, counters: TxnCounters | None = None):
         self.unit, self.maker, self.ctx = unit, maker, unit.ctx
-        self.ctl = _Ctl(unit.dbms)
+        self.ctl = DecodeControl(unit.dbms)
         self.table_map: dict[int, Any] = {}
         for payload in unit.layouts.values():
             map_table(payload, self.table_map, self.ctl)
@@ -248,6 +254,7 @@ class _Decoder:
         self.row = 0  # Debezium's source.row: left over from the last rows event
         self.included: dict[TableKey, bool] = {}  # the table filters' answers, asked once per table
         self.records: dict[int, tuple[Table, TableRecords]] = {}  # records_of by id(table)
+        self.checks: dict[int, tuple[Table, ImageCheck]] = {}  # which columns a partial image may lack
         # runs of WRITE_ROWS are decoded column-wise (their events carry no transaction block)
         self.runs = counters is None and not self.ctx.transaction_metadata and unit.keep is None \
             and "c" not in self.ctx.skipped
@@ -344,13 +351,18 @@ class _Decoder:
         to the library)."""
         table_id = fr.framed_table_id(payload)
         tm = self.table_map.get(table_id)
+        run = self.run
+        if run.events and tm is run.tm and table_id == run.table_id and run.nbytes < MAX_RUN_BYTES \
+                and len(run.events) < self.ctx.batch_rows:  # the run's table as before (a DDL ends a run)
+            run.events.append(_RunEvent(pos, payload, self.seg, self.gtid, self.thread, self.query))  # type: ignore[arg-type]
+            run.nbytes += len(payload)
+            return True
         if tm is None or plan_of(tm) is None:
             return False
         key = (tm.schema, tm.table)
         table = self.tables.get(key)
         if table is None or len(tm.columns) != len(table.columns) or not self._includes(key):
             return False
-        run = self.run
         if run.events and (table_id != run.table_id or tm is not run.tm or table is not run.table
                            or run.nbytes >= MAX_RUN_BYTES or len(run.events) >= self.ctx.batch_rows):
             self.flush()
@@ -461,12 +473,11 @@ class _Decoder:
         if len(tm.columns) != n:
             raise SourceError(f"a rows event at {split_pos(self.unit.file_like, pos)} has {len(tm.columns)} columns "
                               f"for {key[0]}.{key[1]}, the schema history {n}")
-        images = rows_of(payload, self.table_map)
-        if images is None:
-            file, at = split_pos(self.unit.file_like, pos)
-            images = self._library_rows(payload, op == "u", n, f"{file}:{at} for {key[0]}.{key[1]}",
-                                        [c.name for c in table.columns])
+        images = row_images(payload, self.table_map, self.ctl, n)
         te = self._records(table)
+        if fr.partial_image(payload):
+            file, at = split_pos(self.unit.file_like, pos)
+            self._image_check(table, te).check(images, f"at {file}:{at} for {key[0]}.{key[1]}")
         h = fr.header(payload[1:])
         seg = self.seg
         assert seg is not None
@@ -498,19 +509,12 @@ class _Decoder:
                     self.maker.emit(te, "c", te.key(new), None, te.row(new), src, self._block(te.collection),
                                     seg.commit_pos, ts)
 
-    def _library_rows(self, payload: bytes, update: bool, n: int, where: str,
-                      columns: list[str]) -> list[tuple[tuple[Any, ...], ...]]:
-        """A rows event's images decoded by pymysqlreplication (the column types `rows.py` leaves to it, and
-        partial images, which are refused)."""
-        ev = decode_event(payload, self.table_map, self.ctl)
-        for r in ev.rows:
-            for sources in ("before_none_sources", "after_none_sources") if update else ("none_sources",):
-                require_full_image(r.get(sources) or {}, where, columns)
-        names = [str(i) for i in range(n)]
-        if update:
-            return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
-                     image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
-        return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]
+
+    def _image_check(self, table: Table, te: TableRecords) -> ImageCheck:
+        known = self.checks.get(id(table))
+        if known is None or known[0] is not table:
+            known = self.checks[id(table)] = (table, ImageCheck(table, [c.name for c in te.key_columns]))
+        return known[1]
 
 
 def image(values: dict[str, Any], none_sources: dict[str, str], names: list[str]) -> tuple[Any, ...]:
@@ -554,7 +558,7 @@ class BinlogCodec(BinlogKinds):
     def after(self, txn: Txn) -> BinlogPosition:
         assert txn.end_pos is not None and txn.xid is not None
         file, pos = split_pos(self.file_like(), txn.end_pos)
-        return BinlogPosition(file, pos, self.reader.gtid_after.get(txn.xid, ""))
+        return BinlogPosition(file, pos, self.reader.gtid_text(txn.xid))
 
     def inside(self, before: BinlogPosition, txn: Txn, n: int) -> BinlogPosition:
         return BinlogPosition(before.file, before.pos, before.gtids, n, txn.xid, txn.commit_pos)
@@ -614,3 +618,18 @@ def truncated_tables(sql: str, database: str) -> tuple[TableKey, ...]:
         names = [n.strip().strip("`") for n in part.strip().split(".")]
         out.append((names[0], names[1]) if len(names) == 2 else (database, names[0]))
     return tuple(out)
+
+
+def row_images(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl, n: int) -> list[tuple[tuple[Any, ...], ...]]:
+    """The images of a rows event (one per row, two for an update: before and after) of a table of `n`
+    columns, as the type converters take them: read by `rows.py`, or by pymysqlreplication for the column
+    types `rows.py` leaves to it; the columns a partial image leaves out are ABSENT."""
+    images = rows_of(payload, table_map)
+    if images is not None:
+        return images
+    ev = decode_event(payload, table_map, ctl)
+    names = [str(i) for i in range(n)]
+    if payload[0] in fr.UPDATES:
+        return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
+                 image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
+    return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]

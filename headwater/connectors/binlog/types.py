@@ -44,6 +44,7 @@ from decimal import Decimal
 from typing import Any
 
 from headwater.connectors.binlog import values as v
+from headwater.connectors.binlog.images import DEFAULT_PLACEHOLDER, placeholder_able, placeholder_bytes
 from headwater.connectors.binlog.schema import Column
 from headwater.connectors.common import java
 from headwater.connectors.common.semantics import (
@@ -82,6 +83,7 @@ class TypeSettings:
     decimal_mode: str = "precise"  # decimal.handling.mode
     binary_mode: str = "bytes"  # binary.handling.mode
     time_adjuster: bool = True  # enable.time.adjuster
+    placeholder: str = DEFAULT_PLACEHOLDER  # unavailable.value.placeholder (an absent BLOB/TEXT value)
 
     def __post_init__(self) -> None:
         for prop, value, allowed in (
@@ -107,6 +109,7 @@ class TypeSettings:
             decimal_mode=get("decimal.handling.mode", "precise"),
             binary_mode=get("binary.handling.mode", "bytes"),
             time_adjuster=get("enable.time.adjuster", "true") == "true",
+            placeholder=str(config.get("unavailable.value.placeholder") or DEFAULT_PLACEHOLDER),
         )
 
 
@@ -661,10 +664,16 @@ def converter(column: Column, settings: TypeSettings) -> ColumnConverter:
     if kind.gaps and null_value is not None:
         text, stream_text = _or_missing(text, null_value), _or_missing(stream_text, null_value)
         binary, stream = _or_missing(binary, null_value), _or_missing(stream, null_value)
+    toast = None  # an absent value of a partial row image (images.py)
+    if placeholder_able(column.type_name):
+        raw = placeholder_bytes(settings.placeholder)
+        toast = kind.stream(raw) if base_type(column.type_name)[0] in _BINARIES else \
+            kind.stream_text(raw.decode("utf-8", "replace"))
     return ColumnConverter(
         column=column, settings=settings, schema=schema, stream_schema=schema,
         from_text=text, from_stream_text=stream_text, from_binary=binary, from_stream_binary=stream,
         fallback=fallback, null_value=null_value,
         text_kind=_text_kind(kind.text, column, settings, snapshot=True),
         stream_text_kind=_text_kind(kind.stream_text, column, settings, snapshot=False),
+        toast_placeholder=toast,
     )

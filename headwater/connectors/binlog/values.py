@@ -19,6 +19,9 @@ import struct
 from decimal import Decimal
 from typing import Any
 
+from pymysqlreplication.constants import NONE_SOURCE
+
+from headwater.connectors.binlog.images import ABSENT
 from headwater.events.calendar import days_from_civil
 
 MICROS_PER_SECOND = 1_000_000
@@ -117,12 +120,24 @@ def unscaled(value: Decimal, scale: int) -> int:
 
 
 def replication_values(values: dict[str, Any], none_sources: dict[str, str]) -> dict[str, Any]:
-    """A row image of python-mysql-replication with its empty SETs restored: it gives None for an
-    empty SET and says "empty set" in the row's none_sources (an empty set here; Debezium writes '')."""
-    if "empty set" not in none_sources.values():
+    """A row image of python-mysql-replication with its empty SETs restored (it gives None for an
+    empty SET and says "empty set" in the row's none_sources; an empty set here, Debezium writes '')
+    and the columns a partial image does not carry (its none_sources say "cols_bitmap") as `ABSENT`."""
+    if not none_sources:
         return values
-    return {k: (frozenset() if val is None and none_sources.get(k) == "empty set" else val)
-            for k, val in values.items()}
+    kinds = set(none_sources.values())
+    if "empty set" not in kinds and NONE_SOURCE.COLS_BITMAP not in kinds:
+        return values
+    out = {}
+    for k, val in values.items():
+        if val is None:
+            source = none_sources.get(k)
+            if source == "empty set":
+                val = frozenset()
+            elif source == NONE_SOURCE.COLS_BITMAP:
+                val = ABSENT
+        out[k] = val
+    return out
 
 
 # ----------------------------------------------------------------------------------------- BIT

@@ -3,38 +3,77 @@ for every stream connector.
 
 `Incremental` runs on the driver beside the streaming planner; the shared lifecycle
 (`common.phases.SnapshotThenStream`) calls it for each streaming batch, and a connector fills in
-`IncrementalHooks` (PostgreSQL: `connectors.postgres.incremental`). For a batch (start, end] of
-the change log it
+`IncrementalHooks` (PostgreSQL: `connectors.postgres.incremental`; MySQL and MariaDB:
+`connectors.binlog.incremental`). For a batch (start, end] of the change log it
 
 1. reads the file channels (`signal.file`, and the command line's file) and scans the batch's
    messages (`scan_stream`) for inserts into the signalling table (the `source` channel), acting
    on the signals in log order: `execute-snapshot`, `stop-snapshot`, `pause-snapshot`,
    `resume-snapshot`, `log`;
-2. while a chunk's window is open, notes the keys of the streamed changes to the chunk's table
-   that supersede the chunk's rows: every change after the window's open watermark (watermarking
-   strategies `insert_insert` and `insert_delete`), or, in the read-only mode, every change whose
-   transaction the chunk's snapshot did not see;
-3. once the window may close (the open watermark is in the batch; read-only: the stream has passed
-   every transaction the chunk's snapshot saw), emits the chunk's rows that were not superseded, as
+2. while a window is open, notes the keys of the streamed changes to its table that supersede its
+   rows: every change after the window's open watermark (watermarking strategies `insert_insert`
+   and `insert_delete`), or, in the read-only mode, every change whose transaction the window's
+   view did not see (or, when only the units reading the rows know the view, every change with
+   its transaction's id, for them to decide);
+3. once the window may close (its close watermark is in the batch; read-only: the stream has
+   passed every transaction the view saw), emits the window's rows that were not superseded, as
    `op: r` events with `source.snapshot: incremental`, after the batch's streamed events;
-4. opens the next chunk's window (`incremental.snapshot.chunk.size` rows, by key, after the last
-   key emitted, up to the table's maximum key read when the table's turn came).
+4. opens the next window (before the batch's stream range is fixed, so that its watermarks are
+   likely in it): up to `headwater.incremental.snapshot.batch.rows` rows (whole chunks of
+   `incremental.snapshot.chunk.size` rows, at least one; no more than `maxEventsPerTrigger`), by
+   key, after the last key emitted, up to the table's maximum key read when the table's turn came.
+
+Beyond Debezium: a window holds several chunks, and its rows are not read by the driver. The
+connector cuts its key range into parts of about equal rows (at least two per core of the
+source's `parallelism`, at most `headwater.snapshot.chunk.rows` rows and at least a chunk each)
+when it opens it, and emits it as one unit per part (`chunk_units`): on Spark one partition each,
+read side by side by the executors, which SELECT their range, drop the superseded keys shipped in
+the unit and encode the rest column-wise; the driver only decides where the rows go in the
+stream (after the batch's streamed events, at its end E). Setting the batch rows to the chunk
+size gives Debezium's one chunk a batch.
+
+Why it is exact. Write T(p) for the table once every change at a log position <= p is applied.
+A row emitted at E must be T(E) for its key, and every key of the window's range that T(E) holds
+must come either as a row or through the stream. The parts' rows are read in a view V, after the
+batch's end E was fixed, at log position P(V):
+
+- PostgreSQL: one view for the whole window, the snapshot a connection exports while the driver
+  opens the window and holds until the batch is over; every unit imports it, so P(V) lies between
+  the open and the close watermark (read-only: before the WAL position read after it), and E is
+  past the close (that position), so P(V) <= E. A key with a change in (open, E] (read-only: a
+  change V did not see) is dropped; any other key did not change between P(V) and E, so V's row
+  is T(E)'s. The driver knows every such change before the rows are read: it ships the keys.
+- MySQL/MariaDB: no snapshot can be shared, so each part takes its own consistent snapshot, which
+  must see everything delivered before the window (read again until it does), and P(V) may be
+  past E. The part drops the keys of the driver's changes (watermarks: all after the open one;
+  read-only: those its view did not see) and reads the binlog itself from E to its end after the
+  SELECT (>= P(V)), dropping every key changed there too. A key left did not change between
+  min(P(V), E) and max(P(V), E), so V's row is T(E)'s.
+
+A dropped key loses nothing: its change is in the stream, with the row's full image (an insert or
+an update's after image) or its absence (a delete), and comes after the window's rows or in the
+same batch before them. Rows the range did not hold in V come through the stream if the table
+holds them later. So replaying the events gives the table's state, as with Debezium, and the
+window's rows never carry a change that a later event in the stream undoes ("from the future").
 
 A blocking snapshot (`execute-snapshot` with `type: blocking`) is noted in the batch's offset
 (`blocking_snapshot_pending`); the next batch (`blocking_snapshot`) has an empty stream range and
 reads the tables as the initial snapshot does, under a snapshot taken then; streaming resumes where
 it paused (rows changed between the pause and that snapshot come again: Debezium's "possible
-duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`.
+duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`
+(IN_PROGRESS once a window, not once a chunk).
 
-Emitting the chunk at the end of the batch rather than at the close watermark is the same
-algorithm: every change between the open watermark and the batch's end supersedes a row it
-touches, so the window reaches to the batch's end. The progress is in the offsets under
-Debezium's names (`incremental_snapshot_collections`, `..._primary_key`, `..._maximum_key`,
-`..._correlation_id`, keys as JSON arrays of text, not Java serialization) plus
-`incremental_snapshot_paused`, the chunk a batch emits (`incremental_snapshot_chunk`) and the
-bytes read of each signal file (`signal_file_positions`): a restart resumes at the chunk after the
-last one delivered, and a batch replayed from Spark's checkpoint reads its chunk's key range again
-(state-exact: the rows are as new as or newer than the window's, and the changes after follow).
+The progress is in the offsets under Debezium's names (`incremental_snapshot_collections`,
+`..._primary_key`, `..._maximum_key`, `..._correlation_id`, keys as JSON arrays of text, not Java
+serialization) plus `incremental_snapshot_paused`, the window a batch emits
+(`incremental_snapshot_chunk`: its table, key range and the bounds of its parts) and the bytes read
+of each signal file (`signal_file_positions`): a restart resumes at the window after the last one
+delivered (nothing delivered is read again, nothing is skipped). A batch replayed from Spark's
+checkpoint (its view is gone) reads its window's ranges again, dropping the keys its stream range
+changes: on MySQL/MariaDB in a new view per part, exact as above from the batch's start; on
+PostgreSQL as the table is at the replay, which is state-exact (the rows are as new as or newer
+than the window's, and the changes after them follow) but may carry a change the next batches
+deliver again.
 """
 
 from __future__ import annotations
@@ -45,7 +84,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -167,54 +206,74 @@ class Change:
 
     table: str
     op: str  # c, u, d, or t (a truncate)
-    xid: int | None
+    xid: Any  # what the read-only mode's `visible` reads of the change's transaction (its id, GTID or position)
     keys: list[Key] = field(default_factory=list)
     row: tuple[Any, ...] | None = None
 
 
 @dataclass
 class Window:
-    """One chunk read under an open window: its rows and what supersedes them."""
+    """One window of an incremental snapshot: the key range of its chunks, cut into parts that are read side
+    by side (one Spark partition each), and the streamed changes that supersede their rows."""
 
     id: str
     collection: Collection
     key_columns: list[str]
     from_key: list[Any] | None
-    to_key: list[Any]  # the key of the chunk's last row
-    columns: list[pa.Array]  # the rows, as the database's text, in the table's column order
-    key_index: list[int]  # where the key columns are among `columns`
+    to_key: list[Any]  # the key of the window's last row
+    bounds: list[list[Any]] = field(default_factory=list)  # the last key of each part but the last (`to_key`)
+    rows: int = 0  # the rows counted in the range when the window opened
     opened: bool = False  # the open watermark has been seen in the stream (always, read-only)
-    snapshot: Any = None  # the read-only mode's visibility (connector's own)
-    evicted: set[Key] = field(default_factory=set)
-    truncated: bool = False
+    snapshot: Any = None  # what the connector keeps of the window (its view, its exported snapshot, ...)
+    evicted: dict[Key, Any] = field(default_factory=dict)  # superseded keys -> the xid of their last change
+    truncates: list[Any] = field(default_factory=list)  # the xids of truncates of the table in the window
+    source: dict[str, Any] | None = None  # where the window closed, for the rows' `source` (kept in the offset)
 
-    def evict(self, keys: Sequence[Key]) -> None:
-        self.evicted.update(keys)
+    def evict(self, keys: Sequence[Key], xid: Any = None) -> None:
+        for k in keys:
+            self.evicted[k] = xid
 
-    def remaining(self) -> list[pa.Array]:
-        """The chunk's rows that no streamed change superseded."""
-        if self.truncated:
-            return [c.slice(0, 0) for c in self.columns]
-        if not self.evicted:
-            return self.columns
-        mask = pc.invert(pc.is_in(_joined([self.columns[i] for i in self.key_index]),
-                                  value_set=pa.array([_join(k) for k in self.evicted], pa.string())))
-        return [c.filter(mask) for c in self.columns]
+    def parts(self) -> list[tuple[list[Any] | None, list[Any]]]:
+        """The key ranges (after, upto] the window's rows are read in, in key order."""
+        return parts_of(self.from_key, self.bounds, self.to_key)
 
     def chunk_offset(self) -> dict[str, Any]:
         c = self.collection
-        return {"id": self.id, "table": c.id, "condition": c.condition, "surrogate_key": c.surrogate_key,
-                "from": self.from_key, "to": self.to_key}
+        out: dict[str, Any] = {"id": self.id, "table": c.id, "condition": c.condition, "surrogate_key": c.surrogate_key,
+                               "from": self.from_key, "to": self.to_key}
+        if self.bounds:
+            out["bounds"] = self.bounds
+        if self.source is not None:
+            out["source"] = self.source
+        return out
+
+
+def parts_of(first: list[Any] | None, bounds: Sequence[list[Any]], last: list[Any]) -> list[tuple[list[Any] | None,
+                                                                                                  list[Any]]]:
+    """The ranges (after, upto] from `first` through each of `bounds` to `last`."""
+    ends = [*bounds, last]
+    return list(zip([first, *bounds], ends, strict=True))
+
+
+def drop_superseded(columns: list[pa.Array], keys: pa.Array, evicted: Iterable[str]) -> list[pa.Array]:
+    """The rows (`columns`) whose key (`keys`, one string a row, as `join_key` writes a key) is not in `evicted`."""
+    value_set = pa.array(list(evicted), pa.string())
+    if not len(value_set) or not len(keys):
+        return columns
+    mask = pc.invert(pc.is_in(keys, value_set=value_set))
+    return [c.filter(mask) for c in columns]
 
 
 _SEP = "\x1f"
 
 
-def _join(key: Key) -> str:
+def join_key(key: Key) -> str:
+    """A key's values as one string (a streamed change's keys compare with a chunk's rows so)."""
     return _SEP.join("\x00" if v is None else str(v) for v in key)
 
 
-def _joined(columns: list[pa.Array]) -> pa.Array:
+def joined_keys(columns: list[pa.Array]) -> pa.Array:
+    """Each row's key columns (the database's text) as one string, as `join_key` writes it."""
     if len(columns) == 1:
         return pc.fill_null(columns[0], "\x00")
     return pc.binary_join_element_wise(*[pc.fill_null(c, "\x00") for c in columns], _SEP)
@@ -243,25 +302,35 @@ class IncrementalHooks(Protocol):
         ...
 
     def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
-                    upto: list[Any], size: int, window_id: str) -> Window | None:
-        """Open a window and read the chunk: at most `size` rows with keys in (after, upto], by key
-        (watermarks written as configured); None when there are no such rows (no window stays open)."""
+                    upto: list[Any], rows: int, parts: int, window_id: str, delivered: Offset) -> Window | None:
+        """Open a window over the next `rows` rows (at most) with keys in (after, upto], by key, cut into
+        `parts` ranges of about equal rows (watermarks written as configured; the rows themselves are read
+        by the units of `chunk_units`); None when there are no such rows (no window stays open).
+        `delivered`: the stream position the changes delivered so far reach (the batch's start)."""
         ...
 
     def window_ready(self, window: Window, end: Offset) -> bool:
         """Whether the window's rows may be emitted at stream position `end`."""
         ...
 
-    def visible(self, window: Window, xid: int | None) -> bool:
-        """Read-only mode: whether the chunk's snapshot saw transaction `xid`'s changes."""
+    def visible(self, window: Window, xid: Any) -> bool:
+        """Read-only mode: whether the window's view saw transaction `xid`'s changes (False when only the
+        units reading the rows know it: they decide by each evicted key's xid)."""
         ...
 
-    def chunk_unit(self, window: Window, columns: list[pa.Array], at: Offset) -> WorkUnit:
-        """The unit emitting the rows `columns` of `window` as incremental snapshot events, at `at`."""
+    def chunk_units(self, window: Window, at: Offset) -> list[WorkUnit]:
+        """The units reading the window's rows, one per part, and emitting those not superseded as
+        incremental snapshot events at `at`."""
         ...
 
-    def reread_unit(self, chunk: dict[str, Any], evicted: set[Key], at: Offset) -> WorkUnit:
-        """A replayed batch's chunk: its key range read again, minus the keys `evicted`."""
+    def reread_units(self, chunk: dict[str, Any], evicted: dict[Key, Any], at: Offset, since: Offset) -> list[WorkUnit]:
+        """A replayed batch's chunk: its key ranges read again, minus the keys `evicted` (every change
+        of the batch's stream range, from `since`)."""
+        ...
+
+    def end_window(self, window: Window) -> None:
+        """The window is over (its batch was planned and the next one is being planned, or it was dropped):
+        release what held its view."""
         ...
 
     def log_position(self, at: Offset) -> str:
@@ -285,7 +354,7 @@ class IncrementalHooks(Protocol):
 class Incremental:
     """Signals and incremental snapshots over one connector's stream (driver-side)."""
 
-    def __init__(self, config: ConnectorConfig, hooks: IncrementalHooks):
+    def __init__(self, config: ConnectorConfig, hooks: IncrementalHooks, parallelism: int = 1):
         self.hooks = hooks
         self.signal_table = config.get("signal.data.collection")
         channels = config.get("signal.enabled.channels") or ["source"]
@@ -297,10 +366,13 @@ class Incremental:
             self.files.append((Path(config[sig.CLI_FILE]), "cli"))
         self.poll_s = config["signal.poll.interval.ms"] / 1000
         self.chunk_size = config["incremental.snapshot.chunk.size"]
-        self.read_only = bool(config.get(sig.READ_ONLY))
+        self.batch_rows = config[sig.BATCH_ROWS]
+        self.part_rows = config["headwater.snapshot.chunk.rows"]
+        self.parallelism = max(1, parallelism)
+        self.read_only = sig.read_only(config)
         self.last_poll = 0.0
         self.window: Window | None = None
-        self.pending: dict[str, Window] = {}  # chunk id -> window, emitted by the batch planned next
+        self.pending: dict[str, Window] = {}  # window id -> window, emitted by the batch planned last
         self.keys: dict[str, list[str] | None] = {}
         self._last_id: str | None = None  # the snapshot's signal id, when its last table is done
         self.blocking: dict[str, Any] | None = None  # a blocking snapshot signalled in the batch being planned
@@ -309,13 +381,16 @@ class Incremental:
 
     # ------------------------------------------------------------------ the batch's end
     def latest(self, start: Offset, start_pos: Offset, stream: Callable[[], Offset | None],
-               stream_offset: Callable[[Offset], Offset]) -> Offset | None:
+               stream_offset: Callable[[Offset], Offset], max_events: int | None = None) -> Offset | None:
         """The end of the batch from `start` (an offset; `start_pos` its stream position): the next
-        chunk's window is opened first (so that its open watermark is likely in this batch), then
-        `stream()` gives the end of the batch's stream range (None: nothing new), and
+        window is opened first (so that its watermarks are likely in this batch; at most `max_events`
+        rows), then `stream()` gives the end of the batch's stream range (None: nothing new), and
         `stream_offset` makes an offset of a stream position; the incremental-snapshot and signal
         fields are added to it. None when the batch has nothing to do."""
         self.hooks.end_blocking()
+        for done in self.pending.values():  # the batch that emitted it is over
+            self.hooks.end_window(done)
+        self.pending = {}
         state = State.from_offset(start)
         pending = start.get(BLOCKING_PENDING)
         if pending:  # streaming pauses for this batch: the tables are read, the stream does not move
@@ -323,7 +398,7 @@ class Incremental:
                     **({FILE_POSITIONS: start[FILE_POSITIONS]} if start.get(FILE_POSITIONS) else {}),
                     BLOCKING: pending}
         if self.window is None and state.active and not state.paused:
-            state = self._open_next(state)
+            state = self._open_next(state, start_pos, max_events)
         end_pos = stream()
         files = dict(start.get(FILE_POSITIONS) or {})
         signals: list[sig.Signal] = []
@@ -341,7 +416,7 @@ class Incremental:
             for change in self.hooks.scan_stream(start_pos, end_pos, watched):
                 if change.table == self.signal_table and change.op == "c" and change.row is not None:
                     s = self._source_signal(change.row, window)
-                    if s is not None:
+                    if s is not None and self.source_channel:  # (the table holds only watermarks otherwise)
                         signals.append(s)
                 elif window is not None and change.table == window.collection.id:
                     self._supersede(window, change)
@@ -351,7 +426,7 @@ class Incremental:
             chunk = window.chunk_offset()
             self.pending = {window.id: window}
             self.window = None
-            state = state.with_(last_key=window.to_key, rows=state.rows + len(window.columns[0]))
+            state = state.with_(last_key=window.to_key, rows=state.rows + window.rows)
             self.notify(state.correlation_id, "IN_PROGRESS", current_collection_in_progress=window.collection.id,
                         data_collections=state.names(), last_processed_key=_key_text(window.to_key),
                         maximum_key=_key_text(state.max_key))
@@ -359,6 +434,7 @@ class Incremental:
             state = self._act(state, s, at)
         if chunk is not None and (not state.active or state.collections[0].id != chunk["table"]):
             chunk = None  # its table's snapshot was stopped in this batch: the chunk's rows are not emitted
+            self._end(self.pending.pop(window.id, None) if window is not None else None)
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
                    or chunk is not None or bool(self.notify.pending) or self.blocking is not None)
         if end_pos is None and not changed:
@@ -399,8 +475,8 @@ class Incremental:
         elif not window.opened:
             return
         if change.op == "t":
-            window.truncated = True
-        window.evict(change.keys)
+            window.truncates.append(change.xid)
+        window.evict(change.keys, change.xid)
 
     # ------------------------------------------------------------------ signals
     def _act(self, state: State, s: sig.Signal, at: Offset) -> State:
@@ -424,7 +500,7 @@ class Incremental:
         # stop-snapshot: all tables, or those the regexes match
         patterns = s.data.get("data-collections")
         if not patterns:
-            self.window = None
+            self._end(self.window)
             log.info("incremental snapshot stopped")
             self.notify(state.correlation_id, "ABORTED")
             return State()
@@ -432,7 +508,7 @@ class Incremental:
         keep = tuple(c for c in state.collections if not any(r.fullmatch(c.id) for r in regexes))
         if keep and keep[0] == state.collections[0]:
             return state.with_(collections=keep)
-        self.window = None  # the table being read was removed
+        self._end(self.window)  # the table being read was removed
         if not keep:
             self.notify(state.correlation_id, "ABORTED")
         return State(keep, None, None, state.correlation_id if keep else None, state.paused and bool(keep))
@@ -457,6 +533,10 @@ class Incremental:
                           for name, f in conditions.items() if re.fullmatch(name, t) or name == t}
             self.blocking = {"id": s.id, "tables": tables, "statements": statements}
             return state
+        if not self.read_only and not self.signal_table:
+            log.warning("skipping %s: incremental snapshots write their watermarks to signal.data.collection, which "
+                        "is not set (set it, or read.only: true)", s.describe())
+            return state
         new = []
         for t in tables:
             cond = next((f for name, f in conditions.items() if re.fullmatch(name, t) or name == t), legacy)
@@ -470,9 +550,28 @@ class Incremental:
         return State(added, None, None, s.id, False)
 
     # ------------------------------------------------------------------ chunks
-    def _open_next(self, state: State) -> State:
-        """Open the window of the next chunk, moving past tables that are done (or cannot be read)."""
+    def _end(self, window: Window | None) -> None:
+        """Drop the open window (or one emitted in this batch) `window`, releasing what holds its view."""
+        if window is not None:
+            self.hooks.end_window(window)
+            if window is self.window:
+                self.window = None
+
+    def window_size(self, max_events: int | None) -> tuple[int, int]:
+        """The most rows the next window reads and into how many parts: whole chunks of
+        `incremental.snapshot.chunk.size` rows (at least one) up to `headwater.incremental.snapshot.batch.rows`
+        and `max_events`; parts of at most `headwater.snapshot.chunk.rows` rows, at least two per core and
+        at most one per chunk."""
+        cap = self.batch_rows if max_events is None else min(self.batch_rows, max_events)
+        chunks = max(1, cap // self.chunk_size)
+        rows = chunks * self.chunk_size
+        parts = min(chunks, max(2 * self.parallelism, -(-rows // self.part_rows)))
+        return rows, parts
+
+    def _open_next(self, state: State, delivered: Offset, max_events: int | None = None) -> State:
+        """Open the next window, moving past tables that are done (or cannot be read)."""
         was_active = state.active
+        rows, parts = self.window_size(max_events)
         while state.active:
             c = state.collections[0]
             try:
@@ -488,8 +587,8 @@ class Incremental:
                         continue
                     state = state.with_(max_key=top)
                 assert state.max_key is not None
-                window = self.hooks.open_window(c, cols, state.last_key, state.max_key, self.chunk_size,
-                                                str(uuid.uuid4()))
+                window = self.hooks.open_window(c, cols, state.last_key, state.max_key, rows, parts,
+                                                str(uuid.uuid4()), delivered)
             except TableSkipped as exc:
                 log.warning("incremental snapshot: skipping %s: %s", c.id, exc)
                 state = self._table_done(state, exc.status)
@@ -534,16 +633,18 @@ class Incremental:
             return []
         window = self.pending.get(chunk["id"])
         if window is not None:
-            return [self.hooks.chunk_unit(window, window.remaining(), end_pos)]
-        # a batch replayed (after a restart): the chunk's key range again, minus what the batch supersedes
-        evicted: set[Key] = set()
+            return self.hooks.chunk_units(window, end_pos)
+        # a batch replayed (after a restart): the window's key ranges again, minus what the batch's stream
+        # range changes
+        evicted: dict[Key, Any] = {}
         c = Collection(chunk["table"], chunk.get("condition"), chunk.get("surrogate_key"))
         key = self._key_columns(c)
         if start_pos != end_pos and key:
             for change in self.hooks.scan_stream(start_pos, end_pos, {c.id: key}):
                 if change.table == chunk["table"]:
-                    evicted.update(change.keys)
-        return [self.hooks.reread_unit(chunk, evicted, end_pos)]
+                    for k in change.keys:
+                        evicted[k] = None
+        return self.hooks.reread_units(chunk, evicted, end_pos, start_pos)
 
 
 def status(offset: Offset | None) -> dict[str, Any]:

@@ -238,12 +238,16 @@ class SnapshotThenStream(SourceConnector):
         here = position(start)
 
         def stream() -> Offset | None:
+            if self.available_now and self.incremental is not None and self.incremental.window is not None:
+                # a run to what is available now finishes an incremental snapshot: the end moves past
+                # the watermarks of the chunk just read (and whatever was committed meanwhile)
+                self.prepare_available_now()
             return self.stream_latest(here, min(max_events, cap) if max_events else cap)
 
         try:
             if self.incremental is not None:
                 out = self.incremental.latest(start, here, stream,
-                                              lambda end: {"snapshot": STREAMING, **end, "epoch": n})
+                                              lambda end: {"snapshot": STREAMING, **end, "epoch": n}, max_events)
                 return start if out is None else out
             end = stream()
         except PositionLost as exc:

@@ -280,11 +280,15 @@ class Planner(Generic[P]):
     def batch_messages(self, start: P, end: P) -> Iterator[tuple[Txn, Message]]:
         """The messages of (start, end] with their transactions, in log order, from the buffer (for the
         driver's scans: signals and incremental snapshots); waits until the buffer holds them."""
-        self._align(start)
-        self._wait_for(end)
-        for part in self._txn_parts(start, end):
+        for part in self.batch_parts(start, end):
             for m in part.msgs:
                 yield part.txn, m
+
+    def batch_parts(self, start: P, end: P) -> list[TxnPart]:
+        """`batch_messages` by transaction, each part with the layouts in force where it starts."""
+        self._align(start)
+        self._wait_for(end)
+        return self._txn_parts(start, end)
 
     def _txn_parts(self, start: P, end: P) -> list[TxnPart]:
         """Each transaction's messages in (start, end], with the layouts in force where it starts."""
@@ -312,6 +316,11 @@ class Planner(Generic[P]):
             changed: list[bytes] = []
             if t.only_data():  # no need to look at each message
                 msgs, at_start = t.msgs[skip - di:upto - di], layouts
+            elif not skip and not di and commit and t.spill is None:  # a whole transaction: its messages as they are
+                msgs, at_start = t.msgs, layouts
+                changed = [p for _, p in msgs if p[0] == layout_kind]
+                if changed:
+                    layouts = {**layouts, **{layout_id(p): p for p in changed}}
             else:
                 msgs = []
                 messages = t.messages()
@@ -381,6 +390,8 @@ class Planner(Generic[P]):
         messages, the layouts in force after it) for each part but the last."""
         msgs = pc.msgs
         data = pc.upto - pc.skip
+        if data <= need:  # (a part is cut only before a data message after its `need`-th)
+            return
         others = len(msgs) - data  # messages that are not data
         codec = self.codec
         data_kinds, layout_kind, layout_id = codec.data_kinds, codec.layout_kind, codec.layout_id

@@ -49,6 +49,8 @@ CHANNELS = ("source", "file")
 CLI_FILE = "headwater.signal.cli.file"
 CLI_FILE_NAME = "signals.jsonl"
 READ_ONLY = "headwater.incremental.snapshot.read.only"
+DEBEZIUM_READ_ONLY = "read.only"  # Debezium's name of the same mode (its read-only incremental snapshots)
+BATCH_ROWS = "headwater.incremental.snapshot.batch.rows"  # the most rows one batch of an incremental snapshot reads
 
 PROPERTIES: list[Property] = [
     prop("signal.data.collection", doc="the signalling table, <schema>.<table> (columns id, type, data)"),
@@ -58,8 +60,14 @@ PROPERTIES: list[Property] = [
     prop("incremental.snapshot.chunk.size", "int", 1024, minimum=1),
     prop("incremental.snapshot.watermarking.strategy", "enum", "insert_insert", ("insert_insert", "insert_delete")),
     prop(READ_ONLY, "boolean", False,
-         doc="incremental snapshots write no watermarks: each chunk's SELECT takes pg_current_snapshot(), and a "
-             "streamed change supersedes a chunk row when its transaction was not visible to that snapshot"),
+         doc="incremental snapshots write nothing to the database: a streamed change supersedes a chunk row when "
+             "the chunk's SELECT did not see it (PostgreSQL: pg_current_snapshot(); MariaDB: the binlog position "
+             "of the SELECT's consistent snapshot; MySQL: the executed GTID set read before it)"),
+    prop(DEBEZIUM_READ_ONLY, "boolean", False, doc=f"Debezium's name of {READ_ONLY} (either sets it)"),
+    prop(BATCH_ROWS, "int", 400_000, minimum=1,
+         doc="the most rows one batch (a Spark micro-batch) of an incremental snapshot reads: whole chunks of "
+             "incremental.snapshot.chunk.size rows, at least one, read side by side by Spark's executors "
+             "(maxEventsPerTrigger lowers it; incremental.snapshot.chunk.size reads one chunk a batch, as Debezium)"),
     prop(CLI_FILE, doc="the file `headwater signal` appends to (set by headwater run and the engine)"),
 ]
 
@@ -72,6 +80,17 @@ def check_properties(values: dict[str, Any], errors: list[ConfigError]) -> None:
     if table is not None and not _TABLE.match(table):
         errors.append(ConfigError("signal.data.collection", f"{table!r} is not <schema>.<table>",
                                   "for example public.debezium_signal (quote a part that holds a dot)"))
+    ours, theirs = values.get(READ_ONLY), values.get(DEBEZIUM_READ_ONLY)
+    if ours is not None and theirs is not None and ours != theirs:
+        errors.append(ConfigError(READ_ONLY, f"is {str(ours).lower()} but {DEBEZIUM_READ_ONLY} is "
+                                  f"{str(theirs).lower()}: they name one setting",
+                                  f"set one of them (Debezium's name is {DEBEZIUM_READ_ONLY})"))
+
+
+def read_only(config: ConnectorConfig) -> bool:
+    """Whether incremental snapshots write nothing (`headwater.incremental.snapshot.read.only`, or
+    Debezium's `read.only`)."""
+    return bool(config.get(READ_ONLY) or config.get(DEBEZIUM_READ_ONLY))
 
 
 def split_table(name: str) -> tuple[str, str]:
@@ -90,17 +109,24 @@ def with_cli_file(config: ConnectorConfig, path: str | Path) -> ConnectorConfig:
     return dataclasses.replace(config, values={**config.values, CLI_FILE: str(path)})
 
 
-def with_signal_table(config: ConnectorConfig) -> ConnectorConfig:
+def with_signal_table(config: ConnectorConfig, schema_list: str | None = None) -> ConnectorConfig:
     """`config` capturing the signalling table too, as Debezium does (its rows are change events
-    like any other table's) when `table.include.list` would leave it out."""
+    like any other table's) when `table.include.list` (or the schema include list `schema_list`, the
+    binlog connectors' `database.include.list`) would leave it out."""
     table = config.get("signal.data.collection")
-    include = config.get("table.include.list")
-    if not table or not include:
+    if not table:
         return config
+    schema, _ = split_table(table)
     name = ".".join(split_table(table))
-    if matches_any(include, name):
-        return config
-    return dataclasses.replace(config, values={**config.values, "table.include.list": [*include, re.escape(name)]})
+    values = dict(config.values)
+    include = config.get("table.include.list")
+    if include and not matches_any(include, name):
+        values["table.include.list"] = [*include, re.escape(name)]
+    if schema_list:
+        schemas = config.get(schema_list)
+        if schemas and not matches_any(schemas, schema):
+            values[schema_list] = [*schemas, re.escape(schema)]
+    return config if values == config.values else dataclasses.replace(config, values=values)
 
 
 def cli_file(config: ConnectorConfig, checkpoint: str | Path) -> Path | None:

@@ -137,6 +137,19 @@ class KeyRange:
                 + f" ORDER BY {order_by(key, dialect)}"), params
 
 
+def key_between(key: ChunkKey, dialect: KeyDialect, after: Sequence[Any] | None,
+                upto: Sequence[Any] | None) -> tuple[str | None, list[Any]]:
+    """The SQL condition `after < key <= upto` (None: unbounded on that side; None for no bound at all) and
+    its parameters: an incremental snapshot's chunk after the last key it read, up to the table's largest."""
+    parts, params = [], []
+    for bound, below in ((after, False), (upto, True)):
+        if bound is not None:
+            sql, p = _compare(key, dialect, tuple(bound), below=below, strict=True)
+            parts.append(sql)
+            params += p
+    return (" AND ".join(parts) or None), params
+
+
 def order_by(key: ChunkKey, dialect: KeyDialect) -> str:
     """The key order the ranges follow (NULL first)."""
     return ", ".join(dialect.nulls_first(dialect.quote(c)) if n else dialect.quote(c)
@@ -181,11 +194,16 @@ def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chun
 
 def _compare(key: ChunkKey, dialect: KeyDialect, bound: tuple[Any, ...], *, below: bool,
              strict: bool = False) -> tuple[str, list[Any]]:
-    """`key < bound` (below) or `key >= bound` (`key > bound` when strict), NULL sorting first."""
+    """`key < bound` (below; `key <= bound` when strict) or `key >= bound` (`key > bound` when strict),
+    NULL sorting first."""
     cols = [dialect.quote(c) for c in key.columns]
     ph = dialect.placeholder
-    if not any(key.nullable) and (dialect.row_values or len(cols) == 1):
-        op = "<" if below else (">" if strict else ">=")
+    simple = not any(key.nullable) and (dialect.row_values or len(cols) == 1)
+    if below and strict and not simple:  # key <= bound: not key > bound (NULL sorts first: false compared)
+        sql, params = _compare(key, dialect, bound, below=False, strict=True)
+        return (f"NOT COALESCE({sql}, FALSE)" if any(key.nullable) else f"NOT ({sql})"), params
+    if simple:
+        op = ("<=" if strict else "<") if below else (">" if strict else ">=")
         if len(cols) == 1:
             return f"{cols[0]} {op} {ph}", [bound[0]]
         return f"({', '.join(cols)}) {op} ({', '.join(ph for _ in cols)})", list(bound)

@@ -11,10 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+import pymysql
+
 from headwater.connectors.base import Offset
+from headwater.connectors.binlog.connection import variables
 from headwater.connectors.binlog.gtid import MySqlGtids
 from headwater.connectors.binlog.records import BinlogContext, binlog_source_schema
 from headwater.connectors.binlog.source import BinlogSource
+from headwater.connectors.common.signals import READ_ONLY
+from headwater.connectors.errors import SourceError
 from headwater.events.connect import Schema
 
 
@@ -33,6 +38,15 @@ class MySqlSource(BinlogSource):
 
     def gtid_format(self) -> MySqlGtids:
         return MySqlGtids(self.config.get("gtid.source.includes"), self.config.get("gtid.source.excludes"))
+
+    def check_read_only(self, conn: pymysql.Connection) -> None:
+        """Read-only incremental snapshots tell what a chunk's SELECT saw by the executed GTID set (MySQL has no
+        binlog position of a consistent snapshot), so they need GTIDs, as Debezium's do."""
+        mode = variables(conn, ("gtid_mode",)).get("gtid_mode", "OFF")
+        if mode.upper() != "ON":
+            raise SourceError(f"read-only incremental snapshots (read.only / {READ_ONLY}) need gtid_mode=ON "
+                              f"(the server has {mode}): set gtid_mode=ON and enforce_gtid_consistency=ON, or let "
+                              "incremental snapshots write watermarks to signal.data.collection")
 
     def position_unavailable(self, offset: Offset) -> str | None:
         """With GTIDs in the offset, whether the server (this one or another of the cluster) still holds every

@@ -1,74 +1,80 @@
 """PostgreSQL's hooks for signals and incremental snapshots (`connectors.common.incremental`).
 
 - The stream scan decodes, on the driver, only the pgoutput changes of the signalling table and of
-  the table whose chunk is open (by relation oid; other messages are skipped by their first bytes).
-- A chunk is read with `COPY (SELECT ... WHERE (key) > (last) AND (key) <= (max) [AND (condition)]
-  ORDER BY key LIMIT n) TO STDOUT (FORMAT csv)`: the rows as PostgreSQL's text, as the initial
-  snapshot reads them, so the same column-wise encoder makes their events (`op: r`,
-  `source.snapshot: incremental`).
-- Watermarks, as Debezium writes them: `INSERT INTO <signal table> VALUES ('<id>-open',
-  'snapshot-window-open', '{"openWindowTimestamp": ...}')` before the chunk's SELECT, and after it
-  `('<id>-close', 'snapshot-window-close', '{"openWindowTimestamp": ..., "closeWindowTimestamp": ...}')`
-  (`insert_insert`) or `DELETE ... WHERE <first column> = '<id>-open'` (`insert_delete`).
-- The read-only mode (`headwater.incremental.snapshot.read.only`) writes nothing: the chunk's SELECT
-  runs in a REPEATABLE READ transaction whose first statement takes `pg_current_snapshot()`; a
-  streamed change supersedes a chunk row when its transaction is not visible to that snapshot (xid
-  at or past xmax, or in xip), and the chunk is emitted once the stream has passed the WAL insert
+  the table whose window is open (by relation oid; other messages are skipped by their first bytes).
+- A window opens on the driver: the open watermark, as Debezium writes it (`INSERT INTO <signal
+  table> VALUES ('<id>-open', 'snapshot-window-open', '{"openWindowTimestamp": ...}')`, committed),
+  then a REPEATABLE READ transaction, held open until the window's batch is over, whose first
+  statement takes `pg_current_snapshot()` and exports the snapshot (`pg_export_snapshot()`); under it
+  one query reads the keys that cut the window's range (`(key) > (last) AND (key) <= (max) [AND
+  (condition)]`, by key, up to the window's rows) into parts of about equal rows, and counts them;
+  then the close watermark (`('<id>-close', 'snapshot-window-close', {..., "closeWindowTimestamp"})`
+  for `insert_insert`, `DELETE ... WHERE <first column> = '<id>-open'` for `insert_delete`) and the
+  WAL insert position after it. The rows are emitted once the stream has passed that position.
+- Each part is a unit (`IncrementalChunk`, a Spark partition) that imports the exported snapshot and
+  streams `COPY (SELECT ... WHERE (key) > (from) AND (key) <= (to) ... ORDER BY key) TO STDOUT`:
+  the rows as PostgreSQL's text, as the initial snapshot reads them, with the same column-wise
+  encoder (`op: r`, `source.snapshot: incremental`), the keys the driver found superseded dropped.
+  Under the exported snapshot every part reads exactly the rows the driver counted.
+- The read-only mode (`headwater.incremental.snapshot.read.only`) writes nothing: no watermarks; a
+  streamed change supersedes a row when its transaction is not visible to the window's snapshot (xid
+  at or past xmax, or in xip), and the rows are emitted once the stream has passed the WAL insert
   position read after the snapshot (every transaction the snapshot saw committed before it).
   A change delivered in an earlier batch supersedes nothing: its transaction committed before the
-  chunk's snapshot was taken, so that snapshot sees it, unless the committing backend had not yet
+  window's snapshot was taken, so that snapshot sees it, unless the committing backend had not yet
   left PostgreSQL's proc array when the snapshot was taken although walsender had already sent its
   commit and headwater delivered it (a window of microseconds; Debezium's watermarks have the same
   one). On a standby (PostgreSQL 16's logical decoding on standbys) the position is the replayed
   one; that setup is not tested here.
+- A batch replayed after a restart (the exported snapshot is gone) reads its window's parts as the
+  table is then, minus the keys its stream range changes.
 """
-
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import datetime as dt
-import io
 import json
 import logging
-import re
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import psycopg2
-import pyarrow as pa
-import pyarrow.compute as pc
 from psycopg2 import sql
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.common.adhoc import (
+    blocking_config,
+    choose_collections,
+    chunk_key,
+    close_data,
+    open_data,
+)
 from headwater.connectors.common.columnar import SnapshotBlockEncoder
-from headwater.connectors.common.filters import matches_any
 from headwater.connectors.common.incremental import (
     Change,
     Collection,
     Key,
     TableSkipped,
     Window,
-    _join,
-    _joined,
+    drop_superseded,
+    join_key,
+    joined_keys,
+    parts_of,
 )
 from headwater.connectors.common.notifications import NotificationUnit
 from headwater.connectors.common.records import table_records
-from headwater.connectors.common.signals import split_table
-from headwater.connectors.common.snapshot import snapshot_order
+from headwater.connectors.common.signals import read_only, split_table
 from headwater.connectors.postgres import catalog, pgoutput
 from headwater.connectors.postgres.catalog import TableSchema
-from headwater.connectors.postgres.columnar import read_csv_blocks
 from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting, connect
 from headwater.connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.replication import ReplicationReader
-from headwater.connectors.postgres.snapshot import plan_snapshot
+from headwater.connectors.postgres.snapshot import copy_blocks, plan_snapshot
 from headwater.connectors.postgres.streaming import StreamPlanner, sequence
 from headwater.events.batch import Events
 
@@ -96,6 +102,9 @@ log = logging.getLogger("headwater.postgres.incremental")
 
 _CHANGES = frozenset(b"IUDT")
 _XID_MOD = 1 << 32
+_WAL_POSITION = ("SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+                 "ELSE pg_current_wal_insert_lsn() END)::text")
+AWAIT_CLOSE_S = 1.0  # how long opening a window waits for the stream to receive its close
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,17 @@ class Visibility:
                    frozenset(int(x) % _XID_MOD for x in xip.split(",") if x), lsn)
 
 
+@dataclass(frozen=True)
+class PgWindow:
+    """What the driver holds of a window: the snapshot its parts are read under (exported by a connection
+    held until the window is over), the WAL position the stream must pass before its rows are emitted (after
+    the close watermark; read-only: after the snapshot), and, read-only, the snapshot's visibility."""
+
+    name: str
+    lsn: int
+    visibility: Visibility | None
+
+
 class PostgresIncremental:
     """`IncrementalHooks` for a `PostgresSource`."""
 
@@ -129,10 +149,11 @@ class PostgresIncremental:
         cfg = source.config
         self.signal_table: str | None = cfg.get("signal.data.collection")
         self.strategy = cfg["incremental.snapshot.watermarking.strategy"]
-        self.read_only = bool(cfg.get("headwater.incremental.snapshot.read.only"))
+        self.read_only = read_only(cfg)
         self.tables: dict[str, TableSchema] = {}
         self.warned_no_signal_table = False
         self.blocking_holder: Any = None  # the connection holding a blocking snapshot's exported snapshot
+        self.holders: dict[str, Any] = {}  # window id -> the connection holding its exported snapshot
 
     # ---- catalog
     def _table(self, name: str) -> TableSchema:
@@ -144,20 +165,14 @@ class PostgresIncremental:
     def resolve_collections(self, patterns: Sequence[str]) -> list[str]:
         self.tables.clear()  # a new snapshot reads the tables as they are now
         names = [str(t) for t in catalog.list_tables(self.source._connection(), self.source.context.filters)]
-        chosen = [n for n in names if matches_any(list(patterns), n) and n != self.signal_table]
-        include = self.source.config.get("table.include.list")
-        return sorted(chosen, key=lambda n: snapshot_order(n, include))
+        return choose_collections(names, patterns, self.signal_table, self.source.config.get("table.include.list"))
 
     def key_columns(self, collection: Collection) -> list[str] | None:
         try:
             t = self._table(collection.id)
         except Exception as exc:
             raise TableSkipped(f"it cannot be read: {str(exc).strip()}") from None
-        if collection.surrogate_key:
-            if collection.surrogate_key not in t.column_names():
-                raise TableSkipped(f"surrogate-key {collection.surrogate_key!r} is not one of its columns")
-            return [collection.surrogate_key]
-        return list(t.primary_key) if t.primary_key else None
+        return chunk_key(collection, t.column_names(), t.primary_key)
 
     # ---- the stream scan
     def scan_stream(self, start: Offset, end: Offset, watched: Mapping[str, list[str]]) -> Iterator[Change]:
@@ -271,99 +286,158 @@ class PostgresIncremental:
         cur.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(sql.Identifier(schema, table)),
                     (id_, kind, json.dumps(data)))
 
-    def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
-                    upto: list[Any], size: int, window_id: str) -> Window | None:
-        if not self.read_only and not self.signal_table:
-            raise ValueError("incremental snapshots need signal.data.collection for their watermarks "
-                             "(or headwater.incremental.snapshot.read.only: true)")
-        t = self._table(collection.id)
-        q = self.chunk_query(t, key_columns, after, upto, collection.condition, size)
+    def bounds_query(self, t: TableSchema, key: list[str], after: list[Any] | None, upto: list[Any],
+                     condition: str | None, rows: int, parts: int) -> sql.Composable:
+        """The keys ending each part of the next `rows` rows (at most) with keys in (after, upto], as text,
+        with each one's row number and the rows counted: `parts` parts (fewer when the rows make fewer
+        than `parts` chunks) of about equal rows, the last ending at the last row."""
+        names = [sql.Identifier(f"_k{i}") for i in range(len(key))]
+        listed = sql.SQL(", ").join(names)
+        chunk = self.source.config["incremental.snapshot.chunk.size"]
+        inner = sql.SQL("SELECT {} FROM {}{} ORDER BY {} LIMIT {}").format(
+            sql.SQL(", ").join(sql.SQL("{} AS {}").format(sql.Identifier(k), n) for k, n in zip(key, names, strict=True)),
+            sql.Identifier(t.schema, t.name), self._where(t, key, after, upto, condition),
+            sql.SQL(", ").join(sql.Identifier(k) for k in key), sql.Literal(rows))
+        numbered = sql.SQL("SELECT {keys}, row_number() OVER (ORDER BY {keys}) AS _n, count(*) OVER () AS _total, "
+                           "least({parts}, (count(*) OVER () + {chunk} - 1) / {chunk}) AS _parts "
+                           "FROM ({inner}) AS w").format(keys=listed, parts=sql.Literal(parts),
+                                                         chunk=sql.Literal(chunk), inner=inner)
+        return sql.SQL("SELECT {}, _n, _total FROM ({}) AS x WHERE _n * _parts / _total > (_n - 1) * _parts / _total "
+                       "ORDER BY _n").format(sql.SQL(", ").join(sql.SQL("{}::text").format(n) for n in names),
+                                             numbered)
 
-        def read() -> tuple[list[pa.Array], Visibility | None]:
-            conn = connect(self.source.params, autocommit=True)
+    def open_window(self, collection: Collection, key_columns: list[str], after: list[Any] | None,
+                    upto: list[Any], rows: int, parts: int, window_id: str, delivered: Offset) -> Window | None:
+        """The open watermark (committed), then a REPEATABLE READ transaction on a connection held until the
+        window is over: `pg_current_snapshot()` and `pg_export_snapshot()` in its first statement, the
+        parts' bounds read under that snapshot (so each part reads exactly the rows counted), then the
+        close watermark, and the WAL insert position after it (read-only: after the snapshot)."""
+        t = self._table(collection.id)
+        q = self.bounds_query(t, key_columns, after, upto, collection.condition, rows, parts)
+
+        def read() -> tuple[Any, PgWindow, list[tuple[Any, ...]]]:
+            marks = None if self.read_only else connect(self.source.params, autocommit=True)
+            holder = connect(self.source.params, autocommit=True)
             try:
-                with conn.cursor() as cur:
-                    vis = None
-                    opened: dict[str, str] = {}
-                    if self.read_only:
-                        cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                        cur.execute("SELECT pg_current_snapshot()::text")
-                        snap = cur.fetchone()[0]
-                    else:
-                        opened = {"openWindowTimestamp": _now()}
+                opened: dict[str, str] = {}
+                if marks is not None:
+                    opened = open_data()
+                    with marks.cursor() as cur:
                         self._watermark(cur, f"{window_id}-open", "snapshot-window-open", opened)
-                    columns = copy_rows(cur, conn, q, len(t.columns))
-                    if self.read_only:
-                        cur.execute("SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-                                    "ELSE pg_current_wal_insert_lsn() END)::text")
-                        vis = Visibility.parse(snap, str_to_lsn(cur.fetchone()[0]))
-                        cur.execute("COMMIT")
-                    elif self.strategy == "insert_delete":
-                        s_schema, s_table = split_table(self.signal_table or "")
-                        first = self._table(self.signal_table or "").columns[0].name
-                        cur.execute(sql.SQL("DELETE FROM {} WHERE {} = %s").format(
-                            sql.Identifier(s_schema, s_table), sql.Identifier(first)), (f"{window_id}-open",))
-                    else:
-                        self._watermark(cur, f"{window_id}-close", "snapshot-window-close",
-                                        {**opened, "closeWindowTimestamp": _now()})
-                    return columns, vis
+                with holder.cursor() as cur:
+                    cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    cur.execute("SELECT pg_current_snapshot()::text, pg_export_snapshot()")
+                    snap, name = cur.fetchone()
+                    cur.execute(q)
+                    found = [tuple(r) for r in cur.fetchall()]
+                    if marks is None:
+                        cur.execute(_WAL_POSITION)
+                        lsn = str_to_lsn(cur.fetchone()[0])
+                if marks is not None:
+                    with marks.cursor() as cur:
+                        if self.strategy == "insert_delete":
+                            s_schema, s_table = split_table(self.signal_table or "")
+                            first = self._table(self.signal_table or "").columns[0].name
+                            cur.execute(sql.SQL("DELETE FROM {} WHERE {} = %s").format(
+                                sql.Identifier(s_schema, s_table), sql.Identifier(first)), (f"{window_id}-open",))
+                        else:
+                            self._watermark(cur, f"{window_id}-close", "snapshot-window-close", close_data(opened))
+                        cur.execute(_WAL_POSITION)
+                        lsn = str_to_lsn(cur.fetchone()[0])
+                vis = Visibility.parse(snap, lsn) if self.read_only else None
+                return holder, PgWindow(name, lsn, vis), found
+            except BaseException:
+                holder.close()
+                raise
             finally:
-                conn.close()
+                if marks is not None:
+                    marks.close()
 
         try:
-            columns, vis = self.source.db(f"reading a chunk of {collection.id}", read)
+            holder, held, found = self.source.db(f"opening a window of {collection.id}", read)
         except (psycopg2.ProgrammingError, psycopg2.DataError) as exc:
             raise TableSkipped(f"a chunk cannot be read ({str(exc).strip()})") from None
-        if not columns or len(columns[0]) == 0:
+        if not found:
+            holder.close()
             return None
-        names = [c.name for c in t.columns]
-        idx = [names.index(k) for k in key_columns]
-        last = len(columns[0]) - 1
-        to_key = [columns[i][last].as_py() for i in idx]
-        log.info("incremental snapshot chunk %s of %s: %d rows after %s up to %s", window_id, collection.id,
-                 len(columns[0]), after, to_key)
-        return Window(window_id, collection, key_columns, after, to_key, columns, idx, snapshot=vis)
+        self.holders[window_id] = holder
+        n = len(key_columns)
+        keys = [list(r[:n]) for r in found]
+        window = Window(window_id, collection, key_columns, after, keys[-1], keys[:-1], int(found[-1][n + 1]),
+                        snapshot=held)
+        log.info("incremental snapshot window %s of %s: %d rows after %s up to %s in %d parts", window_id,
+                 collection.id, window.rows, after, window.to_key, len(keys))
+        self._await(held.lsn)
+        return window
+
+    def _await(self, lsn: int) -> None:
+        """Give the stream a moment to receive up to `lsn` (the window's close), so that the batch being
+        planned can emit the window rather than the next one."""
+        reader = self.source.reader
+        if reader is None:
+            return
+        buf = reader.buffer
+        deadline = time.monotonic() + AWAIT_CLOSE_S
+        reader.request_position()
+        with buf.cond:
+            while buf.received < lsn and time.monotonic() < deadline:
+                buf.cond.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def window_ready(self, window: Window, end: Offset) -> bool:
-        vis = window.snapshot
-        if vis is None:
-            return True
+        held: PgWindow = window.snapshot
         pos = self.source._position(end)
-        if pos.lsn_commit >= vis.lsn:
+        if pos.lsn_commit >= held.lsn:
             return True
         reader = self.source.reader
         if reader is None:
             return False
         buf = reader.buffer
         with buf.cond:
-            pending = any(not t.ends_by(pos.lsn_commit) and t.commit_pos < vis.lsn for t in buf.txns)
-            if buf.received >= vis.lsn and not pending:
+            pending = any(not t.ends_by(pos.lsn_commit) and t.commit_pos < held.lsn for t in buf.txns)
+            if buf.received >= held.lsn and not pending:
                 return True
         reader.request_position()
         return False
 
-    def visible(self, window: Window, xid: int | None) -> bool:
-        vis = window.snapshot
+    def visible(self, window: Window, xid: Any) -> bool:
+        vis = window.snapshot.visibility
         return vis is None or xid is None or vis.sees(xid)
 
-    def _unit(self, collection_id: str, columns: list[pa.Array] | None, query: sql.Composable | None,
-              evicted: set[Key], key_index: list[int], at: Offset) -> IncrementalChunk:
-        pos = self.source._position(at)
-        t = self._table(collection_id)
-        q = None if query is None else query.as_string(self.source._connection())
-        return IncrementalChunk(self.source.context, t, columns, self.source.params, q, evicted, key_index,
-                                pos.lsn_commit)
+    def end_window(self, window: Window) -> None:
+        holder = self.holders.pop(window.id, None)
+        if holder is not None:
+            with contextlib.suppress(Exception):
+                holder.close()
 
-    def chunk_unit(self, window: Window, columns: list[pa.Array], at: Offset) -> WorkUnit:
-        return self._unit(window.collection.id, columns, None, set(), window.key_index, at)
+    def close(self) -> None:
+        """Release every window's exported snapshot and a blocking snapshot's."""
+        for holder in self.holders.values():
+            with contextlib.suppress(Exception):
+                holder.close()
+        self.holders.clear()
+        self.end_blocking()
 
-    def reread_unit(self, chunk: dict[str, Any], evicted: set[Key], at: Offset) -> WorkUnit:
-        c = Collection(chunk["table"], chunk.get("condition"), chunk.get("surrogate_key"))
+    def _units(self, c: Collection, parts: list[tuple[list[Any] | None, list[Any]]], snapshot_name: str | None,
+               evicted: Iterable[Key], at: Offset) -> list[WorkUnit]:
         t = self._table(c.id)
         key = self.key_columns(c) or []
-        q = self.chunk_query(t, key, chunk.get("from"), chunk["to"], c.condition, None)
         names = [col.name for col in t.columns]
-        return self._unit(c.id, None, q, evicted, [names.index(k) for k in key], at)
+        index = [names.index(k) for k in key]
+        lsn = self.source._position(at).lsn_commit
+        gone = frozenset(join_key(k) for k in evicted)
+        conn = self.source._connection()
+        return [IncrementalChunk(self.source.context, t, self.source.params,
+                                 self.chunk_query(t, key, after, upto, c.condition, None).as_string(conn),
+                                 snapshot_name, gone, index, lsn) for after, upto in parts]
+
+    def chunk_units(self, window: Window, at: Offset) -> list[WorkUnit]:
+        if window.truncates:  # truncated in the window: its rows are gone
+            return []
+        return self._units(window.collection, window.parts(), window.snapshot.name, window.evicted, at)
+
+    def reread_units(self, chunk: dict[str, Any], evicted: dict[Key, Any], at: Offset, since: Offset) -> list[WorkUnit]:
+        c = Collection(chunk["table"], chunk.get("condition"), chunk.get("surrogate_key"))
+        return self._units(c, parts_of(chunk.get("from"), chunk.get("bounds") or [], chunk["to"]), None, evicted, at)
 
     def notification_unit(self, notifications: list[dict[str, Any]], at: Offset) -> WorkUnit:
         topic = self.source.config["notification.sink.topic.name"]
@@ -381,11 +455,7 @@ class PostgresIncremental:
                 cur.execute("SELECT pg_export_snapshot()")
                 name = cur.fetchone()[0]
             found = [t for t in catalog.list_tables(src._connection(), src.context.filters) if str(t) in tables]
-            cfg = src.config
-            chosen = dataclasses.replace(
-                cfg, values={**cfg.values, "snapshot.include.collection.list": [re.escape(str(t)) for t in found],
-                             "snapshot.select.statement.overrides": list(statements)},
-                extra={**cfg.extra, **{f"snapshot.select.statement.overrides.{t}": q for t, q in statements.items()}})
+            chosen = blocking_config(src.config, [str(t) for t in found], statements)
             units = plan_snapshot(src.params, name, src._position(at).lsn_commit, found, src.context, chosen,
                                   src.parallelism)
         except BaseException:
@@ -406,67 +476,34 @@ class PostgresIncremental:
         return f"{{lsn={lsn_to_str(pos.lsn_commit)}}}"
 
 
-def _now() -> str:
-    """The time now as Debezium writes a watermark's (an ISO instant in UTC)."""
-    return dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-def copy_rows(cur: Any, conn: Any, query: sql.Composable, ncols: int) -> list[pa.Array]:
-    """The rows of `query` as PostgreSQL's text, one string column per column ([] for no rows)."""
-    buf = io.BytesIO()
-    cur.copy_expert(sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv)").format(query).as_string(conn), buf)
-    if not buf.tell():
-        return []
-    buf.seek(0)
-    blocks = list(read_csv_blocks(buf, ncols))
-    if not blocks:
-        return []
-    return [pa.concat_arrays([b[i] for b in blocks]) for i in range(ncols)]
-
-
 class IncrementalChunk(WorkUnit):
-    """A chunk's rows as incremental snapshot events (`op: r`, `source.snapshot: incremental`): the rows
-    read in the window, or (a replayed batch) its key range read again minus the keys superseded."""
+    """One part of a window: its key range read (under the window's exported snapshot; a replayed batch's,
+    as the table is now), its rows whose keys a streamed change superseded dropped, the others made into
+    incremental snapshot events (`op: r`, `source.snapshot: incremental`). Runs where the units run: a
+    Spark executor, or the engine."""
 
-    def __init__(self, ctx: EventContext, table: TableSchema, columns: list[pa.Array] | None,
-                 params: ConnectionParams, query: str | None, evicted: set[Key], key_index: list[int],
-                 lsn: int):
-        self.ctx, self.table, self.columns = ctx, table, columns
-        self.params, self.query = params, query
+    def __init__(self, ctx: EventContext, table: TableSchema, params: ConnectionParams, query: str,
+                 snapshot_name: str | None, evicted: frozenset[str], key_index: list[int], lsn: int):
+        self.ctx, self.table = ctx, table
+        self.params, self.query, self.snapshot_name = params, query, snapshot_name
         self.evicted, self.key_index = evicted, key_index
         self.lsn = lsn
 
     def describe(self) -> str:
         return f"incremental snapshot chunk of {self.table.schema}.{self.table.name}"
 
-    def _rows(self) -> list[pa.Array]:
-        if self.columns is not None:
-            return self.columns
-        assert self.query is not None
-        conn = connect(self.params, autocommit=True)
-        try:
-            with conn.cursor() as cur:
-                columns = copy_rows(cur, conn, sql.SQL(self.query), len(self.table.columns))
-        finally:
-            conn.close()
-        if not columns or not self.evicted:
-            return columns
-        mask = pc.invert(pc.is_in(_joined([columns[i] for i in self.key_index]),
-                                  value_set=pa.array([_join(k) for k in self.evicted], pa.string())))
-        return [c.filter(mask) for c in columns]
-
     def read(self) -> Iterator[Events]:
-        columns = self._rows()
-        if not columns or len(columns[0]) == 0:
-            return
         te = table_records(self.ctx, self.table, self.table.columns, streaming=False)
         # as Debezium writes them: no lsn and no txId; the sequence names the position where the chunk
         # is emitted (Debezium's: the close watermark's), twice
         encoder = SnapshotBlockEncoder(te, RecordMaker(self.ctx), lsn=None, txid=None,
                                        ts_us=time.time_ns() // 1000, sequence=sequence(self.lsn, self.lsn),
                                        version=self.lsn)
-        n = len(columns[0])
         limit = self.ctx.batch_rows
-        for start in range(0, n, limit):
-            part = [c.slice(start, limit) for c in columns]
-            yield encoder.encode(part, {}, default="incremental")
+        for columns in copy_blocks(self.params, self.snapshot_name, sql.SQL(self.query), len(self.table.columns),
+                                   self.describe()):
+            if self.evicted:
+                columns = drop_superseded(columns, joined_keys([columns[i] for i in self.key_index]), self.evicted)
+            n = len(columns[0])
+            for start in range(0, n, limit):
+                yield encoder.encode([c.slice(start, limit) for c in columns], {}, default="incremental")

@@ -182,53 +182,70 @@ class SnapshotChunk(WorkUnit):
         return q
 
     def read(self) -> Iterator[Events]:
-        """The chunk's events. A thread streams COPY's CSV into a pipe (psycopg2 hands each row to
-        the pipe's buffered writer, with no Python code per row); Arrow's streaming CSV reader
-        parses it in blocks here. The last block waits until COPY has ended: a COPY cut short (a lost
-        connection) fails the chunk rather than ending it early."""
-        info = self.info
-        rfd, wfd = os.pipe()
-        with contextlib.suppress(OSError):  # fewer, larger hand-offs (Linux; up to pipe-max-size)
-            fcntl.fcntl(wfd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
-        failed: list[BaseException] = []
-
-        def produce() -> None:
-            try:
-                with open(wfd, "wb", buffering=1 << 16) as pipe:
-                    conn = connect(info.params, autocommit=True)
-                    try:
-                        with conn.cursor() as cur:
-                            import_snapshot(cur, info.snapshot_name)
-                            copy = sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv)").format(self.query())
-                            cur.copy_expert(copy.as_string(conn), pipe)
-                            cur.execute("COMMIT")
-                    finally:
-                        conn.close()
-            except BaseException as exc:  # reported to the consumer
-                failed.append(exc)
-
-        thread = threading.Thread(target=produce, name="headwater-snapshot-chunk", daemon=True)
-        thread.start()
+        """The chunk's events, from `copy_blocks`; the last block is held back until the next (or the
+        end) comes, so that the table's last row can be marked."""
         blocks = _Blocks(self)
-        # closing the pipe (also when the consumer stops early) makes an unfinished COPY fail at
-        # its next write, and its thread end
-        with open(rfd, "rb", buffering=PIPE_BYTES) as pipe:
-            held = None
-            try:
-                for columns in read_csv_blocks(pipe, blocks.ncols, PIPE_BYTES):
-                    if held is not None:
-                        yield from blocks.encode(held)
-                    held = columns
-            except pa.ArrowInvalid as exc:
-                thread.join()
-                if not failed and "Empty CSV" not in str(exc):
-                    raise SourceError(f"reading {self.describe()} failed: {exc}") from exc
+        held = None
+        for columns in copy_blocks(self.info.params, self.info.snapshot_name, self.query(), blocks.ncols,
+                                   self.describe()):
+            if held is not None:
+                yield from blocks.encode(held)
+            held = columns
+        yield from blocks.encode(held, last=True)
+
+
+def copy_blocks(params: ConnectionParams, snapshot_name: str | None, query: sql.Composable, ncols: int,
+                what: str) -> Iterator[list[pa.Array]]:
+    """The rows of `query` as blocks of text columns (`ncols` of them), read under the exported snapshot
+    `snapshot_name` (None: in a transaction of their own). A thread streams COPY's CSV into a pipe
+    (psycopg2 hands each row to the pipe's buffered writer, with no Python code per row); Arrow's
+    streaming CSV reader parses it in blocks here, so memory stays bounded whatever the rows. The last
+    block comes only once COPY has ended: a COPY cut short (a lost connection) fails the read (`what`
+    names it) rather than ending it early."""
+    rfd, wfd = os.pipe()
+    with contextlib.suppress(OSError):  # fewer, larger hand-offs (Linux; up to pipe-max-size)
+        fcntl.fcntl(wfd, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+    failed: list[BaseException] = []
+
+    def produce() -> None:
+        try:
+            with open(wfd, "wb", buffering=1 << 16) as pipe:
+                conn = connect(params, autocommit=True)
+                try:
+                    with conn.cursor() as cur:
+                        if snapshot_name is not None:
+                            import_snapshot(cur, snapshot_name)
+                        copy = sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv)").format(query)
+                        cur.copy_expert(copy.as_string(conn), pipe)
+                        if snapshot_name is not None:
+                            cur.execute("COMMIT")
+                finally:
+                    conn.close()
+        except BaseException as exc:  # reported to the consumer
+            failed.append(exc)
+
+    thread = threading.Thread(target=produce, name="headwater-copy", daemon=True)
+    thread.start()
+    # closing the pipe (also when the consumer stops early) makes an unfinished COPY fail at its next
+    # write, and its thread end
+    with open(rfd, "rb", buffering=PIPE_BYTES) as pipe:
+        held = None
+        try:
+            for columns in read_csv_blocks(pipe, ncols, PIPE_BYTES):
+                if held is not None:
+                    yield held
+                held = columns
+        except pa.ArrowInvalid as exc:
             thread.join()
-            if failed:
-                if isinstance(failed[0], SourceError):
-                    raise failed[0]
-                raise SourceError(f"reading {self.describe()} failed: {failed[0]}") from failed[0]
-            yield from blocks.encode(held, last=True)
+            if not failed and "Empty CSV" not in str(exc):
+                raise SourceError(f"reading {what} failed: {exc}") from exc
+        thread.join()
+        if failed:
+            if isinstance(failed[0], SourceError):
+                raise failed[0]
+            raise SourceError(f"reading {what} failed: {failed[0]}") from failed[0]
+        if held is not None:
+            yield held
 
 
 class _Blocks:

@@ -76,7 +76,8 @@ class PostgresSource(SnapshotThenStream):
         self.base_lsn: int | None = None  # where streaming after a snapshot starts: the slot's consistent point
         self.db = Reconnecting(self._reset_connection, config["errors.max.retries"],
                                config["retriable.restart.connector.wait.ms"] / 1000)
-        self.incremental = Incremental(config, PostgresIncremental(self))
+        self.incremental_hooks = PostgresIncremental(self)
+        self.incremental = Incremental(config, self.incremental_hooks, self.parallelism)
 
     # ------------------------------------------------------------------ connections
     def _connection(self):
@@ -179,6 +180,7 @@ class PostgresSource(SnapshotThenStream):
     def close(self) -> None:
         self._stop_streaming()
         self._release_snapshot()
+        self.incremental_hooks.close()
         if self.config["slot.drop.on.stop"] and self.opened:
             try:
                 slots.drop_slot_when_inactive(self._connection(), self.slot)

@@ -14,7 +14,8 @@ worker does:
   `data.serializer.type` (json | avro), `json.schemas.enable`, `json.replace.null.with.default`,
   `avro.schema.registry.url` (required with Avro), `extension.attributes.enable`,
   `schema.name.adjustment.mode` (none | avro | avro_unicode), `schema.cloudevents.name`,
-  `metadata.source` (`value`, `value,id:generate,type:generate`).
+  `metadata.source` (`value` or `header`, then `id:` and `type:` `generate` or `header`: see
+  `cloudevents.MetadataSource`).
 
 Apicurio's `io.apicurio.registry.utils.converter.AvroConverter` is refused with a hint: it writes
 Apicurio's own ids; Apicurio's Confluent-compatible API serves Confluent's converter. An unknown
@@ -31,7 +32,7 @@ from typing import Any
 
 from headwater.config.errors import ConfigError, ConfigErrors
 from headwater.events.formats.avro import AvroBlockWriter, wire_bytes
-from headwater.events.formats.cloudevents import CloudEventsOptions, CloudEventsWriter
+from headwater.events.formats.cloudevents import CloudEventsOptions, CloudEventsWriter, MetadataSource
 from headwater.events.formats.json import JsonOptions, column_json
 from headwater.events.formats.registry import SchemaRegistry, open_registry
 from headwater.events.typed import TypedBlock
@@ -56,8 +57,9 @@ OPTIONS: dict[str, dict[str, tuple[tuple[str, ...] | None, str | None]]] = {
         "schema.cloudevents.name": (None, None), "metadata.source": (None, "value,id:generate,type:generate"),
     },
 }
-METADATA_SOURCES = ("value", "value,id:generate,type:generate", "value,id:generate", "value,type:generate",
-                    "value,type:generate,id:generate")
+#: forms of `metadata.source` named in its error's hint
+METADATA_SOURCES = ("value,id:generate,type:generate", "value,id:header,type:header", "header",
+                    "header,id:generate,type:generate")
 
 
 @dataclass(frozen=True)
@@ -154,13 +156,12 @@ def _check_cloudevents(out: dict[str, str], where: str, errors: list[ConfigError
     if AVRO in (out["serializer.type"], out["data.serializer.type"]) and not out.get("avro.schema.registry.url"):
         errors.append(ConfigError(f"{where}.avro.schema.registry.url", "is required when CloudEvents use Avro",
                                   "a directory (file:///path) or a Confluent-compatible registry URL"))
-    source = out["metadata.source"].replace(" ", "").lower()
-    if source not in METADATA_SOURCES:
-        header = "header" in source
-        errors.append(ConfigError(f"{where}.metadata.source", f"{out['metadata.source']!r} is not supported",
-                                  "the header modes need the source, op and transaction headers Kafka's HeaderFrom "
-                                  "transform sets, which headwater's events do not carry: use value" if header
-                                  else "allowed: " + ", ".join(METADATA_SOURCES)))
+    try:
+        MetadataSource.parse(out["metadata.source"])
+    except ValueError as exc:
+        errors.append(ConfigError(f"{where}.metadata.source", f"{out['metadata.source']!r}: {exc}",
+                                  "the global source value or header, then id:<generate|header> and "
+                                  "type:<generate|header>, e.g. " + "; ".join(METADATA_SOURCES)))
 
 
 def plain_json(key: ConverterSpec, value: ConverterSpec) -> JsonOptions | None:
@@ -232,4 +233,5 @@ def cloudevents_options(spec: ConverterSpec) -> CloudEventsOptions:
                               json=spec.json_options("json."),
                               extension_attributes_enable=spec.flag("extension.attributes.enable"),
                               schema_name_adjustment_mode=o["schema.name.adjustment.mode"],
-                              schema_cloudevents_name=o.get("schema.cloudevents.name"))
+                              schema_cloudevents_name=o.get("schema.cloudevents.name"),
+                              metadata_source=MetadataSource.parse(o["metadata.source"]))

@@ -16,12 +16,15 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.batch import EventBatch
+from headwater.events.arrays import bool_values, int32_array, int64_array, lit, string_array
+from headwater.events.batch import HEADER_TYPE, EventBatch
 from headwater.events.formats.decimals import unscaled_bytes
+from headwater.events.headers import list_entries
 from headwater.events.typed import DECIMAL, TEMPORAL, TypedBlock, TypedEvents, physical_int
 
 
@@ -127,22 +130,49 @@ def block_json(block: TypedBlock, options: JsonOptions) -> tuple[list[str | None
     return keys, values, header_json(block, options)
 
 
+def header_texts(block: TypedBlock, options: JsonOptions) -> pa.Array:
+    """The block's headers as JSON rows hold them (`events.batch.HEADER_TYPE`: each value as JSON text by
+    its own schema, a null as JsonConverter writes it), column-wise: each header name's values written
+    together, a string header's distinct values once each."""
+    column = block.batch.column("headers")
+    n = len(column)
+    if column.null_count == n:
+        return pa.nulls(n, HEADER_TYPE)
+    entries, rows = list_entries(column)
+    keys = entries.field("key")
+    parts, positions = [], []
+    for name, schema in block.header_schemas.items():
+        where = np.flatnonzero(bool_values(pc.fill_null(pc.equal(keys, lit(name)), lit(False))))
+        if len(where):
+            parts.append(_texts(entries.field("value").field(name).take(int64_array(where)), schema, options))
+            positions.append(where)
+    order = np.concatenate(positions) if positions else np.zeros(0, dtype=np.int64)
+    inverse = np.empty(len(order), dtype=np.int64)
+    inverse[order] = np.arange(len(order))
+    texts = (pa.concat_arrays(parts) if parts else string_array([])).take(int64_array(inverse))
+    counts = np.bincount(rows, minlength=n) if len(rows) else np.zeros(n, dtype=np.int64)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    entry = pa.StructArray.from_arrays([keys, texts], names=["key", "value"])
+    return pa.ListArray.from_arrays(int32_array(offsets), entry, type=HEADER_TYPE, mask=column.is_null())
+
+
+def _texts(values: pa.Array, schema: dict | None, options: JsonOptions) -> pa.Array:
+    """JSON text of each value (a null as JsonConverter writes it); a string column by its distinct values."""
+    if schema is not None and schema.get("type") == "string" and pa.types.is_string(values.type):
+        encoded = values.dictionary_encode()
+        head, tail = options.wrap(schema)
+        distinct = [(head + orjson.dumps(v) + tail).decode() for v in encoded.dictionary.to_pylist()]
+        null = (head + orjson.dumps(_null(schema, options)) + tail).decode()
+        return pc.fill_null(string_array(distinct).take(encoded.indices), lit(null))
+    return string_array(column_json(values, schema, options, True))
+
+
 def header_json(block: TypedBlock, options: JsonOptions) -> list[list[tuple[str, str]] | None]:
     """Each event's headers (None: none), their values as JSON text by their own schemas (a null as
-    JsonConverter writes it)."""
-    b = block.batch
-    headers: list[list[tuple[str, str]] | None] = [None] * b.num_rows
-    column = b.column("headers")
-    if column.null_count < len(column):
-        offsets = column.offsets.to_pylist()
-        entries = column.values
-        names = entries.field("key").to_pylist()
-        held = {name: column_json(entries.field("value").field(name), schema, options, True)
-                for name, schema in block.header_schemas.items()}
-        for i, valid in enumerate(column.is_valid().to_pylist()):
-            if valid:
-                headers[i] = [(names[j], held[names[j]][j] or "null") for j in range(offsets[i], offsets[i + 1])]
-    return headers
+    JsonConverter writes it): `header_texts` as Python lists."""
+    return [None if h is None else [(e["key"], e["value"]) for e in h]
+            for h in header_texts(block, options).to_pylist()]
 
 
 def to_event_batch(events: TypedEvents, options: JsonOptions) -> EventBatch:

@@ -40,7 +40,7 @@ def global_setting(server: MariaDBServer, name: str, value: str):
 
 
 @pytest.mark.parametrize(("name", "value"), [("binlog_format", "STATEMENT"), ("binlog_format", "MIXED"),
-                                             ("binlog_row_image", "MINIMAL"), ("binlog_row_image", "NOBLOB")])
+                                             ("binlog_row_image", "MINIMAL")])
 def test_a_binlog_setting_debezium_cannot_read_is_refused(mariadb_server, name, value):
     with global_setting(mariadb_server, name, value), pytest.raises(SourceError) as info:
         check(mariadb_server)

@@ -68,6 +68,34 @@ def test_what_is_not_built_is_refused_by_name():
     assert "PyMySQL" in found["database.jdbc.driver"]
 
 
+@pytest.mark.parametrize("connector", ["mariadb", "mysql"])
+def test_signals_and_incremental_snapshots_take_debeziums_properties(connector):
+    cfg = validate_connector(props(connector, signal__data__collection="inventory.dbz_signal",
+                                   signal__enabled__channels="source,file", incremental__snapshot__chunk__size="100",
+                                   incremental__snapshot__watermarking__strategy="insert_delete",
+                                   notification__enabled__channels="log"))
+    assert cfg["signal.data.collection"] == "inventory.dbz_signal" and cfg["incremental.snapshot.chunk.size"] == 100
+    assert validate_connector(props(connector, read__only="true"))["read.only"] is True
+    found = errors(connector, read__only="true", headwater__incremental__snapshot__read__only="false",
+                   incremental__snapshot__allow__schema__changes="true", signal__data__collection="no_dot",
+                   signal__enabled__channels="kafka")
+    assert set(found) == {"headwater.incremental.snapshot.read.only", "incremental.snapshot.allow.schema.changes",
+                          "signal.data.collection", "signal.enabled.channels"}
+    assert "read.only" in found["headwater.incremental.snapshot.read.only"]
+
+
+def test_the_signalling_table_is_captured_too():
+    from headwater.connectors.common.signals import with_signal_table
+
+    cfg = with_signal_table(validate_connector(props("mariadb", signal__data__collection="ops.dbz_signal",
+                                                     database__include__list="shop",
+                                                     table__include__list="shop.orders")), "database.include.list")
+    assert cfg["database.include.list"] == ["shop", "ops"]
+    assert cfg["table.include.list"] == ["shop.orders", "ops\\.dbz_signal"]
+    same = validate_connector(props("mariadb", signal__data__collection="shop.dbz_signal", database__include__list="shop"))
+    assert with_signal_table(same, "database.include.list") is same
+
+
 def test_mysql_takes_gtid_source_filters_but_not_both():
     cfg = validate_connector(props("mysql", gtid__source__includes="3e11.*"))
     assert cfg["gtid.source.includes"]

@@ -1,5 +1,6 @@
 """`rows.rows_of` against python-mysql-replication on a real MariaDB's binlog: every rows event of a table
-of the column types it decodes gives the library's values; a table with another type is left to the library."""
+of the column types it decodes gives the library's values (partial NOBLOB and MINIMAL images too, their
+absent columns ABSENT on both sides); a table with another type is left to the library."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.rows import rows_of
-from headwater.connectors.binlog.streaming import _Ctl, decode_event, image, map_table
+from headwater.connectors.binlog.streaming import DecodeControl, decode_event, image, map_table
 
 DECODED = """
 CREATE TABLE {db}.fast (
@@ -49,12 +50,13 @@ def _events(binlog_dir: Path) -> list[bytes]:
     return out
 
 
-def _library(payload: bytes, table_map: dict[int, Any], ctl: _Ctl) -> list[tuple[tuple[Any, ...], ...]]:
+def _library(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> list[tuple[tuple[Any, ...], ...]]:
     ev = decode_event(payload, table_map, ctl)
     names = [str(i) for i in range(len(ev.columns))]
     if payload[0] in fr.UPDATES:
-        return [(image(r["before_values"], {}, names), image(r["after_values"], {}, names)) for r in ev.rows]
-    return [(image(r["values"], {}, names),) for r in ev.rows]
+        return [(image(r["before_values"], r.get("before_none_sources") or {}, names),
+                 image(r["after_values"], r.get("after_none_sources") or {}, names)) for r in ev.rows]
+    return [(image(r["values"], r.get("none_sources") or {}, names),) for r in ev.rows]
 
 
 def test_rows_match_the_library(mariadb_server, mariadb_db):
@@ -64,11 +66,16 @@ def test_rows_match_the_library(mariadb_server, mariadb_db):
                            + ", ".join(ROWS))
     mariadb_server.execute(f"UPDATE {db}.fast SET i = i + 1, vc = 'x' WHERE id IN (1, 3); "
                            f"UPDATE {db}.fast SET d1 = 1.5 WHERE id = 2; DELETE FROM {db}.fast")
+    # partial images (ABSENT where a column is left out): NOBLOB leaves out the TEXT/BLOB columns, MINIMAL more
+    mariadb_server.execute(f"SET SESSION binlog_row_image = NOBLOB; INSERT INTO {db}.fast (id, i, tx) VALUES (4, 7, 't'); "
+                           f"UPDATE {db}.fast SET vc = 'y' WHERE id = 4; SET SESSION binlog_row_image = MINIMAL; "
+                           f"UPDATE {db}.fast SET i = NULL, bl = 'b' WHERE id = 4; DELETE FROM {db}.fast WHERE id = 4")
     mariadb_server.execute(f"INSERT INTO {db}.other VALUES (1, 'b', 'x,y', '-01:02:03.5', b'101', '{{\"a\": 1}}')")
     mariadb_server.execute("FLUSH BINARY LOGS")
-    ctl = _Ctl("mariadb")
+    ctl = DecodeControl("mariadb")
     table_map: dict[int, Any] = {}
     seen = {"fast": 0, "other": 0}
+    partial = 0
     for payload in _events(Path(mariadb_server.root) / "data"):
         if payload[0] == fr.TABLE_MAP:
             map_table(payload, table_map, ctl)
@@ -81,6 +88,7 @@ def test_rows_match_the_library(mariadb_server, mariadb_db):
         fast = rows_of(payload, table_map)
         if tm.table == "fast":
             assert fast is not None
+            partial += fr.partial_image(payload)
             want = _library(payload, table_map, ctl)
             for got_row, want_row in zip(fast, want, strict=True):
                 for got_image, want_image in zip(got_row, want_row, strict=True):
@@ -90,4 +98,5 @@ def test_rows_match_the_library(mariadb_server, mariadb_db):
         else:
             assert fast is None
         seen[tm.table] += len(fast or _library(payload, table_map, ctl))
-    assert seen == {"fast": 3 + 2 + 1 + 3, "other": 1}
+    assert seen == {"fast": 3 + 2 + 1 + 3 + 4, "other": 1}
+    assert partial == 4

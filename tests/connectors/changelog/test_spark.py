@@ -14,7 +14,8 @@ import pytest
 
 from headwater.spark.source import register
 from tests.connectors.changelog.scenario import STREAMED, Model, check_events, dsn, properties
-from tests.connectors.changelog.test_engine import run
+from tests.connectors.changelog.test_engine import CONTEXT, run
+from tests.golden_support import UUID7
 from tests.spark_support import read_sink
 
 pytestmark = pytest.mark.spark
@@ -57,8 +58,15 @@ def without_times(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             value = {k: v for k, v in value.items() if k not in ("ts_ms", "ts_us", "ts_ns")}
             if value["op"] == "r":
                 value["source"] = {k: v for k, v in value["source"].items() if k not in ("ts_ms", "ts_us", "ts_ns")}
-        out.append({"topic": e["topic"], "key": e["key"], "value": value, "headers": e.get("headers") or {}})
+        headers = e.get("headers") or {}
+        out.append({"topic": e["topic"], "key": e["key"], "value": value,
+                    "headers": {k: v for k, v in headers.items() if not k.startswith(CONTEXT)}})
     return out
+
+
+def contexts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each event's Debezium 3 context headers."""
+    return [{k: v for k, v in (e.get("headers") or {}).items() if k.startswith(CONTEXT)} for e in events]
 
 
 def test_spark_writes_the_engines_events(spark, pg_server, pg_db, tmp_path):
@@ -71,6 +79,7 @@ def test_spark_writes_the_engines_events(spark, pg_server, pg_db, tmp_path):
     engine = run(props, tmp_path / "offsets.json")
     spark_run(spark, props, out, checkpoint)
     check_events(read_sink(out), snapshot, pg_db)
+    first = len(read_sink(out))
 
     changes = [c for ops in STREAMED for c in model.transaction(*ops)]
     engine += run(props, tmp_path / "offsets.json")
@@ -78,3 +87,11 @@ def test_spark_writes_the_engines_events(spark, pg_server, pg_db, tmp_path):
     events = read_sink(out)
     check_events(events, snapshot + changes, pg_db)
     assert without_times(events) == without_times(engine)
+    # Debezium 3's context headers on every data change record; one run id per start of the query
+    data = [(i, c) for i, (e, c) in enumerate(zip(events, contexts(events), strict=True))
+            if e["value"] is None or e["value"].get("op")]
+    assert all(c.keys() == {CONTEXT + n for n in ("connectorLogicalName", "taskId", "connectorName", "runId")}
+               and c[CONTEXT + "connectorLogicalName"] == "shop" and c[CONTEXT + "connectorName"] == "changelog"
+               and c[CONTEXT + "taskId"] == "0" for _, c in data)
+    runs = [{c[CONTEXT + "runId"] for i, c in data if (i < first) == before} for before in (True, False)]
+    assert all(len(r) == 1 and UUID7.fullmatch(next(iter(r))) for r in runs) and runs[0] != runs[1]

@@ -6,7 +6,15 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from headwater.connectors.common.incremental import Collection, State, Window
+from headwater.connectors.common.incremental import (
+    Collection,
+    State,
+    Window,
+    drop_superseded,
+    join_key,
+    joined_keys,
+    parts_of,
+)
 from headwater.connectors.common.signals import BadSignal, append_signal, parse_signal, read_file
 from headwater.connectors.postgres.incremental import Visibility
 
@@ -68,12 +76,31 @@ def test_visibility_follows_xmin_xmax_xip_across_wraparound():
 
 def test_superseded_rows_leave_the_chunk():
     cols = [pa.array(["1", "2", "3", "4"]), pa.array(["a", "b", "a", "b"]), pa.array(["x", None, "z", "w"])]
-    w = Window("w", Collection("public.t"), ["id", "k"], None, ["4", "b"], cols, [0, 1])
-    assert [c.to_pylist() for c in w.remaining()] == [c.to_pylist() for c in cols]
+    keys = joined_keys(cols[:2])
+    assert [c.to_pylist() for c in drop_superseded(cols, keys, [])] == [c.to_pylist() for c in cols]
+    w = Window("w", Collection("public.t"), ["id", "k"], None, ["4", "b"])
     w.evict([("2", "b"), ("3", "b"), ("9", "a")])  # ("3", "b") is not a row of the chunk
-    assert w.remaining()[0].to_pylist() == ["1", "3", "4"]
-    w.truncated = True
-    assert len(w.remaining()[0]) == 0
+    assert drop_superseded(cols, keys, [join_key(k) for k in w.evicted])[0].to_pylist() == ["1", "3", "4"]
+
+
+def test_a_window_is_read_in_parts_that_its_offset_keeps():
+    w = Window("w", Collection("public.t"), ["id"], ["0"], ["9"], [["3"], ["6"]], rows=9)
+    assert w.parts() == [(["0"], ["3"]), (["3"], ["6"]), (["6"], ["9"])]
+    off = w.chunk_offset()
+    assert parts_of(off["from"], off["bounds"], off["to"]) == w.parts()
+    assert "bounds" not in Window("w", Collection("public.t"), ["id"], None, ["9"]).chunk_offset()
+
+
+def test_a_window_reads_whole_chunks_up_to_the_batch_rows_in_parts_per_core():
+    inc = _incremental(**{"incremental.snapshot.chunk.size": "1000"})
+    inc.parallelism = 2
+    assert inc.window_size(None) == (400_000, 4)  # the default batch rows: 400 chunks, two parts per core
+    assert inc.window_size(2500) == (2000, 2)  # maxEventsPerTrigger: whole chunks, no more than it
+    assert inc.window_size(10) == (1000, 1)  # at least one chunk
+    one = _incremental(**{"incremental.snapshot.chunk.size": "1000", "headwater.incremental.snapshot.batch.rows": "1000"})
+    assert one.window_size(None) == (1000, 1)  # Debezium's one chunk a batch
+    big = _incremental(**{"headwater.incremental.snapshot.batch.rows": "1000000", "headwater.snapshot.chunk.rows": "100000"})
+    assert big.window_size(None) == (999_424, 10)  # parts of at most headwater.snapshot.chunk.rows
 
 
 def test_state_round_trips_through_the_offset():
@@ -97,6 +124,9 @@ def _incremental(**extra: str):
         def visible(self, window, xid):
             return xid < 100
 
+        def resolve_collections(self, patterns):
+            return ["public.t"]
+
     return Incremental(config, Hooks())  # type: ignore[arg-type]
 
 
@@ -104,18 +134,47 @@ def test_read_only_supersedes_only_changes_its_snapshot_did_not_see():
     from headwater.connectors.common.incremental import Change
 
     inc = _incremental(**{"headwater.incremental.snapshot.read.only": "true"})
-    w = Window("w", Collection("public.t"), ["id"], None, ["3"], [pa.array(["1", "2", "3"])], [0], opened=True)
+    w = Window("w", Collection("public.t"), ["id"], None, ["3"], opened=True)
     inc._supersede(w, Change("public.t", "u", 99, [("1",)]))  # seen by the chunk's snapshot: the row is newer
     inc._supersede(w, Change("public.t", "d", 100, [("2",)]))  # not seen: it supersedes
-    assert w.remaining()[0].to_pylist() == ["1", "3"]
+    assert w.evicted == {("2",): 100}
 
 
 def test_watermarks_supersede_only_after_the_open_watermark():
     from headwater.connectors.common.incremental import Change
 
     inc = _incremental()
-    w = Window("w", Collection("public.t"), ["id"], None, ["3"], [pa.array(["1", "2", "3"])], [0])
+    w = Window("w", Collection("public.t"), ["id"], None, ["3"])
     inc._supersede(w, Change("public.t", "u", 5, [("1",)]))  # before the open watermark
     w.opened = True
-    inc._supersede(w, Change("public.t", "u", 5, [("3",), ("2",)]))  # a key change from 2 to 3
-    assert w.remaining()[0].to_pylist() == ["1"]
+    inc._supersede(w, Change("public.t", "u", 6, [("3",), ("2",)]))  # a key change from 2 to 3
+    inc._supersede(w, Change("public.t", "t", 7))
+    assert w.evicted == {("3",): 6, ("2",): 6} and w.truncates == [7]
+
+
+def test_read_only_has_debeziums_name_too():
+    from headwater.config import ConfigErrors
+    from headwater.connectors.common.signals import read_only
+    from headwater.connectors.registry import validate_connector
+
+    base = {"connector.class": "postgres", "database.hostname": "h", "database.user": "u", "database.dbname": "d",
+            "topic.prefix": "p"}
+    assert read_only(validate_connector({**base, "read.only": "true"}))
+    assert read_only(validate_connector({**base, "headwater.incremental.snapshot.read.only": "true"}))
+    assert not read_only(validate_connector(base))
+    with pytest.raises(ConfigErrors, match="read.only"):
+        validate_connector({**base, "read.only": "false", "headwater.incremental.snapshot.read.only": "true"})
+
+
+def test_an_incremental_snapshot_without_a_signalling_table_is_skipped(caplog):
+    from headwater.connectors.common.incremental import State
+
+    s = parse_signal("x", "execute-snapshot", {"data-collections": ["public.t"]}, "file")
+    assert _incremental()._act(State(), s, {}) == State()  # (watermarks need the signalling table)
+    assert "signal.data.collection" in caplog.text
+    started = _incremental(**{"read.only": "true"})._act(State(), s, {})
+    assert started.collections == (Collection("public.t"),) and started.correlation_id == "x"
+    blocking = _incremental()
+    blocking._act(State(), parse_signal("b", "execute-snapshot", {"data-collections": ["public.t"], "type": "blocking"},
+                                        "file"), {})
+    assert blocking.blocking is not None and blocking.blocking["tables"] == ["public.t"]

@@ -4,6 +4,7 @@ images (binlog_row_image MINIMAL or NOBLOB)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from pathlib import Path
@@ -168,29 +169,84 @@ def session_write(server: MariaDBServer, db: str, row_image: str, *statements: s
         conn.close()
 
 
-@pytest.mark.parametrize(("row_image", "statement", "missing"), [
-    ("MINIMAL", "UPDATE t SET v = 'm' WHERE id = 1", "without v"),
-    ("NOBLOB", "UPDATE t SET v = 'n' WHERE id = 1", "without note"),
-])
-def test_a_partial_row_image_of_a_session_is_refused_naming_the_setting(mariadb_server, table, tmp_path, row_image,
-                                                                         statement, missing):
-    """A session's MINIMAL or NOBLOB image passes the check at the start (the global setting is FULL): the
-    stream refuses it when it meets it, rather than write NULLs for the columns it lacks, and stores no
-    offset past it."""
-    mariadb_server.execute("ALTER TABLE t ADD COLUMN note TEXT; UPDATE t SET note = 'kept'", table)
+def test_a_minimal_row_image_of_a_session_is_refused_naming_the_setting(mariadb_server, table, tmp_path):
+    """A session's MINIMAL image passes the check at the start (the global setting is FULL): the stream
+    refuses it when it meets it (the columns it lacks cannot be told from NULLs), and stores no offset past it."""
     offsets = OffsetFile(tmp_path / "offsets.json")
     engine = Engine(validate_connector(properties(mariadb_server, table)), offsets)
     try:
         assert ids(changes(engine), "r") == [1, 2]
         before = offsets.load()
-        session_write(mariadb_server, table, row_image, statement)
+        session_write(mariadb_server, table, "MINIMAL", "UPDATE t SET v = 'm' WHERE id = 1")
         with pytest.raises(SourceError) as err:
             changes(engine)
     finally:
         engine.close()
     text = str(err.value)
-    assert f"{table}.t" in text and missing in text and "binlog_row_image=FULL" in text
+    assert f"{table}.t" in text and "without id, v" in text and "binlog_row_image=FULL" in text
     assert offsets.load() == before
+
+
+PLACEHOLDER = "__debezium_unavailable_value"
+PLACEHOLDER_B64 = base64.b64encode(PLACEHOLDER.encode()).decode()
+
+
+def test_noblob_images_write_the_placeholder_for_the_blob_and_text_columns_they_leave_out(mariadb_server, table,
+                                                                                           tmp_path):
+    """binlog_row_image=NOBLOB (a session's): a BLOB/TEXT column the image leaves out is Debezium's
+    unavailable-value placeholder in `before` and `after` (its text in TEXT, its bytes in BLOB), a key change
+    is a delete, a tombstone and a create; columns the image carries are as in FULL."""
+    mariadb_server.execute("ALTER TABLE t ADD COLUMN note TEXT, ADD COLUMN b BLOB, ADD COLUMN j JSON; "
+                           "UPDATE t SET note = 'kept', b = 'bb', j = '{\"a\": 1}'", table)
+    engine = Engine(validate_connector(properties(mariadb_server, table)), OffsetFile(tmp_path / "offsets.json"))
+    try:
+        assert ids(changes(engine), "r") == [1, 2]
+        session_write(mariadb_server, table, "NOBLOB",
+                      "INSERT INTO t (id, v) VALUES (3, 'c')",
+                      "INSERT INTO t VALUES (4, 'd', 'n4', 'b4', '[4]')",
+                      "UPDATE t SET v = 'e' WHERE id = 1",
+                      "UPDATE t SET note = 'new' WHERE id = 2",
+                      "UPDATE t SET id = 5 WHERE id = 4",
+                      "DELETE FROM t WHERE id = 3")
+        got = []
+        for e in engine.events(once=True):
+            value = e.value_json()
+            got.append((e.key_json(), value and (value["op"], value["before"], value["after"])))
+    finally:
+        engine.close()
+    p, pb = PLACEHOLDER, PLACEHOLDER_B64
+
+    def row(k: int, v: str, note: str | None, b: str | None, j: str | None) -> dict[str, Any]:
+        return {"id": k, "v": v, "note": note, "b": b, "j": j}
+
+    assert got == [
+        ({"id": 3}, ("c", None, row(3, "c", p, pb, p))),  # (an insert leaves out what it did not set)
+        ({"id": 4}, ("c", None, row(4, "d", "n4", base64.b64encode(b"b4").decode(), "[4]"))),
+        ({"id": 1}, ("u", row(1, "a", p, pb, p), row(1, "e", p, pb, p))),
+        ({"id": 2}, ("u", row(2, "b", p, pb, p), row(2, "b", "new", pb, p))),
+        ({"id": 4}, ("d", row(4, "d", p, pb, p), None)),
+        ({"id": 4}, None),
+        ({"id": 5}, ("c", None, row(5, "d", p, pb, p))),
+        ({"id": 3}, ("d", row(3, "c", p, pb, p), None)),
+        ({"id": 3}, None),
+    ]
+
+
+def test_a_global_noblob_setting_is_accepted_and_its_placeholder_configurable(mariadb_server, table, tmp_path):
+    mariadb_server.execute("ALTER TABLE t ADD COLUMN note TEXT", table)
+    old = mariadb_server.scalar("SELECT @@global.binlog_row_image")
+    mariadb_server.execute("SET GLOBAL binlog_row_image = 'NOBLOB'")
+    try:
+        props = properties(mariadb_server, table, unavailable__value__placeholder="(not sent)")
+        engine = Engine(validate_connector(props), OffsetFile(tmp_path / "offsets.json"))
+        try:
+            assert ids(changes(engine), "r") == [1, 2]
+            session_write(mariadb_server, table, "NOBLOB", "UPDATE t SET v = 'n' WHERE id = 2")
+            assert changes(engine) == [("u", {"id": 2}, {"id": 2, "v": "n", "note": "(not sent)"})]
+        finally:
+            engine.close()
+    finally:
+        mariadb_server.execute(f"SET GLOBAL binlog_row_image = '{old}'")
 
 
 def test_noblob_images_of_a_table_without_blobs_are_full(mariadb_server, table, tmp_path):

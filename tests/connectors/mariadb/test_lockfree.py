@@ -38,6 +38,17 @@ def properties(server: MariaDBServer, db: str, **extra: str) -> dict[str, Any]:
             "headwater.max.batch.events": "36", **{k.replace("__", "."): v for k, v in extra.items()}}
 
 
+def write_while_chunk_is_read(monkeypatch: Any, server: MariaDBServer, db: str, sql: str, index: int = 4) -> None:
+    """Run `sql` when chunk `index` is about to be read (after its batch's low was read, before its SELECT)."""
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def writing(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == index and self.read_rows is None:
+            server.execute(sql, db)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", writing)
+
+
 class Replay:
     """The table as a consumer rebuilds it from the events; `strict` checks each event against it."""
 
@@ -285,14 +296,8 @@ def test_a_window_across_a_binlog_rotation(mariadb_server, mariadb_db, monkeypat
     mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
     mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
                            mariadb_db)
-    fetch = lockfree.LockFreeChunk._fetch
-
-    def rotating(self: lockfree.LockFreeChunk) -> Any:
-        if self.index == 4 and self.read_rows is None:
-            mariadb_server.execute("UPDATE t SET v = 'changed' WHERE id = 100; DELETE FROM t WHERE id = 102; "
-                                   "FLUSH BINARY LOGS", mariadb_db)
-        return fetch(self)
-    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", rotating)
+    write_while_chunk_is_read(monkeypatch, mariadb_server, mariadb_db,
+                              "UPDATE t SET v = 'changed' WHERE id = 100; DELETE FROM t WHERE id = 102; FLUSH BINARY LOGS")
     replay = Replay()
     engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
     try:
@@ -348,18 +353,41 @@ def test_a_partial_row_image_in_a_chunks_window_is_refused(mariadb_server, maria
     mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
     mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
                            mariadb_db)
-    fetch = lockfree.LockFreeChunk._fetch
-
-    def minimal(self: lockfree.LockFreeChunk) -> Any:
-        if self.index == 4 and self.read_rows is None:
-            mariadb_server.execute("SET SESSION binlog_row_image = MINIMAL; UPDATE t SET v = 'm' WHERE id = 100",
-                                   mariadb_db)
-        return fetch(self)
-    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", minimal)
+    write_while_chunk_is_read(monkeypatch, mariadb_server, mariadb_db,
+                              "SET SESSION binlog_row_image = MINIMAL; UPDATE t SET v = 'm' WHERE id = 100")
     engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
     try:
-        with pytest.raises(SourceError, match=r"partial row image \(without v\).*binlog_row_image=FULL"):
+        with pytest.raises(SourceError, match=r"partial row image \(without id, v\).*binlog_row_image=FULL"):
             for _ in engine.events(once=True):
                 pass
     finally:
         engine.close()
+
+
+def test_noblob_changes_in_a_chunks_window_keep_the_blob_and_text_values_the_key_held(mariadb_server, mariadb_db,
+                                                                                      monkeypatch, tmp_path):
+    """NOBLOB images in a chunk's window (a session's): the merge fills the TEXT column they leave out from the
+    row the key held before the change (the SELECT's, or an earlier change's), so the chunk's `r` events carry
+    the table's values at its high (here the SELECT saw the changes: a key moved in and an insert that did
+    not set the column take it from the SELECT's row of their key)."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL, note TEXT)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}', 'n{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    write_while_chunk_is_read(monkeypatch, mariadb_server, mariadb_db,
+                              "SET SESSION binlog_row_image = NOBLOB; UPDATE t SET v = 'x' WHERE id = 100; "
+                              "UPDATE t SET note = 'changed' WHERE id = 102; UPDATE t SET v = 'y' WHERE id = 102; "
+                              "UPDATE t SET id = 101 WHERE id = 104; INSERT INTO t (id, v) VALUES (103, 'new')")
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    try:
+        reads = {}
+        for e in engine.events(once=True):
+            value = e.value_json()
+            if value is not None and value.get("op") == "r":
+                reads[value["after"]["id"]] = (value["after"]["v"], value["after"]["note"])
+    finally:
+        engine.close()
+    assert reads[100] == ("x", "n100")
+    assert reads[102] == ("y", "changed")
+    assert reads[101] == ("init104", "n104") and 104 not in reads
+    assert reads[103] == ("new", None)
+    assert reads[98] == ("init98", "n98")

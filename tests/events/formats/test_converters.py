@@ -45,13 +45,15 @@ def validate(tmp_path: Path, sink: dict[str, Any]) -> subprocess.CompletedProces
     ({"value.converter": "cloudevents", "value.converter.serializer.type": "avro",
       "value.converter.avro.schema.registry.url": "/tmp/r"}, ["data.serializer.type", "set data.serializer.type: avro"]),
     ({"key.converter": "io.debezium.converters.CloudEventsConverter"}, ["sink.key.converter", "values only"]),
-    ({"value.converter": "cloudevents", "value.converter.metadata.source": "header"},
-     ["metadata.source", "HeaderFrom"]),
+    ({"value.converter": "cloudevents", "value.converter.metadata.source": "value"},
+     ["sink.value.converter.metadata.source", "give id and type their sources", "header,id:generate,type:generate"]),
+    ({"value.converter": "cloudevents", "value.converter.metadata.source": "header,ids:generate"},
+     ["sink.value.converter.metadata.source", "'ids:generate' is not <field>:<source>", "traceparent"]),
     ({"key.converter": "json", "key.converter.schema.enable": True}, ["did you mean sink.key.converter.schemas.enable"]),
     ({"value.convertr": "json"}, ["sink.value.convertr", "did you mean value.converter"]),
     ({"value.converter": "io.apicurio.registry.utils.converter.AvroConverter"}, ["ccompat"]),
-], ids=["class", "registry", "option", "value", "avro-json", "key-cloudevents", "header", "key-option", "property",
-        "apicurio"])
+], ids=["class", "registry", "option", "value", "avro-json", "key-cloudevents", "metadata-value", "metadata-field",
+        "key-option", "property", "apicurio"])
 def test_bad_converters_exit_2(tmp_path: Path, sink: dict, words: list[str]) -> None:
     res = validate(tmp_path, sink)
     assert res.returncode == 2, res.stderr
