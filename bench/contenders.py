@@ -8,6 +8,8 @@ of server (`bench/runner.py` for PostgreSQL, `bench/mariadb.py`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
+from pathlib import Path
 
 from bench import (
     debezium,
@@ -19,6 +21,7 @@ from bench import (
     pg_baselines,
     transforms,
 )
+from bench.measure import Measurement
 from bench.model import BASELINE, LIMIT, REFERENCE, SUBJECT, Benchmark, Contender, Options, Target
 
 
@@ -31,6 +34,16 @@ def _debezium_skip(opts: Options, big: bool = False) -> Callable[[], str | None]
         return debezium.unavailable()
 
     return skip
+
+
+def _checkouts(opts: Options, run: Callable[..., Measurement]) -> list[Contender]:
+    """A baseline contender per `--compare-with` checkout: `run` with that checkout's headwater."""
+    out = []
+    for root in opts.compare_with:
+        name = f"{headwater_contenders.NAME}@{Path(root).resolve().name}"
+        out.append(Contender(name, BASELINE, partial(run, checkout=headwater_contenders.Checkout.at(root), name=name),
+                             f"headwater of the checkout {root} (--compare-with)"))
+    return out
 
 
 def _snapshot(key: str, rows: int, opts: Options, big: bool = False) -> Benchmark:
@@ -48,6 +61,7 @@ def _snapshot(key: str, rows: int, opts: Options, big: bool = False) -> Benchmar
             Contender(debezium.NAME, REFERENCE, debezium.snapshot, "Debezium 3.6.3 PostgresConnector, snapshot.mode=initial",
                       skip=_debezium_skip(opts, big)),
             Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.postgres_snapshot, "headwater snapshot"),
+            *_checkouts(opts, headwater_contenders.postgres_snapshot),
         ],
         [Target("≥ 10× Debezium's rows/s", "rows_per_s", 10.0, REFERENCE),
          Target("≥ ¼ of COPY's rows/s", "rows_per_s", 0.25, LIMIT)],
@@ -74,6 +88,7 @@ def _stream(key: str, title: str, rows: int, one_txn: bool, opts: Options, big: 
                       "Debezium 3.6.3 PostgresConnector, snapshot.mode=no_data, slot made before the load",
                       skip=_debezium_skip(opts, big)),
             Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.postgres_stream, "headwater streaming"),
+            *_checkouts(opts, headwater_contenders.postgres_stream),
             Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.postgres_stream_engine,
                       "headwater's capture layer alone: the in-process engine, no Spark, no sink (information)"),
             *([Contender(headwater_contenders.NAME + headwater_contenders.NO_HEADERS, BASELINE,
@@ -103,9 +118,16 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
         out.append(_stream("pg_stream_big_txn", f"PostgreSQL streaming, {opts.full_rows:,} inserts in one "
                            "transaction (bounded memory)", opts.full_rows, True, opts, big=True))
     out += incremental.benchmarks(opts, _debezium_skip(opts))
-    out.append(Benchmark(
-        "pg_latency",
-        f"PostgreSQL commit-to-sink latency, steady {opts.latency_rate:,.0f} changes/s for {opts.latency_seconds:.0f} s "
+    out += [_latency("pg_latency", opts.latency_rate, opts,
+                     [Target("p99 < 2 s", "p99_ms", 2000.0), Target("p99 ≤ Debezium's", "p99_ms", 1.0, REFERENCE)]),
+            _latency("pg_latency_high", opts.latency_high_rate, opts, [Target("p99 < 2 s", "p99_ms", 2000.0)])]
+    return out
+
+
+def _latency(key: str, rate: float, opts: Options, targets: list[Target]) -> Benchmark:
+    return Benchmark(
+        key,
+        f"PostgreSQL commit-to-sink latency, steady {rate:,.0f} changes/s for {opts.latency_seconds:.0f} s "
         f"(after {opts.latency_warmup:.0f} s of warm-up at that rate)",
         "postgresql", "latency",
         [
@@ -116,11 +138,11 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
                       "Debezium 3.6.3, arrival in the Python handler", skip=_debezium_skip(opts)),
             Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.postgres_latency,
                       "headwater, arrival at the sink"),
+            *_checkouts(opts, headwater_contenders.postgres_latency),
         ],
-        [Target("p99 < 2 s", "p99_ms", 2000.0)],
-        {"rate": opts.latency_rate, "seconds": opts.latency_seconds, "warmup_seconds": opts.latency_warmup},
-    ))
-    return out
+        targets,
+        {"rate": rate, "seconds": opts.latency_seconds, "warmup_seconds": opts.latency_warmup},
+    )
 
 
 def all_benchmarks(opts: Options) -> list[Benchmark]:

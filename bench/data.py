@@ -16,6 +16,7 @@ million rows load in a few seconds and every run sees the same values.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -236,5 +237,6 @@ def insert_marker(server: PostgresServer, kind: int) -> None:
 
 
 def workdir(prefix: str) -> Path:
-    """A scratch directory for one contender's files (removed by the harness)."""
-    return Path(tempfile.mkdtemp(prefix=f"headwater-bench-{prefix}-"))
+    """A scratch directory for one contender's files (removed by the harness); its name keeps letters,
+    digits and `_.-` of `prefix` only (pgbench reads an "@" in a script's path as a weight)."""
+    return Path(tempfile.mkdtemp(prefix=f"headwater-bench-{re.sub(r'[^A-Za-z0-9_.-]', '_', prefix)}-"))

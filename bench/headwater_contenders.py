@@ -39,6 +39,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -80,15 +81,34 @@ def properties(case: SnapshotCase | StreamCase | LatencyCase, slot: str, snapsho
     }
 
 
-def _run(props: dict, workdir: Path, runner: str, *extra: str, timeout: float) -> tuple[ProcessResult, dict]:
+@dataclass(frozen=True)
+class Checkout:
+    """A headwater checkout to run: its interpreter (with its headwater installed) and its driver script."""
+
+    python: str
+    driver: Path
+
+    @classmethod
+    def at(cls, root: str | Path) -> Checkout:
+        """The checkout at `root`, run by its own `.venv` (`--compare-with`)."""
+        root = Path(root).resolve()
+        return cls(str(root / ".venv" / "bin" / "python"), root / "bench" / "headwater_driver.py")
+
+
+THIS = Checkout(sys.executable, DRIVER)
+
+
+def _run(props: dict, workdir: Path, runner: str, *extra: str, timeout: float,
+         checkout: Checkout = THIS) -> tuple[ProcessResult, dict]:
     props_file = workdir / f"headwater-{runner}.json"
     props_file.write_text(json.dumps(props))
     result = workdir / f"headwater-{runner}-result.json"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     with open(workdir / f"headwater-{runner}.log", "w") as log:
-        proc = MeasuredProcess([sys.executable, str(DRIVER), str(props_file), str(result), "--runner", runner,
-                                "--workdir", str(workdir / runner), "--max-wait", str(timeout), *extra],
+        proc = MeasuredProcess([checkout.python, str(checkout.driver), str(props_file), str(result), "--runner",
+                                runner, "--workdir", str(workdir / runner), "--max-wait", str(timeout), *extra],
                                cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+                               env={**env, "PYSPARK_PYTHON": checkout.python})
         res = proc.wait(timeout=timeout + 120)
     try:
         got = json.loads(result.read_text())
@@ -108,19 +128,21 @@ def _measure(name: str, res: ProcessResult, got: dict, rows: int, data_bytes: in
     return from_event_times(name, res, got, rows, data_bytes, **details)
 
 
-def postgres_snapshot(case: SnapshotCase) -> Measurement:
+def postgres_snapshot(case: SnapshotCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
     """headwater's PostgreSQL initial snapshot of `case.table` on local Spark (CTID-range chunks read in
     parallel by the executors) into the jsonl sink: launch -> snapshot batch committed."""
     props = properties(case, case.slot_name, "initial")
-    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
-    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000),
+                    checkout=checkout)
+    return _measure(name, res, got, case.rows, case.data_bytes, case.workdir, "spark")
 
 
-def postgres_stream(case: StreamCase) -> Measurement:
+def postgres_stream(case: StreamCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
     """headwater streaming the pre-created slot `case.slot` on local Spark into the jsonl sink."""
     props = properties(case, case.slot, "no_data")
-    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
-    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+    res, got = _run(props, case.workdir, "spark", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000),
+                    checkout=checkout)
+    return _measure(name, res, got, case.rows, case.data_bytes, case.workdir, "spark")
 
 
 def postgres_stream_engine(case: StreamCase) -> Measurement:
@@ -145,23 +167,25 @@ def postgres_stream_engine_no_headers(case: StreamCase) -> Measurement:
     return _measure(ENGINE_NAME + NO_HEADERS, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
-def postgres_latency(case: LatencyCase) -> Measurement:
+def postgres_latency(case: LatencyCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
     """headwater under the steady load: the batch holding a row committed in the sink - the row's commit time."""
-    return _latency(case, properties(case, case.slot, "no_data"))
+    return _latency(case, properties(case, case.slot, "no_data"), checkout, name)
 
 
-def _latency(case: LatencyCase | md.LatencyCase, props: dict[str, str]) -> Measurement:
+def _latency(case: LatencyCase | md.LatencyCase, props: dict[str, str], checkout: Checkout = THIS,
+             name: str = NAME) -> Measurement:
     ready = case.workdir / "headwater-ready"
     props_file = case.workdir / "headwater-latency.json"
     props_file.write_text(json.dumps(props))
     result = case.workdir / "headwater-latency-result.json"
     max_wait = case.warmup_seconds + case.seconds + case.ready_timeout + 300
     with open(case.workdir / "headwater-latency.log", "w") as log:
-        proc = MeasuredProcess([sys.executable, str(DRIVER), str(props_file), str(result), "--runner", "spark",
-                                "--mode", "latency", "--ready-file", str(ready), "--workdir",
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        proc = MeasuredProcess([checkout.python, str(checkout.driver), str(props_file), str(result), "--runner",
+                                "spark", "--mode", "latency", "--ready-file", str(ready), "--workdir",
                                 str(case.workdir / "latency"), "--max-wait", str(max_wait)],
                                cwd=case.workdir, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+                               env={**env, "PYSPARK_PYTHON": checkout.python})
         try:
             case.run_load(ready.exists)
         finally:
@@ -169,8 +193,9 @@ def _latency(case: LatencyCase | md.LatencyCase, props: dict[str, str]) -> Measu
     try:
         got = json.loads(result.read_text())
     except (OSError, ValueError):
-        return Measurement.failed(NAME, f"no result (exit {res.returncode})")
-    m = case.latency_measurement(NAME, got.get("latencies_ms", []), res.peak_rss_bytes, **res.memory())
+        return Measurement.failed(name, f"no result (exit {res.returncode})")
+    m = case.latency_measurement(name, got.get("latencies_ms", []), res.peak_rss_bytes, **res.memory(),
+                                 cycle_ms=got.get("cycle_ms"))
     if got.get("error") or got.get("timed_out"):
         m.note = got.get("error") or "timed out before the sentinel"
     return m

@@ -1,7 +1,7 @@
 """headwater as a benchmark contender, in its own process: the Spark pipeline or the in-process engine.
 
     python bench/headwater_driver.py PROPS RESULT --runner spark|engine --mode count|incremental|latency
-        [--expect N] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR]
+        [--expect N] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR] [--conf K=V ...]
 
 `spark` runs the real pipeline, `headwater`'s streaming source into the jsonl sink on local Spark
 (what `headwater run` does). An event has arrived when the sink file holding it appears: the sink
@@ -18,6 +18,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -42,6 +43,7 @@ def main() -> int:
     ap.add_argument("--max-wait", type=float, default=3600)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--workdir", default=".")
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting (spark.conf)")
     args = ap.parse_args()
     started = time.time()
     props = json.loads(Path(args.props).read_text())
@@ -90,10 +92,12 @@ def run_spark(props: dict, args, out: dict) -> None:
     sink = work / "sink"
     cfg = parse_config({"name": "bench", "source": props, "sink": {"type": "jsonl", "path": str(sink)},
                         "spark": {"master": args.master, "checkpoint": str(work / "checkpoint"),
-                                  "trigger.interval": "0 seconds"}})
+                                  "trigger.interval": "0 seconds",
+                                  "conf": dict(c.split("=", 1) for c in args.conf)}})
     spark = spark_session(cfg)
     out["spark_started"] = time.time()
     counts: dict[int, int] = {}
+    cycles: list[dict] = []  # each micro-batch's rows and Spark's durationMs of its phases
 
     class Counter(StreamingQueryListener):
         def onQueryStarted(self, event) -> None:
@@ -101,6 +105,7 @@ def run_spark(props: dict, args, out: dict) -> None:
 
         def onQueryProgress(self, event) -> None:
             counts[event.progress.batchId] = event.progress.numInputRows
+            cycles.append({"rows": event.progress.numInputRows, **dict(event.progress.durationMs)})
 
         def onQueryIdle(self, event) -> None:
             pass
@@ -140,8 +145,19 @@ def run_spark(props: dict, args, out: dict) -> None:
         out["error"] = f"query failed: {str(failure)[:2000]}"
     if args.mode == "latency":
         out["latencies_ms"] = latencies
+        out["cycle_ms"] = cycle_medians(cycles)
     if not done:
         out["timed_out"] = True
+
+
+def cycle_medians(cycles: list[dict]) -> dict[str, float]:
+    """The median rows and phases (Spark's `durationMs`) of the micro-batches that had rows, and their number."""
+    busy = [c for c in cycles if c.get("rows")]
+    if not busy:
+        return {}
+    out = {k: float(statistics.median(c.get(k, 0) for c in busy)) for k in busy[0]}
+    out["batches"] = len(busy)
+    return out
 
 
 def _data_events(files: list[Path], seen: set[str], out: dict, incremental: bool = False) -> int:
@@ -152,12 +168,28 @@ def _data_events(files: list[Path], seen: set[str], out: dict, incremental: bool
         if f.name in seen:
             continue
         seen.add(f.name)
-        text = f.read_bytes()
-        if incremental:
-            total += text.count(b'"snapshot":"incremental"')
-        else:
-            total += text.count(b"\n") - text.count(b'"value":null}\n')
+        total += _count_events(f, incremental=incremental)
     return total
+
+
+TOMBSTONE = b'"value":null}\n'
+INCREMENTAL = b'"snapshot":"incremental"'
+
+
+def _count_events(path: Path, chunk_bytes: int = 1 << 22, incremental: bool = False) -> int:
+    """The lines of a sink file that are not tombstones (with `incremental`, the events of an incremental
+    snapshot), read a chunk at a time: the harness's own memory stays small (it is sampled with
+    headwater's), however large a batch's file."""
+    needles = (INCREMENTAL,) if incremental else (b"\n", TOMBSTONE)
+    counts = [0] * len(needles)
+    tails = [b""] * len(needles)  # a needle's end may be in the next chunk: its first bytes carried over
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            for i, needle in enumerate(needles):
+                data = tails[i] + chunk
+                counts[i] += data.count(needle)
+                tails[i] = data[max(0, len(data) - len(needle) + 1):]
+    return counts[0] if incremental else counts[0] - counts[1]
 
 
 def _latencies(sink: Path, seen: set[str], latencies: list[float], out: dict) -> bool:

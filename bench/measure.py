@@ -10,7 +10,8 @@ lives inside one Python process), a sampled sum for a tree (Spark's JVM and its 
 That sum counts a page shared by several processes (Spark forks its Python workers from daemons)
 once per process, so it overstates a tree; the tree's proportional set size (PSS, from
 /proc/PID/smaps_rollup, each shared page divided among its sharers) is sampled every
-`PSS_EVERY` samples and recorded beside it (`sampled_tree_pss_peak_bytes`).
+`PSS_EVERY` samples and recorded beside it (`sampled_tree_pss_peak_bytes`), with its split by the
+processes' roles at the peak (`pss_mb_by_role_at_peak`).
 
 `ru_maxrss` from `os.wait4` is recorded too (`maxrss_bytes`) but not used: Linux carries the
 parent's resident size over fork into the child's maxrss, so for a small tool it shows the
@@ -19,7 +20,8 @@ the same server for every contender of a benchmark. The child's CPU time from `o
 system, with the descendants it waited for) is recorded as `wait4_cpu_s`, and the whole tree's as
 `sampled_tree_cpu_s` (each process's own CPU as last sampled, summed: a process's last interval
 before it exits is lost; Spark's JVM and Python workers, which `wait4` does not count, are in it): on a
-loaded machine they compare two contenders better than their wall times.
+loaded machine they compare two contenders better than their wall times. That sampled CPU time is
+split by the role of each process and JVM thread too (`bench.cpu`: `cpu_s_by_role` in the details).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from bench.cpu import CpuLedger
 
 SAMPLE_INTERVAL = 0.05
 PSS_EVERY = 10  # smaps_rollup walks page tables: read it every tenth sample only
@@ -195,19 +199,6 @@ def _hwm(pid: int) -> int:
     return 0
 
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu(pid: int) -> float:
-    """`pid`'s own user + system CPU seconds so far (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime (fields 14 and 15)
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
 def tree(pid: int) -> list[int]:
     """`pid` and all its descendants right now."""
     out, todo, seen = [], [pid], set()
@@ -240,16 +231,21 @@ class ProcessResult:
     pss_peak_bytes: int = 0
     cpu_seconds: float = 0.0  # user + system CPU of the child and the descendants it waited for (wait4)
     tree_cpu_seconds: float = 0.0  # each process of the tree's own CPU, as last sampled, summed
+    cpu_s_by_role: dict[str, float] = field(default_factory=dict)
+    jvm_cpu_s_by_thread: dict[str, float] = field(default_factory=dict)
+    pss_mb_by_role_at_peak: dict[str, int] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
         return self.ended - self.launched
 
-    def memory(self) -> dict[str, float]:
+    def memory(self) -> dict[str, Any]:
         """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
         return {"sampled_tree_peak_bytes": self.sampled_peak_bytes, "largest_vmhwm_bytes": self.largest_hwm_bytes,
                 "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes,
-                "wait4_cpu_s": round(self.cpu_seconds, 3), "sampled_tree_cpu_s": round(self.tree_cpu_seconds, 3)}
+                "wait4_cpu_s": round(self.cpu_seconds, 3), "sampled_tree_cpu_s": round(self.tree_cpu_seconds, 3),
+                "cpu_s_by_role": self.cpu_s_by_role, "jvm_cpu_s_by_thread": self.jvm_cpu_s_by_thread,
+                "pss_mb_by_role_at_peak": self.pss_mb_by_role_at_peak}
 
 
 class MeasuredProcess:
@@ -265,11 +261,12 @@ class MeasuredProcess:
         self.cmd = cmd
         self._sampled_peak = 0
         self._pss_peak = 0
+        self._pss_at_peak: dict[str, int] = {}
         self._hwm: dict[int, int] = {}
-        self._cpu: dict[int, float] = {}
         self._stop = threading.Event()
         self.launched = time.time()
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin)
+        self.cpu = CpuLedger(self.proc.pid)
         self._sampler = threading.Thread(target=self._sample, daemon=True)
         self._sampler.start()
         self.result: ProcessResult | None = None
@@ -284,12 +281,15 @@ class MeasuredProcess:
         while not self._stop.is_set():
             pids = tree(self.proc.pid)
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
+            self.cpu.sample(pids, threads=n % PSS_EVERY == 0)
             if n % PSS_EVERY == 0:
-                self._pss_peak = max(self._pss_peak, sum(_pss(p) for p in pids))
+                each = {p: _pss(p) for p in pids}
+                if sum(each.values()) > self._pss_peak:
+                    self._pss_peak = sum(each.values())
+                    self._pss_at_peak = self.cpu.by_process(each)
             n += 1
             for p in pids:
                 self._hwm[p] = max(self._hwm.get(p, 0), _hwm(p))
-                self._cpu[p] = max(self._cpu.get(p, 0.0), _cpu(p))
             self._stop.wait(SAMPLE_INTERVAL)
 
     def signal(self, sig: int = signal.SIGTERM) -> None:
@@ -325,7 +325,8 @@ class MeasuredProcess:
         hwm = max(self._hwm.values(), default=0)
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
         self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
-                                    usage.ru_utime + usage.ru_stime, sum(self._cpu.values()))
+                                    usage.ru_utime + usage.ru_stime, self.cpu.total(), self.cpu.by_role(),
+                                    self.cpu.jvm_threads(), {k: v >> 20 for k, v in self._pss_at_peak.items()})
         return self.result
 
 

@@ -36,11 +36,13 @@ class Options:
     skip_debezium: bool = False
     skip_debezium_10m: bool = False
     latency_rate: float = 2000.0
+    latency_high_rate: float = 10000.0
     latency_seconds: float = 25.0
     latency_warmup: float = 10.0
     limit_repeat: int = 3
     only: list[str] = field(default_factory=list)
     contenders: list[str] = field(default_factory=list)
+    compare_with: list[str] = field(default_factory=list)  # other headwater checkouts, run as baselines
 
 
 @dataclass
@@ -70,7 +72,8 @@ class Contender:
 
 @dataclass
 class Target:
-    """A goal for the subject: `metric` at least `value` × the `against` role's, or at most `value`."""
+    """A goal for the subject: `metric` at least `value` × the `against` role's, or at most `value`
+    (a p99 latency: below `value` ms, or with `against`, at most `value` × the other's p99)."""
 
     text: str
     metric: str  # rows_per_s | p99_ms | peak_rss_bytes
@@ -88,7 +91,12 @@ class Target:
             return "met" if mine / base >= self.value else "missed"
         if self.metric == "p99_ms":
             p99 = (subject.latency_ms or {}).get("p99")
-            return "no data" if p99 is None else ("met" if p99 < self.value else "missed")
+            if p99 is None:
+                return "no data"
+            if self.against is not None:  # at most `value` times the other's p99
+                theirs = others.get(f"p99 {self.against}")
+                return "no baseline" if not theirs else ("met" if p99 <= self.value * theirs else "missed")
+            return "met" if p99 < self.value else "missed"
         if self.metric == "peak_rss_bytes":
             rss = subject.peak_rss_bytes
             return "no data" if rss is None else ("met" if rss <= self.value else "missed")

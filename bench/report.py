@@ -59,7 +59,10 @@ def ratios(r: BenchmarkResult, m: Measurement) -> dict[str, float | None]:
 
 def target_status(r: BenchmarkResult) -> list[dict[str, str]]:
     base = baselines(r)
-    rates = {k: (v["rows_per_s"] if v else None) for k, v in base.items()}
+    rates: dict[str, float | None] = {k: (v["rows_per_s"] if v else None) for k, v in base.items()}
+    for m in r.measurements:  # a latency target against the reference compares p99s
+        if _role(r.benchmark, m.contender) == REFERENCE and m.ok and m.latency_ms:
+            rates["p99 " + REFERENCE] = m.latency_ms.get("p99")
     subjects = [m for m in r.measurements if _role(r.benchmark, m.contender) == SUBJECT]
     out = []
     for t in r.benchmark.targets:

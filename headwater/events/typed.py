@@ -195,14 +195,19 @@ class TypedBlock:
         return self.batch.num_rows
 
 
+def order_moved(block: TypedBlock, offset: int) -> TypedBlock:
+    """The block with its `_order` moved by `offset` (the events of earlier batches of a partition)."""
+    if not offset:
+        return block
+    b = block.batch
+    i = b.schema.get_field_index("_order")
+    return TypedBlock(b.set_column(i, b.schema.field(i), int64_array(int64_values(b.column(i)) + offset)))
+
+
 def ipc_bytes(block: TypedBlock, order_offset: int = 0) -> bytes:
     """The block as an Arrow IPC stream (schema, metadata included, then the batch), its `_order`
     moved by `order_offset`."""
-    b = block.batch
-    if order_offset:
-        i = b.schema.get_field_index("_order")
-        moved = int64_array(int64_values(b.column(i)) + order_offset)
-        b = b.set_column(i, b.schema.field(i), moved)
+    b = order_moved(block, order_offset).batch
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, b.schema) as writer:
         writer.write_batch(b)

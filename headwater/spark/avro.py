@@ -21,7 +21,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.typed import from_ipc
+from headwater.events.typed import TypedBlock
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
 from headwater.spark.parquet import safe_dir
 
@@ -32,6 +32,7 @@ class AvroStreamWriter(FileStreamWriter):
     """Writes one Avro container file per topic and value schema per partition per batch."""
 
     extension = ".avro"
+    sink = "headwater-avro"
 
     def __init__(self, path: str, options: dict[str, str] | None = None):
         super().__init__(path, options)
@@ -39,7 +40,7 @@ class AvroStreamWriter(FileStreamWriter):
         if self.codec not in CODECS:
             raise ValueError(f"the headwater-avro sink's codec {self.codec!r} is not one of {', '.join(CODECS)}")
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
+    def write_blocks(self, blocks: Iterator[TypedBlock]) -> FileCommit:
         # imported here: the Avro formats cost every Python worker of the other sinks ~0.1 s to import
         from headwater.events.formats.avro import AvroBlockWriter
         from headwater.events.formats.avro_columns import container_file, encode_column
@@ -47,21 +48,16 @@ class AvroStreamWriter(FileStreamWriter):
         pid = partition_id()
         writer = AvroBlockWriter()
         groups: dict[tuple[str, str], list[tuple[pa.Array, pa.Array]]] = {}  # (orders, records) per file
-        for batch in iterator:
-            if "block" not in batch.schema.names:
-                raise ValueError("the headwater-avro sink needs the source's typed blocks: "
-                                 "set the source's option headwater.output=blocks")
-            for data in batch.column("block").to_pylist():
-                block = from_ipc(data)
-                schema = block.value_schema
-                value = block.batch.column("value")
-                if schema is None or value.null_count == len(value):
-                    continue  # tombstones only
-                text, _ = writer.schema(schema)
-                present = value.is_valid()
-                records = encode_column(value, schema, f"a value of {block.topic}").filter(present)
-                groups.setdefault((block.topic, text), []).append((block.batch.column("_order").filter(present),
-                                                                   records))
+        for block in blocks:
+            schema = block.value_schema
+            value = block.batch.column("value")
+            if schema is None or value.null_count == len(value):
+                continue  # tombstones only
+            text, _ = writer.schema(schema)
+            present = value.is_valid()
+            records = encode_column(value, schema, f"a value of {block.topic}").filter(present)
+            groups.setdefault((block.topic, text), []).append((block.batch.column("_order").filter(present),
+                                                               records))
         tmpdir = self.root / TMP
         tmpdir.mkdir(parents=True, exist_ok=True)
         files, rows = [], 0

@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 BUILD_LOCK_STALE_S = 600  # a build lock older than this belongs to a builder that died
+# the shape of the warm-up query: a new shape is a new archive (the old one lacks the new classes)
+WORKLOAD = "files-layout-foreachbatch"
 
 
 def cache_dir() -> Path:
@@ -53,7 +55,7 @@ def archive_path() -> Path | None:
     if java is None:
         return None
     ident = "|".join([java, str(os.stat(java).st_mtime_ns), os.path.dirname(pyspark.__file__),
-                      pyspark.__version__])
+                      pyspark.__version__, WORKLOAD])
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
     return cache_dir() / f"spark-{pyspark.__version__}-{digest}.jsa"
 

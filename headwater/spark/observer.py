@@ -42,6 +42,7 @@ from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, STREAMING, ph
 from headwater.observe.facts import BatchFacts
 from headwater.observe.metrics import metrics_path, read_file
 from headwater.observe.observer import Observer
+from headwater.spark.filesink import FACTS
 from headwater.spark.observing import OBSERVE_OPTION, facts_of, read_reader_state, split
 
 log = logging.getLogger("headwater.spark")
@@ -215,12 +216,15 @@ class SparkObserver:
 
 def observed(df: Any, layout: str) -> Any:
     """`df` (a `headwater` stream whose reader has `headwater.observe.dir`) with Spark's observed
-    metrics `NAME` over its facts rows (`facts`: their JSON, a list), and without them. One aggregate
+    metrics `NAME` over its facts rows (`facts`: their JSON, a list), and without them (but in the files
+    layout, where they stay: their `written` is null, as on every row but a task's commit). One aggregate
     only: Spark evaluates an observed metric's aggregates on every row (the five sums of the per-batch
     counts cost ~0.5 µs of JVM CPU a row in a measurement, the list alone no more than the noise), so the
     counts are read from the facts (`batch_counts`)."""
     from pyspark.sql import functions as F
 
+    if layout == "files":  # the facts rows' own column, null on the others; `FileBatches` takes no facts row
+        return df.observe(NAME, F.collect_list(F.col(FACTS)).alias("facts"))
     text = F.col("value") if layout == "json" else F.col("block").cast("string")
     facts = F.when(F.col("topic").isNull(), text)
     return df.observe(NAME, F.collect_list(facts).alias("facts")).where(F.col("topic").isNotNull())

@@ -6,7 +6,8 @@ All of it is on when the reader option `headwater.observe.dir` names a directory
 
 - each partition's `read()` ends with one *facts row*: `topic` null and the facts
   (`observe.facts`) of the partition's change events as JSON, in `value` (the json layout) or
-  `block` (the blocks layout). Counting them there costs a few column-wise kernels per Arrow batch
+  `block` (the blocks layout); in the files layout, whose tasks write the sink's files themselves,
+  `written` null and the JSON in `facts` (`spark.filesink`). Counting them there costs a few column-wise kernels per Arrow batch
   the connector yields; the observer sums them in Spark's observed metrics and drops the row before
   the sink.
 - when it opens its connector, the reader writes `headwater.reader.json` there: the captured tables
@@ -40,6 +41,7 @@ from headwater.events.typed import TypedEvents
 from headwater.observe.facts import BatchFacts, batch_facts, merge
 from headwater.observe.metrics import METRICS_FILE
 from headwater.observe.notifications import records
+from headwater.spark.filesink import FACTS, WRITTEN
 
 OBSERVE_OPTION = "headwater.observe.dir"
 NOTES_KEY = "headwater_notifications"  # the observer's notifications a batch carries (its offset's field)
@@ -72,6 +74,8 @@ class PartitionFacts:
         if layout == "blocks":
             return pa.RecordBatch.from_arrays([pa.nulls(1, pa.string()), binary_array([text.encode()])],
                                               names=["topic", "block"])
+        if layout == "files":
+            return pa.RecordBatch.from_arrays([pa.nulls(1, pa.string()), string_array([text])], names=[WRITTEN, FACTS])
         columns = [string_array([text]) if f.name == "value" else pa.nulls(1, f.type) for f in ARROW_SCHEMA]
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 

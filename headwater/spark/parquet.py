@@ -17,11 +17,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from headwater.events.arrow import RowImages, row_schema
-from headwater.events.typed import from_ipc
+from headwater.events.typed import TypedBlock
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
 
 
@@ -34,31 +33,26 @@ class ParquetStreamWriter(FileStreamWriter):
     """Writes one Parquet file per topic per partition per batch."""
 
     extension = ".parquet"
+    sink = "headwater-parquet"
 
     def __init__(self, path: str, options: dict[str, str] | None = None):
         super().__init__(path, options)
         self.replace_null = str(self.options.get("replace.null.with.default", "true")).lower() == "true"
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
+    def write_blocks(self, blocks: Iterator[TypedBlock]) -> FileCommit:
         pid = partition_id()
         tables: dict[str, RowImages] = {}
         rows = 0
-        for batch in iterator:
-            if "block" not in batch.schema.names:
-                raise ValueError("the headwater-parquet sink needs the source's typed blocks: "
-                                 "set the source's option headwater.output=blocks")
-            for data in batch.column("block").to_pylist():
-                block = from_ipc(data)
-                events = block.batch.column("value").is_valid()
-                present = sum(events.to_pylist())
-                if not present:
-                    continue  # tombstones only
-                t = tables.get(block.topic)
-                if t is None:
-                    t = tables[block.topic] = RowImages(*row_schema(block.value_schema or {}),
-                                                        replace_null=self.replace_null)
-                t.add(block)
-                rows += present
+        for block in blocks:
+            present = len(block) - block.batch.column("value").null_count
+            if not present:
+                continue  # tombstones only
+            t = tables.get(block.topic)
+            if t is None:
+                t = tables[block.topic] = RowImages(*row_schema(block.value_schema or {}),
+                                                    replace_null=self.replace_null)
+            t.add(block)
+            rows += present
         files = []
         tmpdir = self.root / TMP
         tmpdir.mkdir(parents=True, exist_ok=True)

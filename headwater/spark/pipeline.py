@@ -22,14 +22,28 @@ from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
 
-# In local mode the driver JVM runs the executors' tasks and shares the cores with the Python
-# workers. The optimizing JIT compiler (C2) at its default thresholds spent ~13 s of CPU in the
-# first minute compiling Spark's start-up code (the first batch came ~4 s later than with C1 alone),
-# but C1's code alone made the tasks' per-event work 2.7x dearer (8.7 against 3.4 s of CPU per 1M
-# snapshot events). With C2's thresholds 20x the default only the per-row code gets that far:
-# ~1 s more to the first batch than C1 alone, and a 3M-row snapshot batch 25 s instead of 35 s.
-LOCAL_JIT_OPTIONS = ("-XX:Tier4InvocationThreshold=100000", "-XX:Tier4MinInvocationThreshold=50000",
-                     "-XX:Tier4CompileThreshold=200000", "-XX:Tier4BackEdgeThreshold=1000000")
+# Spark's JVMs share the cores with the Python workers, and their JIT compilers were the largest
+# part of their CPU at start-up. The optimizing one (C2) paid while the JVM converted every event
+# (Arrow -> rows -> Arrow: C1's code made that 2.7x dearer), but the source's tasks now write the
+# file sinks themselves and the JVM does next to nothing per event: with C1 alone a 1M-row
+# transaction on local[2] took ~17% less CPU in all (JIT 2.9 -> 1.2 s, the tasks' JVM work no
+# dearer) and a 100-event stream's first event came ~1 s sooner; on a standalone cluster (2 workers
+# on the same machine) executors with C1 alone cut a 1M-row snapshot's JIT CPU from ~15 to ~10 s.
+JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
+# A local driver JVM whose query writes a file sink holds no events: the source's tasks write them,
+# and the JVM carries a batch's planned slices (compressed) and a null row per event. Spark needs a
+# heap of at least 450 MB (its reserved memory, 300 MB, times 1.5); the serial collector with a
+# bounded young generation keeps what is committed near what is live (a 10M-row transaction: the
+# JVM's PSS ~0.75 -> ~0.45 GB), where G1 let its heap grow to ~650 MB and kept ~60 MB for itself.
+# A larger batch (headwater.max.batch.events) needs a larger heap: set spark.driver.memory (or a
+# collector in spark.driver.extraJavaOptions), and headwater leaves the heap and the collector to
+# Spark and Java.
+SMALL_DRIVER_MEMORY = "512m"
+SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn96m", "-XX:MinHeapFreeRatio=5",
+                             "-XX:MaxHeapFreeRatio=20",
+                             # NIO caches a direct buffer per thread as large as its largest write
+                             "-Djdk.nio.maxCachedBufferSize=1048576")
 
 
 def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug: bool = False):
@@ -43,6 +57,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     if cfg.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.workerpath)
+    # and allocate Arrow's memory with malloc: mimalloc, pyarrow's default here, kept the pages of every
+    # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
+    # runner ~140 -> ~75 MB of PSS, no more CPU)
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
 
@@ -57,16 +75,23 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         driver_java.append(mapped)
     else:
         classcache.build_in_background()
-    if cfg.spark.master.startswith("local"):
-        driver_java.extend(LOCAL_JIT_OPTIONS)
     conf = dict(cfg.spark.conf)
+    small_jvm = (cfg.spark.master.startswith("local") and cfg.sink.type in FILE_SINKS
+                 and "spark.driver.memory" not in conf and "GC" not in conf.get("spark.driver.extraJavaOptions", ""))
+    driver_java.extend(JIT_OPTIONS)
+    executor_java = [*logging_java, *JIT_OPTIONS]
+    if conf.get("spark.executor.extraJavaOptions"):  # the user's own options come after headwater's
+        executor_java.append(conf.pop("spark.executor.extraJavaOptions"))
+    if small_jvm:
+        driver_java.extend(SMALL_DRIVER_JAVA_OPTIONS)
+        conf["spark.driver.memory"] = SMALL_DRIVER_MEMORY
     if conf.get("spark.driver.extraJavaOptions"):  # the user's own options come after headwater's
         driver_java.append(conf.pop("spark.driver.extraJavaOptions"))
     options = {
         "spark.master": cfg.spark.master,
         "spark.app.name": cfg.spark.app_name or f"headwater-{cfg.name}",
         "spark.driver.extraJavaOptions": " ".join(driver_java),
-        "spark.executor.extraJavaOptions": " ".join(logging_java),
+        "spark.executor.extraJavaOptions": " ".join(executor_java),
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": "4",
         # Spark 4.3 checks an Arrow batch's size after every row it adds when this is below
@@ -83,7 +108,11 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.sql.streaming.stopGracefullyOnShutdown": "true",
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         "spark.executorEnv.PYTHONPATH": with_site_dir(None),
+        "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": os.environ["ARROW_DEFAULT_MEMORY_POOL"],
         "spark.python.worker.reuse": "true",
+        # the JVM talks to its Python workers over Unix domain sockets instead of TCP on loopback:
+        # every micro-batch ~50 ms shorter (a trivial Python source: 210 -> 150 ms a batch)
+        "spark.python.unix.domain.socket.enabled": "true",
         **conf,
     }
     if not debug:
@@ -99,25 +128,54 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     return spark
 
 
+FILE_SINKS = ("jsonl", "parquet", "avro")  # written by the source's own tasks (its `files` layout)
+
+
+def sink_path(cfg: PipelineConfig) -> str:
+    """The file sink's directory as an absolute path: the same for the tasks that write and the driver."""
+    assert cfg.sink.path is not None  # required for the file sinks (checked with the configuration)
+    return str(Path(cfg.sink.path).expanduser().absolute())
+
+
+def file_sink_options(cfg: PipelineConfig) -> dict[str, str]:
+    """The options of the file sink of `cfg` (a type in `FILE_SINKS`)."""
+    sink = cfg.sink
+    if sink.type == "jsonl":
+        if sink.json_options() is not None:
+            return {}
+        from headwater.events.formats.converters import specs_json
+        from headwater.spark.sinks import CONVERTERS_OPTION
+
+        return {CONVERTERS_OPTION: specs_json(sink.key_converter, sink.value_converter)}
+    if sink.type == "parquet":
+        return {"replace.null.with.default": "true" if sink.replace_null_with_default else "false"}
+    return {"codec": sink.codec}
+
+
 def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> dict[str, str]:
     """The headwater source's options for `cfg`; a schema history (binlog connectors) is kept in the
     `checkpoint` directory unless the configuration names its file, and so is the file `headwater
-    signal` writes to (connectors that take signals)."""
+    signal` writes to (connectors that take signals). The file sinks are written by the source's
+    tasks (the `files` layout); the jdbc, delta and iceberg sinks read typed blocks, the console JSON."""
     source = with_cli_file(with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME),
                            Path(checkpoint) / CLI_FILE_NAME)
     props = source.as_properties()
-    # the parquet, avro, jdbc, delta and iceberg sinks, and converters other than one JSON for both key
-    # and value, take the events apart: typed blocks; the others write the JSON text the source makes
     text = cfg.sink.json_options()
-    blocks = cfg.sink.type in ("parquet", "avro", "jdbc", "delta", "iceberg") or text is None
     opts = {
         "headwater.properties": json.dumps(props),
-        "headwater.output": "blocks" if blocks else "json",
         "schemas.enable": "true" if (text.schemas_enable if text else cfg.sink.schemas_enable) else "false",
         "replace.null.with.default": "true" if (text.replace_null_with_default if text
                                                 else cfg.sink.replace_null_with_default) else "false",
         "parallelism": str(parallelism),
     }
+    if cfg.sink.type in FILE_SINKS:
+        from headwater.spark.filesink import SINK_OPTION
+        from headwater.spark.sinks import sink_spec
+
+        opts["headwater.output"] = "files"
+        opts[SINK_OPTION] = sink_spec(cfg.sink.type, sink_path(cfg), file_sink_options(cfg))
+    else:
+        opts["headwater.output"] = "blocks" if cfg.sink.type in ("jdbc", "delta", "iceberg") else "json"
     if cfg.spark.max_events_per_trigger:
         opts["maxEventsPerTrigger"] = str(cfg.spark.max_events_per_trigger)
     return opts
@@ -131,21 +189,12 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
     observed = observed_stream(spark, source_options(cfg, parallelism, checkpoint), checkpoint)
     df = observed.df
     sink = cfg.sink
-    if sink.type == "jsonl" and sink.json_options() is None:
-        from headwater.events.formats.converters import specs_json
-        from headwater.spark.sinks import CONVERTERS_OPTION
+    if sink.type in FILE_SINKS:
+        from headwater.spark.filesink import FileBatches
+        from headwater.spark.sinks import FILE_WRITERS
 
-        writer = (df.writeStream.format("headwater-jsonl").option("path", sink.path)
-                  .option(CONVERTERS_OPTION, specs_json(sink.key_converter, sink.value_converter)))
-    elif sink.type == "jsonl":
-        from headwater.spark.sinks import JSONL_COLUMNS
-
-        # only the columns the sink reads reach it: Spark then converts the other four neither from
-        # the source's Arrow batches nor into the sink's (a snapshot batch ~20% sooner)
-        writer = df.select(*JSONL_COLUMNS).writeStream.format("headwater-jsonl").option("path", sink.path)
-    elif sink.type == "parquet":
-        writer = (df.writeStream.format("headwater-parquet").option("path", sink.path)
-                  .option("replace.null.with.default", "true" if sink.replace_null_with_default else "false"))
+        # the source's tasks write the files; the driver commits each batch's
+        writer = df.writeStream.foreachBatch(FileBatches(sink_path(cfg), FILE_WRITERS[sink.type].extension))
     elif sink.type == "jdbc":
         from headwater.sinks.jdbc.spark import jdbc_batches
 
@@ -155,8 +204,6 @@ def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
         from headwater.spark.lakesink import lake_batch
 
         writer = df.writeStream.foreachBatch(lake_batch(sink.lake, checkpoint))
-    elif sink.type == "avro":
-        writer = df.writeStream.format("headwater-avro").option("path", sink.path).option("codec", sink.codec)
     else:
         from headwater.spark.console import console_batch
 

@@ -6,11 +6,13 @@ files end in `.jsonl`. From the source's JSON rows it joins the JSON text column
 option `headwater.converters` (key and value converters other than the source's JSON) it takes the
 source's typed blocks and writes them with those converters (`headwater.spark.converted`).
 `headwater-parquet` is in `headwater.spark.parquet`, `headwater-avro` in `headwater.spark.avro`.
-`register_sinks` makes them known to a Spark session.
+`register_sinks` makes them known to a Spark session; `FILE_WRITERS`, `sink_spec` and `file_writer`
+name them to the source's `files` layout, whose tasks write them (`headwater run`).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -20,14 +22,12 @@ import pyarrow.compute as pc
 
 from headwater.events.arrays import lit
 from headwater.events.headers import headers_json_members
-from headwater.events.typed import TypedBlock, from_ipc
-from headwater.spark.avro import AvroSink
+from headwater.events.typed import TypedBlock
+from headwater.spark.avro import AvroSink, AvroStreamWriter
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
-from headwater.spark.parquet import ParquetSink
+from headwater.spark.parquet import ParquetSink, ParquetStreamWriter
 
 CONVERTERS_OPTION = "headwater.converters"
-
-JSONL_COLUMNS = ("topic", "key", "value", "headers")  # all the jsonl sink reads of an event
 
 
 def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
@@ -47,58 +47,55 @@ def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
 
 def write_lines(f, lines: pa.Array) -> None:
     """Write an Arrow string array's characters (each element a line) without making Python strings."""
-    lines = pc.cast(lines, pa.large_string()) if lines.type == pa.string() else lines
-    if lines.offset == 0 and lines.null_count == 0:
-        offsets = lines.buffers()[1]
-        data = lines.buffers()[2]
-        end = int.from_bytes(memoryview(offsets)[-8:], "little")
-        f.write(memoryview(data)[:end])
+    if lines.offset == 0 and lines.null_count == 0 and len(lines):
+        width = 8 if lines.type in (pa.large_string(), pa.large_binary()) else 4
+        end = int.from_bytes(memoryview(lines.buffers()[1])[len(lines) * width:(len(lines) + 1) * width], "little")
+        f.write(memoryview(lines.buffers()[2])[:end])
     else:
         for v in lines.to_pylist():
-            f.write(v.encode())
+            if v is not None:
+                f.write(v.encode() if isinstance(v, str) else v)
 
 
 class JsonlStreamWriter(FileStreamWriter):
     """Writes Debezium JSON lines, one file per partition per batch."""
 
     extension = ".jsonl"
+    sink = "headwater-jsonl"
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> FileCommit:
+    @property
+    def takes_blocks(self) -> bool:
+        return bool(self.options.get(CONVERTERS_OPTION))
+
+    def write_rows(self, batches: Iterator[pa.RecordBatch]) -> FileCommit:
+        return self._write(jsonl_lines(batch) for batch in batches)
+
+    def write_blocks(self, blocks: Iterator[TypedBlock]) -> FileCommit:
+        converters = self.options.get(CONVERTERS_OPTION)
+        if not converters:
+            raise ValueError(f"the headwater-jsonl sink writes typed blocks with its option {CONVERTERS_OPTION} only")
+        # imported here: the formats (fastavro, ...) cost every Python worker ~0.1 s to import
+        from headwater.events.formats.converters import Converters, specs_from_json
+        from headwater.spark.converted import converted_lines
+
+        return self._write(iter([converted_lines(list(blocks), Converters(*specs_from_json(converters)))]))
+
+    def _write(self, parts: Iterator[pa.Array]) -> FileCommit:
         pid = partition_id()
         tmpdir = self.root / TMP
         tmpdir.mkdir(parents=True, exist_ok=True)
         tmp = tmpdir / f"{uuid.uuid4().hex}-{pid}.tmp"
         rows = 0
-        converters = self.options.get(CONVERTERS_OPTION)
         with open(tmp, "wb", buffering=1 << 20) as f:
-            if converters:
-                # imported here: the formats (fastavro, ...) cost every Python worker ~0.1 s to import
-                from headwater.events.formats.converters import Converters, specs_from_json
-                from headwater.spark.converted import converted_lines
-
-                lines = converted_lines(typed_blocks(iterator, self.__class__.__name__),
-                                        Converters(*specs_from_json(converters)))
-                rows = len(lines)
+            for lines in parts:
+                rows += len(lines)
                 write_lines(f, lines)
-            for batch in iterator:
-                rows += batch.num_rows
-                write_lines(f, jsonl_lines(batch))
             f.flush()
             os.fsync(f.fileno())
         if rows == 0:
             tmp.unlink()
             return FileCommit(pid, [], 0)
         return FileCommit(pid, [(str(tmp), "")], rows)
-
-
-def typed_blocks(iterator: Iterator[pa.RecordBatch], sink: str) -> list[TypedBlock]:
-    """The typed blocks of a task's rows of the source's `blocks` layout."""
-    blocks: list[TypedBlock] = []
-    for batch in iterator:
-        if "block" not in batch.schema.names:
-            raise ValueError(f"{sink} needs the source's typed blocks: set the source's option headwater.output=blocks")
-        blocks.extend(from_ipc(data) for data in batch.column("block").to_pylist())
-    return blocks
 
 
 class JsonlSink(FileSink):
@@ -109,6 +106,23 @@ class JsonlSink(FileSink):
     @classmethod
     def name(cls) -> str:
         return "headwater-jsonl"
+
+
+FILE_WRITERS: dict[str, type[FileStreamWriter]] = {"jsonl": JsonlStreamWriter, "parquet": ParquetStreamWriter,
+                                                   "avro": AvroStreamWriter}
+
+
+def sink_spec(sink_type: str, path: str, options: dict[str, str]) -> str:
+    """The source's `headwater.sink` option: the file sink its `files` layout writes, as JSON."""
+    if sink_type not in FILE_WRITERS:
+        raise ValueError(f"{sink_type!r} is not a file sink: use one of {', '.join(FILE_WRITERS)}")
+    return json.dumps({"type": sink_type, "path": path, "options": options})
+
+
+def file_writer(spec: str) -> FileStreamWriter:
+    """The writer of the file sink `spec` names (`sink_spec`)."""
+    d = json.loads(spec)
+    return FILE_WRITERS[d["type"]](d["path"], dict(d.get("options") or {}))
 
 
 def register_sinks(spark) -> None:

@@ -15,7 +15,11 @@ Options are the connector's properties (Debezium's names) plus `maxEventsPerTrig
   (`headwater-parquet`), so that no stage after the source reads JSON;
 - `table`: one table's row images as typed columns (`headwater.topic` names its topic and
   `headwater.row.schema` holds its row's Connect schema; the schema of the rows is given by the
-  query: `headwater.spark.tables.table_changes` sets all three).
+  query: `headwater.spark.tables.table_changes` sets all three);
+- `files`: the tasks write the events to the files of a file sink themselves (`headwater.sink` names
+  it, `headwater.spark.sinks.sink_spec`), and the rows are one per event, null but the last of each
+  task, which says what it wrote (`headwater.spark.filesink`: `headwater run` commits them with
+  `FileBatches`): the events never cross Spark's JVM.
 
 The connector's post processors (`post.processors`) and transformation chain (`transforms`,
 `headwater.transforms`) run in `read()`, on the executors, on the typed blocks the connector then
@@ -61,6 +65,7 @@ from headwater.events.batch import SPARK_SCHEMA_DDL, Events
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents, ipc_bytes
 from headwater.spark.columns import spark_columns
+from headwater.spark.filesink import SINK_OPTION, WRITTEN_SCHEMA_DDL, partition_blocks, written_rows
 from headwater.spark.observing import (
     OBSERVE_OPTION,
     Carrier,
@@ -81,12 +86,12 @@ PROPERTIES_OPTION = "headwater.properties"
 OUTPUT_OPTION = "headwater.output"
 TOPIC_OPTION = "headwater.topic"
 ROW_SCHEMA_OPTION = "headwater.row.schema"
-OUTPUT_LAYOUTS = ("json", "blocks", "table")
+OUTPUT_LAYOUTS = ("json", "blocks", "table", "files")
 BLOCKS_SCHEMA_DDL = "topic STRING, block BINARY"
 ROW_OPS = ("c", "u", "d", "r")  # the events with a row image (not truncates, not tombstones)
 
 READER_OPTIONS = ("maxeventspertrigger", "schemas.enable", "replace.null.with.default", "parallelism",
-                  PROPERTIES_OPTION, OUTPUT_OPTION, TOPIC_OPTION, ROW_SCHEMA_OPTION, OBSERVE_OPTION)
+                  PROPERTIES_OPTION, OUTPUT_OPTION, TOPIC_OPTION, ROW_SCHEMA_OPTION, SINK_OPTION, OBSERVE_OPTION)
 
 
 class UnitPartition(InputPartition):
@@ -118,6 +123,9 @@ def output_layout(options: dict[str, str]) -> str:
     if layout == "table" and not (options.get(TOPIC_OPTION) and options.get(ROW_SCHEMA_OPTION)):
         raise ValueError(f"{OUTPUT_OPTION}=table needs {TOPIC_OPTION} and {ROW_SCHEMA_OPTION}: "
                          "use headwater.spark.tables.table_changes")
+    if layout == "files" and not options.get(SINK_OPTION):
+        raise ValueError(f"{OUTPUT_OPTION}=files needs {SINK_OPTION}, the file sink to write: "
+                         "use headwater.spark.sinks.sink_spec")
     return layout
 
 
@@ -159,6 +167,15 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return post_processors(connector_config(self.options))
 
     @property
+    def json_rows(self) -> bool:
+        """Whether the rows, or the file sink the rows are written to, take JSON text (else typed blocks)."""
+        if self.layout == "files":
+            from headwater.spark.sinks import file_writer
+
+            return not file_writer(self.options[SINK_OPTION]).takes_blocks
+        return self.layout == "json"
+
+    @property
     def connector(self) -> SourceConnector:
         if self._connector is None:
             cfg = connector_config(self.options)
@@ -167,7 +184,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 cfg, parallelism=int(self.options.get("parallelism", 2)),
                 schemas_enable=_flag(self.options, "schemas.enable", False),
                 replace_null_with_default=_flag(self.options, "replace.null.with.default", True),
-                output="json" if self.layout == "json" and self.chain is None and self.post is None else "typed")
+                output="json" if self.json_rows and self.chain is None and self.post is None else "typed")
             atexit.register(self._close)
         return self._connector
 
@@ -263,13 +280,26 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     def _rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
         """The batches as rows of the reader's layout."""
         if self.layout == "json":
-            options = self._json_options
-            for batch in batches:
-                yield (to_event_batch(batch, options) if isinstance(batch, TypedEvents) else batch).to_arrow()
+            yield from self._json_rows(batches)
         elif self.layout == "blocks":
             yield from block_rows(batches)
+        elif self.layout == "files":
+            yield from self._written_rows(batches)
         else:
             yield from self._table_rows(batches)
+
+    def _written_rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
+        """The partition's events written to the file sink's temporary files (see `headwater.spark.filesink`)."""
+        from headwater.spark.sinks import file_writer
+
+        writer = file_writer(self.options[SINK_OPTION])
+        yield from written_rows(writer, partition_blocks(batches) if writer.takes_blocks else self._json_rows(batches))
+
+    def _json_rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
+        """The events as JSON rows (`SPARK_SCHEMA_DDL`)."""
+        options = self._json_options
+        for batch in batches:
+            yield (to_event_batch(batch, options) if isinstance(batch, TypedEvents) else batch).to_arrow()
 
     def _table_rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
         """The row images of one table's events (see `headwater.spark.tables`)."""
@@ -318,7 +348,7 @@ class HeadwaterDataSource(DataSource):
         if layout == "table":
             raise ValueError(f"{OUTPUT_OPTION}=table takes the schema of the query: use "
                              "headwater.spark.tables.table_changes")
-        return BLOCKS_SCHEMA_DDL if layout == "blocks" else SPARK_SCHEMA_DDL
+        return {"blocks": BLOCKS_SCHEMA_DDL, "files": WRITTEN_SCHEMA_DDL}.get(layout, SPARK_SCHEMA_DDL)
 
     def streamReader(self, schema) -> DataSourceStreamReader:
         config = connector_config(dict(self.options))  # refuse bad properties before the query starts

@@ -1,7 +1,8 @@
 """The workload whose classes go into the driver JVM's class archive (`headwater.spark.classcache`).
 
 `python -m headwater.spark.warmup ARCHIVE` runs a small streaming query shaped like headwater's
-(a Python streaming source of change-event-shaped rows, the `headwater-jsonl` sink, a checkpoint)
+(a Python streaming source whose tasks write change-event-shaped rows to jsonl files, as the
+source's `files` layout does, committed by `FileBatches` in `foreachBatch`; a checkpoint)
 in a Spark session made by `spark_session`, stops Spark, and waits for its JVM to exit: the JVM
 writes the classes it loaded to ARCHIVE as it exits (`-XX:ArchiveClassesAtExit`).
 """
@@ -17,14 +18,18 @@ import pyarrow as pa
 from pyspark import SparkContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition, ReadLimit
 
-from headwater.events.batch import ARROW_SCHEMA, SPARK_SCHEMA_DDL
+from headwater.events.batch import ARROW_SCHEMA
 from headwater.pipeline_config import parse_config
+from headwater.spark.filesink import WRITTEN_SCHEMA_DDL, FileBatches, written_rows
 from headwater.spark.pipeline import spark_session
-from headwater.spark.sinks import JSONL_COLUMNS
+from headwater.spark.sinks import JsonlStreamWriter
 
 
 class _WarmupReader(DataSourceStreamReader):
-    """Two micro-batches of a few change-event-shaped rows."""
+    """Two micro-batches of a few change-event-shaped rows, written to jsonl files by the tasks."""
+
+    def __init__(self, sink: str):
+        self.sink = sink
 
     def initialOffset(self) -> dict:
         return {"n": 0}
@@ -36,6 +41,10 @@ class _WarmupReader(DataSourceStreamReader):
         return [InputPartition(i) for i in range(start["n"], end["n"])]
 
     def read(self, partition) -> Iterator[pa.RecordBatch]:
+        writer = JsonlStreamWriter(self.sink)
+        yield from written_rows(writer, iter([self._rows()]))
+
+    def _rows(self) -> pa.RecordBatch:
         n = 100
         cols = {
             "topic": ["warmup.public.t"] * n,
@@ -47,7 +56,7 @@ class _WarmupReader(DataSourceStreamReader):
             "_commit_version": list(range(n)),
             "_commit_timestamp": [0] * n,
         }
-        yield pa.RecordBatch.from_pydict(cols, schema=ARROW_SCHEMA)
+        return pa.RecordBatch.from_pydict(cols, schema=ARROW_SCHEMA)
 
     def commit(self, end: dict) -> None:
         pass
@@ -59,10 +68,10 @@ class _WarmupSource(DataSource):
         return "headwater-classcache-warmup"
 
     def schema(self) -> str:
-        return SPARK_SCHEMA_DDL
+        return WRITTEN_SCHEMA_DDL
 
     def streamReader(self, schema) -> _WarmupReader:
-        return _WarmupReader()
+        return _WarmupReader(self.options["path"])
 
 
 def dump(archive: str) -> None:
@@ -78,8 +87,8 @@ def dump(archive: str) -> None:
         })
         spark = spark_session(cfg, dump_classes_to=archive)
         spark.dataSource.register(_WarmupSource)
-        query = (spark.readStream.format(_WarmupSource.name()).load().select(*JSONL_COLUMNS)  # as start_query
-                 .writeStream.format("headwater-jsonl").option("path", f"{work}/sink")
+        query = (spark.readStream.format(_WarmupSource.name()).option("path", f"{work}/sink").load()  # as start_query
+                 .writeStream.foreachBatch(FileBatches(f"{work}/sink", JsonlStreamWriter.extension))
                  .option("checkpointLocation", f"{work}/checkpoint").trigger(availableNow=True).start())
         query.awaitTermination()
         spark.stop()

@@ -129,20 +129,21 @@ def test_once_finishes_an_incremental_snapshot(spark, pg_server, pg_db, tmp_path
     cfg = load_config(str(config))
     checkpoint = Path(cfg.spark.checkpoint)
 
-    def run_once() -> None:
-        query = start_query(spark, cfg, once=True)
+    def run_once() -> list[Any]:
+        query = start_query(spark, cfg, once=True)  # the files layout: the source's tasks write the jsonl sink
         observed = query_observer(query)
         assert observed is not None
         try:
             query.awaitTermination()
             assert observed.wait_counted()
+            return query.recentProgress
         finally:
             observed.close()
 
     run_once()  # the slot, and streaming begins
     append_signal(checkpoint / "signals.jsonl", "execute-snapshot", {"data-collections": ["public.items"]}, "s1")
     pg_server.execute("UPDATE items SET v = -1 WHERE id = 1500", pg_db)
-    run_once()
+    progress = run_once()
     events = read_sink(tmp_path / "out")
     reads = [e["value"]["after"]["id"] for e in events
              if e["value"] and e["value"]["source"].get("snapshot") == "incremental"]
@@ -156,6 +157,9 @@ def test_once_finishes_an_incremental_snapshot(spark, pg_server, pg_db, tmp_path
     changes = [e for e in events if e["value"] and e["value"].get("op")]
     assert doc["streaming"]["TotalNumberOfEventsSeen"] == len(changes)
     assert doc["streaming"]["TotalNumberOfUpdateEventsSeen"] == 1
+    observed = [c for c in map(batch_counts, progress) if c is not None]  # the facts column's observed metrics
+    assert sum(o["TotalNumberOfEventsSeen"] for o in observed) == len(changes)
+    assert sum(o["TotalNumberOfUpdateEventsSeen"] for o in observed) == 1
 
 
 def _parquet_ops(path: Path) -> dict[str, list[str]]:

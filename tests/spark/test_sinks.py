@@ -12,9 +12,11 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
+from headwater.events.batch import EventBatch
 from headwater.events.typed import BlockBuilder, ipc_bytes
 from headwater.spark.avro import AvroStreamWriter
-from headwater.spark.filesink import FileCommit, commit_files
+from headwater.spark.filesink import WRITTEN, FileCommit, commit_files, written_rows
+from headwater.spark.sinks import JsonlStreamWriter
 from tests.spark_support import cli, write_config
 
 
@@ -41,6 +43,34 @@ def test_commit_replaces_an_earlier_attempt_of_the_same_batch(tmp_path):
                      "batch-000000000008-part-00000.jsonl"]
     assert [(root / f).read_text() for f in files] == ["A", "B", "next"]
     assert not tmp.exists()
+
+
+def test_source_tasks_write_jsonl_and_hand_spark_a_row_per_event(tmp_path):
+    """The source's `files` layout: a task writes the lines itself; Spark gets one row per event, null
+    but the last, which holds what the task wrote; the driver's commit takes only that attempt's file."""
+    root = tmp_path / "out"
+    writer = JsonlStreamWriter(str(root))
+    batches = []
+    for first in (1, 3):
+        b = EventBatch()
+        b.append("p.s.t", f'{{"id":{first}}}', f'{{"op":"c","after":{{"id":{first}}}}}', "c", 10, 0)
+        b.append('p."t"', f'{{"id":{first + 1}}}', None, None, 10, 0, headers=[("h", '"x"')])  # a tombstone
+        batches.append(b.to_arrow())
+    aborted = list(written_rows(writer, iter(batches[:1])))  # an attempt whose result Spark never takes
+    rows = [r for batch in written_rows(writer, iter(batches)) for r in batch.column(WRITTEN).to_pylist()]
+    assert len(rows) == 4 and rows[:3] == [None] * 3
+    commit = FileCommit.from_json(rows[3])
+    assert commit.rows == 4 and len(commit.files) == 1
+    aborted_file = FileCommit.from_json(aborted[-1].column(WRITTEN)[-1].as_py()).files[0][0]
+    assert Path(aborted_file).exists()
+    commit_files(root, 3, [commit], ".jsonl")
+    assert [p.name for p in root.iterdir()] == ["batch-000000000003-part-00000.jsonl"]  # _tmp is gone
+    assert (root / "batch-000000000003-part-00000.jsonl").read_bytes() == (
+        b'{"topic":"p.s.t","key":{"id":1},"value":{"op":"c","after":{"id":1}}}\n'
+        b'{"topic":"p.\\"t\\"","key":{"id":2},"value":null,"headers":{"h":"x"}}\n'
+        b'{"topic":"p.s.t","key":{"id":3},"value":{"op":"c","after":{"id":3}}}\n'
+        b'{"topic":"p.\\"t\\"","key":{"id":4},"value":null,"headers":{"h":"x"}}\n')
+    assert list(written_rows(writer, iter([]))) == []  # no events: no rows, no file
 
 
 @pytest.mark.spark

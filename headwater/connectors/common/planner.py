@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import numpy as np
+import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.codec import Retrying, StreamCodec, StreamReader
@@ -33,6 +34,8 @@ log = logging.getLogger("headwater.planner")
 P = TypeVar("P")
 
 _COUNT = struct.Struct("<I")  # messages in a packed blob
+_SIZE = struct.Struct("<Q")  # the blob's size before compression
+_CODEC = pa.Codec("zstd", compression_level=1)
 _UNPACK_CHUNK = 4096
 MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partition
 POLL_S = 0.25
@@ -55,14 +58,20 @@ class TxnPart:
 
 def pack(msgs: list[Message]) -> bytes:
     """Messages as one blob (a slice's payload): their number, their positions, their sizes, and
-    their payloads one after another (so that packing and unpacking are array operations)."""
+    their payloads one after another (so that packing and unpacking are array operations),
+    compressed (zstd, level 1): a slice travels from the driver's reader through Spark's JVM, which
+    holds a batch's slices in its heap several times over, to the task that decodes it; row messages
+    shrink ~5x for ~1 ms of CPU per MB."""
     payloads = [p for _, p in msgs]
     positions = np.array([pos for pos, _ in msgs], dtype="<u8")
     sizes = np.fromiter(map(len, payloads), dtype="<u4", count=len(payloads))
-    return b"".join([_COUNT.pack(len(msgs)), positions.tobytes(), sizes.tobytes(), *payloads])
+    raw = b"".join([_COUNT.pack(len(msgs)), positions.tobytes(), sizes.tobytes(), *payloads])
+    return _SIZE.pack(len(raw)) + _CODEC.compress(raw, asbytes=True)
 
 
-def unpack(blob: bytes) -> Iterator[Message]:
+def unpack(packed: bytes) -> Iterator[Message]:
+    blob = _CODEC.decompress(memoryview(packed)[_SIZE.size:], decompressed_size=_SIZE.unpack_from(packed)[0],
+                             asbytes=True)
     n = _COUNT.unpack_from(blob)[0]
     positions = np.frombuffer(blob, "<u8", n, _COUNT.size)
     sizes = np.frombuffer(blob, "<u4", n, _COUNT.size + 8 * n)
