@@ -43,6 +43,7 @@ from headwater.observe.facts import BatchFacts
 from headwater.observe.metrics import metrics_path, read_file
 from headwater.observe.observer import Observer
 from headwater.spark.filesink import FACTS
+from headwater.spark.listener import json_listener
 from headwater.spark.observing import OBSERVE_OPTION, facts_of, read_reader_state, split
 
 log = logging.getLogger("headwater.spark")
@@ -270,37 +271,9 @@ class _Listener:
             self.observer.close()
 
 
-def _json_progress_listener(pylistener: Any) -> Any:
-    """The JVM side of `pylistener`: pyspark's own wrapper, but each progress taken as its JSON.
-
-    pyspark builds the `QueryProgressEvent` it hands a Python listener from the JVM's object field by
-    field, one py4j round trip per field (each with a class lookup by reflection in the JVM): ~0.1 s
-    of the JVM's CPU a micro-batch, half a core at 2,000 changes/s (jstack: the
-    `spark-listener-group-streams` thread in py4j's `ReflectionCommand`). Here it is two calls, the
-    progress and its `json()`, read with pyspark's own `fromJson`."""
-    from pyspark import SparkContext
-    from pyspark.sql.streaming.listener import JStreamingQueryListener, QueryProgressEvent
-
-    class JsonProgress(JStreamingQueryListener):
-        def onQueryProgress(self, jevent: Any) -> None:
-            progress = json.loads(jevent.progress().json())
-            self.pylistener.onQueryProgress(QueryProgressEvent.fromJson({"progress": progress}))
-
-    jvm: Any = SparkContext._jvm
-    return jvm.PythonStreamingQueryListenerWrapper(JsonProgress(pylistener))
-
-
 def listener_for(observer: SparkObserver) -> Any:
-    """A `StreamingQueryListener` feeding `observer` (its progress read as JSON: `_json_progress_listener`)."""
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    def jlistener(self: Any) -> Any:
-        if not hasattr(self, "_jlistenerobj"):
-            self._jlistenerobj = _json_progress_listener(self)
-        return self._jlistenerobj
-
-    cls = type("HeadwaterListener", (_Listener, StreamingQueryListener), {"_jlistener": property(jlistener)})
-    return cls(observer)
+    """A `StreamingQueryListener` feeding `observer` (its progress read as JSON: `spark.listener`)."""
+    return json_listener(_Listener)(observer)
 
 
 class ObservedStream:
