@@ -125,6 +125,8 @@ def _measure(name: str, res: ProcessResult, got: dict, rows: int, data_bytes: in
     details = {}
     if got.get("spark_started"):
         details["spark_start_s"] = got["spark_started"] - res.launched
+    if got.get("cycle_ms"):  # the median micro-batch with rows: its rows and Spark's durationMs of its phases
+        details["cycle_ms"] = got["cycle_ms"]
     return from_event_times(name, res, got, rows, data_bytes, **details)
 
 

@@ -16,7 +16,8 @@ from headwater.events.batch import EventBatch
 from headwater.events.typed import BlockBuilder, ipc_bytes
 from headwater.spark.avro import AvroStreamWriter
 from headwater.spark.filesink import WRITTEN, FileCommit, commit_files, written_rows
-from headwater.spark.sinks import JsonlStreamWriter
+from headwater.spark import sinks
+from headwater.spark.sinks import JsonlStreamWriter, jsonl_lines
 from tests.spark_support import cli, write_config
 
 
@@ -71,6 +72,21 @@ def test_source_tasks_write_jsonl_and_hand_spark_a_row_per_event(tmp_path):
         b'{"topic":"p.s.t","key":{"id":3},"value":{"op":"c","after":{"id":3}}}\n'
         b'{"topic":"p.\\"t\\"","key":{"id":4},"value":null,"headers":{"h":"x"}}\n')
     assert list(written_rows(writer, iter([]))) == []  # no events: no rows, no file
+
+
+def test_jsonl_lines_of_a_large_batch_are_made_in_slices(tmp_path, monkeypatch):
+    """A batch larger than `LINES_AT_ONCE` is written a slice at a time (headers and tombstones across
+    the slices' edges): the file is the one the lines of the whole batch make."""
+    b = EventBatch()
+    for i in range(10):
+        value = None if i % 3 == 2 else f'{{"op":"c","after":{{"id":{i}}}}}'
+        b.append("p.s.t", f'{{"id":{i}}}', value, None if value is None else "c", i, 0,
+                 headers=[("h", f'"{i}"')] if i % 4 else None)
+    batch = b.to_arrow()
+    monkeypatch.setattr(sinks, "LINES_AT_ONCE", 3)
+    assert [len(s) for s in sinks.row_slices(batch, 3)] == [3, 3, 3, 1]
+    commit = JsonlStreamWriter(str(tmp_path)).write_rows(iter([batch]))
+    assert Path(commit.files[0][0]).read_bytes() == b"".join(s.encode() for s in jsonl_lines(batch).to_pylist())
 
 
 @pytest.mark.spark
