@@ -14,9 +14,9 @@ import pytest
 
 from headwater.events.batch import EventBatch
 from headwater.events.typed import BlockBuilder, ipc_bytes
+from headwater.spark import sinks
 from headwater.spark.avro import AvroStreamWriter
 from headwater.spark.filesink import WRITTEN, FileCommit, commit_files, written_rows
-from headwater.spark import sinks
 from headwater.spark.sinks import JsonlStreamWriter, jsonl_lines
 from tests.spark_support import cli, write_config
 
