@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +89,29 @@ def test_jsonl_lines_of_a_large_batch_are_made_in_slices(tmp_path, monkeypatch):
     assert [len(s) for s in sinks.row_slices(batch, 3)] == [3, 3, 3, 1]
     commit = JsonlStreamWriter(str(tmp_path)).write_rows(iter([batch]))
     assert Path(commit.files[0][0]).read_bytes() == b"".join(s.encode() for s in jsonl_lines(batch).to_pylist())
+
+
+def test_a_source_task_writing_jsonl_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas on its first pa.array or pa.scalar of Python values (~1 s of CPU in each
+    task worker): a task of the `files` layout writing JSON lines makes none."""
+    b = EventBatch()
+    b.append("p.s.t", '{"id":1}', '{"op":"c"}', "c", 10, 0, headers=[("h", '"x"')])
+    b.append("p.s.t", '{"id":1}', None, None, 10, 0)
+    batch = b.to_arrow()
+    with pa.OSFile(str(tmp_path / "events.arrow"), "wb") as f, pa.ipc.new_stream(f, batch.schema) as w:
+        w.write_batch(batch)
+    script = f"""
+import sys
+import pyarrow as pa
+from headwater.spark.filesink import written_rows
+from headwater.spark.sinks import JsonlStreamWriter
+batches = list(pa.ipc.open_stream({str(tmp_path / "events.arrow")!r}))
+rows = list(written_rows(JsonlStreamWriter({str(tmp_path / "out")!r}), iter(batches)))
+assert sum(len(r) for r in rows) == 2
+print("pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 @pytest.mark.spark
