@@ -262,5 +262,7 @@ def mariadb_stream_engine(case: md.StreamCase) -> Measurement:
 
 
 def mariadb_latency(case: md.LatencyCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
-    """headwater on MariaDB under the steady load: the batch holding a row committed in the sink - `ts`."""
-    return _latency(case, mariadb_properties(case, "never"), checkout, name)
+    """headwater on MariaDB under the steady load: the batch holding a row committed in the sink - `ts`.
+    `snapshot.mode: no_data` (the tables' schema, then the binlog from its end): a second contender on the
+    same server (`--compare-with`) does not start with the first one's rows as a backlog."""
+    return _latency(case, mariadb_properties(case, "no_data"), checkout, name)
