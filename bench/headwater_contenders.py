@@ -125,6 +125,8 @@ def _measure(name: str, res: ProcessResult, got: dict, rows: int, data_bytes: in
     details = {}
     if got.get("spark_started"):
         details["spark_start_s"] = got["spark_started"] - res.launched
+    if got.get("cycle_ms"):  # the median micro-batch with rows: its rows and Spark's durationMs of its phases
+        details["cycle_ms"] = got["cycle_ms"]
     return from_event_times(name, res, got, rows, data_bytes, **details)
 
 
@@ -221,12 +223,12 @@ def mariadb_properties(case: md.SnapshotCase | md.StreamCase | md.LatencyCase, s
 LOCKING_NAME = "headwater locking"
 
 
-def mariadb_snapshot(case: md.SnapshotCase) -> Measurement:
+def mariadb_snapshot(case: md.SnapshotCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
     """headwater's MariaDB initial snapshot as it runs by default (the lock-free parallel snapshot: key-range
     chunks read between binlog watermarks) on local Spark into the jsonl sink: launch -> snapshot rows committed."""
     res, got = _run(mariadb_properties(case, "initial"), case.workdir, "spark", "--expect", str(case.rows),
-                    timeout=max(600.0, case.rows / 2000))
-    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+                    timeout=max(600.0, case.rows / 2000), checkout=checkout)
+    return _measure(name, res, got, case.rows, case.data_bytes, case.workdir, "spark")
 
 
 def mariadb_snapshot_locking(case: md.SnapshotCase) -> Measurement:
@@ -244,12 +246,12 @@ def mariadb_snapshot_engine(case: md.SnapshotCase) -> Measurement:
     return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
-def mariadb_stream(case: md.StreamCase) -> Measurement:
+def mariadb_stream(case: md.StreamCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
     """headwater streaming MariaDB's binlog on local Spark into the jsonl sink: `snapshot.mode: never` reads
     from the oldest binlog file, which holds the schema's set-up and then the load."""
     res, got = _run(mariadb_properties(case, "never"), case.workdir, "spark", "--expect", str(case.rows),
-                    timeout=max(600.0, case.rows / 2000))
-    return _measure(NAME, res, got, case.rows, case.data_bytes, case.workdir, "spark")
+                    timeout=max(600.0, case.rows / 2000), checkout=checkout)
+    return _measure(name, res, got, case.rows, case.data_bytes, case.workdir, "spark")
 
 
 def mariadb_stream_engine(case: md.StreamCase) -> Measurement:
@@ -259,6 +261,8 @@ def mariadb_stream_engine(case: md.StreamCase) -> Measurement:
     return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
 
 
-def mariadb_latency(case: md.LatencyCase) -> Measurement:
-    """headwater on MariaDB under the steady load: the batch holding a row committed in the sink - `ts`."""
-    return _latency(case, mariadb_properties(case, "never"))
+def mariadb_latency(case: md.LatencyCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
+    """headwater on MariaDB under the steady load: the batch holding a row committed in the sink - `ts`.
+    `snapshot.mode: no_data` (the tables' schema, then the binlog from its end): a second contender on the
+    same server (`--compare-with`) does not start with the first one's rows as a backlog."""
+    return _latency(case, mariadb_properties(case, "no_data"), checkout, name)

@@ -142,9 +142,10 @@ def run_spark(props: dict, args, out: dict) -> None:
     spark.stop()
     if failure is not None:  # the query ended by itself: its error is the run's
         out["error"] = f"query failed: {str(failure)[:2000]}"
+    out["cycles"] = cycles  # every micro-batch's rows and Spark's durationMs of its phases
+    out["cycle_ms"] = cycle_medians(cycles)
     if args.mode == "latency":
         out["latencies_ms"] = latencies
-        out["cycle_ms"] = cycle_medians(cycles)
     if not done:
         out["timed_out"] = True
 

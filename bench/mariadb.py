@@ -32,6 +32,7 @@ import subprocess
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,16 @@ def benchmarks(opts: Options) -> list[Benchmark]:
     def skip() -> str | None:
         return missing
 
+    def checkouts(run: Callable[..., Measurement]) -> list[Contender]:
+        """A baseline contender per `--compare-with` checkout: `run` with that checkout's headwater."""
+        out = []
+        for root in opts.compare_with:
+            name = f"{headwater_contenders.NAME}@{Path(root).resolve().name}"
+            out.append(Contender(name, BASELINE, partial(run, checkout=headwater_contenders.Checkout.at(root),
+                                                         name=name),
+                                 f"headwater of the checkout {root} (--compare-with)", skip=skip))
+        return out
+
     def dbz() -> Contender:
         return Contender("debezium", REFERENCE, debezium, "Debezium MariaDB connector", skip=debezium_skip)
 
@@ -171,6 +182,7 @@ def benchmarks(opts: Options) -> list[Benchmark]:
                 dbz(),
                 Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.mariadb_snapshot,
                           "headwater snapshot, the default (lock-free, chunks between binlog watermarks)", skip=skip),
+                *checkouts(headwater_contenders.mariadb_snapshot),
                 Contender(headwater_contenders.LOCKING_NAME, SUBJECT, headwater_contenders.mariadb_snapshot_locking,
                           "headwater snapshot, Debezium's locking one (snapshot.locking.mode=minimal)", skip=skip),
                 Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.mariadb_snapshot_engine,
@@ -194,6 +206,7 @@ def benchmarks(opts: Options) -> list[Benchmark]:
                 dbz(),
                 Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.mariadb_stream,
                           "headwater streaming the binlog", skip=skip),
+                *checkouts(headwater_contenders.mariadb_stream),
                 Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.mariadb_stream_engine,
                           "headwater's capture layer alone: the in-process engine, no Spark, no sink (information)",
                           skip=skip),
@@ -216,7 +229,8 @@ def benchmarks(opts: Options) -> list[Benchmark]:
             f"(after {opts.latency_warmup:.0f} s of warm-up at that rate)",
             "mariadb", "latency",
             [dbz(), Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.mariadb_latency,
-                              "headwater, arrival at the sink", skip=skip)],
+                              "headwater, arrival at the sink", skip=skip),
+             *checkouts(headwater_contenders.mariadb_latency)],
             [Target("p99 < 2 s", "p99_ms", 2000.0)],
             {"rate": opts.latency_rate, "seconds": opts.latency_seconds, "warmup_seconds": opts.latency_warmup},
         ),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,9 +16,10 @@ import pytest
 
 from headwater.events.batch import EventBatch
 from headwater.events.typed import BlockBuilder, ipc_bytes
+from headwater.spark import sinks
 from headwater.spark.avro import AvroStreamWriter
 from headwater.spark.filesink import WRITTEN, FileCommit, commit_files, written_rows
-from headwater.spark.sinks import JsonlStreamWriter
+from headwater.spark.sinks import JsonlStreamWriter, jsonl_lines
 from tests.spark_support import cli, write_config
 
 
@@ -71,6 +74,44 @@ def test_source_tasks_write_jsonl_and_hand_spark_a_row_per_event(tmp_path):
         b'{"topic":"p.s.t","key":{"id":3},"value":{"op":"c","after":{"id":3}}}\n'
         b'{"topic":"p.\\"t\\"","key":{"id":4},"value":null,"headers":{"h":"x"}}\n')
     assert list(written_rows(writer, iter([]))) == []  # no events: no rows, no file
+
+
+def test_jsonl_lines_of_a_large_batch_are_made_in_slices(tmp_path, monkeypatch):
+    """A batch larger than `LINES_AT_ONCE` is written a slice at a time (headers and tombstones across
+    the slices' edges): the file is the one the lines of the whole batch make."""
+    b = EventBatch()
+    for i in range(10):
+        value = None if i % 3 == 2 else f'{{"op":"c","after":{{"id":{i}}}}}'
+        b.append("p.s.t", f'{{"id":{i}}}', value, None if value is None else "c", i, 0,
+                 headers=[("h", f'"{i}"')] if i % 4 else None)
+    batch = b.to_arrow()
+    monkeypatch.setattr(sinks, "LINES_AT_ONCE", 3)
+    assert [len(s) for s in sinks.row_slices(batch, 3)] == [3, 3, 3, 1]
+    commit = JsonlStreamWriter(str(tmp_path)).write_rows(iter([batch]))
+    assert Path(commit.files[0][0]).read_bytes() == b"".join(s.encode() for s in jsonl_lines(batch).to_pylist())
+
+
+def test_a_source_task_writing_jsonl_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas on its first pa.array or pa.scalar of Python values (~1 s of CPU in each
+    task worker): a task of the `files` layout writing JSON lines makes none."""
+    b = EventBatch()
+    b.append("p.s.t", '{"id":1}', '{"op":"c"}', "c", 10, 0, headers=[("h", '"x"')])
+    b.append("p.s.t", '{"id":1}', None, None, 10, 0)
+    batch = b.to_arrow()
+    with pa.OSFile(str(tmp_path / "events.arrow"), "wb") as f, pa.ipc.new_stream(f, batch.schema) as w:
+        w.write_batch(batch)
+    script = f"""
+import sys
+import pyarrow as pa
+from headwater.spark.filesink import written_rows
+from headwater.spark.sinks import JsonlStreamWriter
+batches = list(pa.ipc.open_stream({str(tmp_path / "events.arrow")!r}))
+rows = list(written_rows(JsonlStreamWriter({str(tmp_path / "out")!r}), iter(batches)))
+assert sum(len(r) for r in rows) == 2
+print("pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
 
 
 @pytest.mark.spark

@@ -186,10 +186,17 @@ class BinlogSlice(WorkUnit):
         yield from decoder.ready
         if len(maker.out):
             yield maker.take()
+        # hand the blocks' buffers back to the system once the slice is decoded (Arrow's pool keeps freed
+        # pages; trimming after every block made the next one fault its pages in again)
+        pa.default_memory_pool().release_unused()
 
 
 MIN_RUN_BYTES = 2048  # a shorter run of WRITE_ROWS events costs less row by row
-MAX_RUN_BYTES = 8 << 20  # the events of one column-wise block
+# The events of one column-wise block: ~14k rows of the benchmark's table, whose JSON values are ~8 MB.
+# A block's arrays are allocated afresh by Arrow (the system allocator) and freed once written: blocks
+# of 8 MB of events (~115k rows, ~70 MB of JSON values) were each mapped and faulted in page by page
+# and unmapped again, ~40% of a task's CPU in the kernel; blocks this size reuse the heap's memory.
+MAX_RUN_BYTES = 1 << 20
 
 
 class _RunEvent(NamedTuple):
@@ -412,8 +419,6 @@ class _Decoder:
             self.ready.append(events)
             if last_row is not None:
                 self.row = last_row
-            # hand the block's intermediate buffers back to the system (Arrow's pool keeps freed pages)
-            pa.default_memory_pool().release_unused()
         run.clear()
 
     def _run_block(self, run: _WriteRun) -> tuple[Events, int | None] | None:
