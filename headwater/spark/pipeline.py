@@ -18,6 +18,7 @@ from headwater.connectors.history_file import HISTORY_FILE_NAME, with_history_fi
 from headwater.pipeline_config import PipelineConfig
 from headwater.spark import classcache, gateway
 from headwater.spark.observer import ObservedStream, observed_stream
+from headwater.spark.preload import PRELOAD_ENV, task_modules
 from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
@@ -61,6 +62,8 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
     # runner ~140 -> ~75 MB of PSS, no more CPU)
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    # the daemon that forks the task workers imports what they need before it forks them (shared pages)
+    os.environ.setdefault(PRELOAD_ENV, ",".join(task_modules(cfg.source.connector)))
     os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
 
@@ -109,6 +112,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         "spark.executorEnv.PYTHONPATH": with_site_dir(None),
         "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": os.environ["ARROW_DEFAULT_MEMORY_POOL"],
+        f"spark.executorEnv.{PRELOAD_ENV}": os.environ[PRELOAD_ENV],
         "spark.python.worker.reuse": "true",
         # the JVM talks to its Python workers over Unix domain sockets instead of TCP on loopback:
         # every micro-batch ~50 ms shorter (a trivial Python source: 210 -> 150 ms a batch)

@@ -4,6 +4,8 @@ It drops the pip-installed pyspark's own zips from `sys.path` (see `headwater.sp
 In Spark's Python workers (`python -m pyspark....`) it also makes the worker leave with its parent
 (see `headwater.spark.workerlife`) and ignore SIGINT, as PySpark has the JVM do:
 Ctrl-C on a terminal reaches the whole process group, and the worker's life is the JVM's business.
+The daemon that forks the task workers imports the modules they will need first
+(`headwater.spark.preload`).
 Then it runs the `sitecustomize` this one shadows, if there is one.
 """
 
@@ -20,13 +22,22 @@ else:
     drop_installed_spark_zips()
 
 try:
-    from headwater.spark.workerlife import exit_with_parent, is_spark_worker
+    from headwater.spark.workerlife import exit_after_job, exit_with_parent, is_spark_worker
 except ImportError:
     pass
 else:
     if is_spark_worker(sys.orig_argv):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         exit_with_parent()
+        if os.environ.get("HEADWATER_PLANNERS_REUSED") != "1":
+            exit_after_job(sys.orig_argv)
+
+try:
+    from headwater.spark.preload import preload
+except ImportError:
+    pass
+else:
+    preload(sys.orig_argv)  # the task workers' daemon imports what its workers will (headwater.spark.preload)
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _next = PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
