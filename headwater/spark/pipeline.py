@@ -62,8 +62,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
     # runner ~140 -> ~75 MB of PSS, no more CPU)
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    # the daemon that forks the task workers imports what they need before it forks them (shared pages)
-    os.environ.setdefault(PRELOAD_ENV, ",".join(task_modules(cfg.source.connector)))
+    # the daemon that forks the task workers imports what they need before it forks them (shared pages;
+    # an empty value turns that off)
+    if os.environ.get(PRELOAD_ENV) != "":
+        os.environ[PRELOAD_ENV] = ",".join(task_modules(cfg.source.connector))
     os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
 
