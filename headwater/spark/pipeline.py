@@ -46,6 +46,8 @@ SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn96m", "-XX:MinH
                              # NIO caches a direct buffer per thread as large as its largest write
                              "-Djdk.nio.maxCachedBufferSize=1048576")
 
+MALLOC_ARENA_MAX = "2"  # glibc's malloc arenas in every process of the pipeline (see spark_session)
+
 
 def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug: bool = False):
     """A SparkSession for `cfg` (Python workers run this interpreter). The driver JVM maps the
@@ -62,6 +64,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
     # runner ~140 -> ~75 MB of PSS, no more CPU)
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    # glibc gives each thread that allocates its own arena (up to 8 per core), and each arena keeps
+    # what it once held: Spark's JVM runs ~100 threads, a snapshot task's COPY and read-ahead threads
+    # allocate beside its main thread
+    os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENA_MAX)
     # the daemon that forks the task workers imports what they need before it forks them (shared pages;
     # an empty value turns that off)
     if os.environ.get(PRELOAD_ENV) != "":
@@ -115,6 +121,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.executorEnv.PYTHONPATH": with_site_dir(None),
         "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": os.environ["ARROW_DEFAULT_MEMORY_POOL"],
         f"spark.executorEnv.{PRELOAD_ENV}": os.environ[PRELOAD_ENV],
+        "spark.executorEnv.MALLOC_ARENA_MAX": os.environ["MALLOC_ARENA_MAX"],
         "spark.python.worker.reuse": "true",
         # the JVM talks to its Python workers over Unix domain sockets instead of TCP on loopback:
         # every micro-batch ~50 ms shorter (a trivial Python source: 210 -> 150 ms a batch)

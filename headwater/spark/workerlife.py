@@ -18,7 +18,8 @@ Spark's driver-side planners (`ONE_JOB_WORKERS`: the data source lookup, creatio
 which a query needs when it starts) exit once they have answered, instead of waiting, idle, to be
 reused: with `spark.python.worker.reuse` (which the task workers need) Spark kept each of them alive
 for a minute after its last job, ~30-50 MB each. Spark checks that an idle worker is alive before it
-reuses one, and forks a new one from the daemon when it is not.
+reuses one, and forks a new one from the daemon when it is not. `REUSED_PLANNERS`=1 in the JVM's
+environment keeps Spark's reuse (the tests' shared session, which starts hundreds of queries).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import IO
 
 POLL_S = 1.0
 ORPHANED_EXIT_STATUS = 1
+REUSED_PLANNERS = "HEADWATER_PLANNERS_REUSED"  # "1" in the JVM's environment: Spark's own reuse of them
 ONE_JOB_WORKERS = ("pyspark.sql.worker.lookup_data_sources", "pyspark.sql.worker.create_data_source",
                    "pyspark.sql.worker.plan_data_source_read")
 

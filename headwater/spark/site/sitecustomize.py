@@ -22,14 +22,14 @@ else:
     drop_installed_spark_zips()
 
 try:
-    from headwater.spark.workerlife import exit_after_job, exit_with_parent, is_spark_worker
+    from headwater.spark.workerlife import REUSED_PLANNERS, exit_after_job, exit_with_parent, is_spark_worker
 except ImportError:
     pass
 else:
     if is_spark_worker(sys.orig_argv):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         exit_with_parent()
-        if os.environ.get("HEADWATER_PLANNERS_REUSED") != "1":
+        if os.environ.get(REUSED_PLANNERS) != "1":
             exit_after_job(sys.orig_argv)
 
 try:
