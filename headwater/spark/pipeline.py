@@ -18,7 +18,6 @@ from headwater.connectors.history_file import HISTORY_FILE_NAME, with_history_fi
 from headwater.pipeline_config import PipelineConfig
 from headwater.spark import classcache, gateway
 from headwater.spark.observer import ObservedStream, observed_stream
-from headwater.spark.preload import PRELOAD_ENV, task_modules
 from headwater.spark.workerpath import with_site_dir
 
 SOURCE_NAME = "headwater"
@@ -36,17 +35,17 @@ JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 # and the JVM carries a batch's planned slices (compressed) and a null row per event. Spark needs a
 # heap of at least 450 MB (its reserved memory, 300 MB, times 1.5); the serial collector with a
 # bounded young generation keeps what is committed near what is live (a 10M-row transaction: the
-# JVM's PSS ~0.75 -> ~0.45 GB), where G1 let its heap grow to ~650 MB and kept ~60 MB for itself.
+# JVM's PSS ~0.75 -> ~0.45 GB), where G1 let its heap grow to ~650 MB and kept ~60 MB for itself; a
+# 32 MB young generation (was 96) took ~30-40 MB off the JVM's PSS at the same CPU (1M-row transaction).
 # A larger batch (headwater.max.batch.events) needs a larger heap: set spark.driver.memory (or a
 # collector in spark.driver.extraJavaOptions), and headwater leaves the heap and the collector to
 # Spark and Java.
 SMALL_DRIVER_MEMORY = "512m"
-SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn96m", "-XX:MinHeapFreeRatio=5",
+ARROW_POOL = "jemalloc"  # ARROW_DEFAULT_MEMORY_POOL of the pipeline's Python processes (see spark_session)
+SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn32m", "-XX:MinHeapFreeRatio=5",
                              "-XX:MaxHeapFreeRatio=20",
                              # NIO caches a direct buffer per thread as large as its largest write
                              "-Djdk.nio.maxCachedBufferSize=1048576")
-
-MALLOC_ARENA_MAX = "2"  # glibc's malloc arenas in every process of the pipeline (see spark_session)
 
 
 def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug: bool = False):
@@ -60,18 +59,12 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     if cfg.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.workerpath)
-    # and allocate Arrow's memory with malloc: mimalloc, pyarrow's default here, kept the pages of every
-    # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
-    # runner ~140 -> ~75 MB of PSS, no more CPU)
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    # glibc gives each thread that allocates its own arena (up to 8 per core), and each arena keeps
-    # what it once held: Spark's JVM runs ~100 threads, a snapshot task's COPY and read-ahead threads
-    # allocate beside its main thread
-    os.environ.setdefault("MALLOC_ARENA_MAX", MALLOC_ARENA_MAX)
-    # the daemon that forks the task workers imports what they need before it forks them (shared pages;
-    # an empty value turns that off)
-    if os.environ.get(PRELOAD_ENV) != "":
-        os.environ[PRELOAD_ENV] = ",".join(task_modules(cfg.source.connector))
+    # and allocate Arrow's memory with jemalloc, which hands freed pages back within a second: mimalloc,
+    # pyarrow's default here, kept the pages of every batch a process had decoded (a 1M-row transaction:
+    # task workers ~330 -> ~235 MB, the source runner ~140 -> ~75 MB of PSS with glibc's malloc), and
+    # glibc's malloc keeps what falls between its arenas' free blocks (a snapshot task: ~20 MB more than
+    # with jemalloc, at the same CPU)
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", ARROW_POOL)
     os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
 
@@ -120,8 +113,6 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         "spark.executorEnv.PYTHONPATH": with_site_dir(None),
         "spark.executorEnv.ARROW_DEFAULT_MEMORY_POOL": os.environ["ARROW_DEFAULT_MEMORY_POOL"],
-        f"spark.executorEnv.{PRELOAD_ENV}": os.environ[PRELOAD_ENV],
-        "spark.executorEnv.MALLOC_ARENA_MAX": os.environ["MALLOC_ARENA_MAX"],
         "spark.python.worker.reuse": "true",
         # the JVM talks to its Python workers over Unix domain sockets instead of TCP on loopback:
         # every micro-batch ~50 ms shorter (a trivial Python source: 210 -> 150 ms a batch)

@@ -4,8 +4,8 @@ It drops the pip-installed pyspark's own zips from `sys.path` (see `headwater.sp
 In Spark's Python workers (`python -m pyspark....`) it also makes the worker leave with its parent
 (see `headwater.spark.workerlife`) and ignore SIGINT, as PySpark has the JVM do:
 Ctrl-C on a terminal reaches the whole process group, and the worker's life is the JVM's business.
-The daemon that forks the task workers imports the modules they will need first
-(`headwater.spark.preload`).
+The workers that Spark's driver-side planners fork end after their one job
+(`headwater.spark.workerlife`).
 Then it runs the `sitecustomize` this one shadows, if there is one.
 """
 
@@ -31,13 +31,6 @@ else:
         exit_with_parent()
         if os.environ.get(REUSED_PLANNERS) != "1":
             exit_after_job(sys.orig_argv)
-
-try:
-    from headwater.spark.preload import preload
-except ImportError:
-    pass
-else:
-    preload(sys.orig_argv)  # the task workers' daemon imports what its workers will (headwater.spark.preload)
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _next = PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
