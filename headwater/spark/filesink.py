@@ -43,6 +43,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from headwater.events.arrays import string_array
 from headwater.events.batch import Events
 from headwater.events.typed import TypedBlock, TypedEvents, from_ipc, order_moved
 
@@ -201,7 +202,8 @@ def written_rows(writer: FileStreamWriter, events: Iterator[pa.RecordBatch] | It
     for start in range(0, nulls, RECEIPTS_PER_BATCH):
         n = min(RECEIPTS_PER_BATCH, nulls - start)
         yield pa.RecordBatch.from_arrays([pa.nulls(n, pa.string()), pa.nulls(n, pa.string())], names=[WRITTEN, FACTS])
-    yield pa.RecordBatch.from_arrays([pa.array([commit.to_json()], pa.string()), pa.nulls(1, pa.string())],
+    # (not pa.array: it imports pandas, ~45 MB in each task worker: see headwater.events.arrays)
+    yield pa.RecordBatch.from_arrays([string_array([commit.to_json()]), pa.nulls(1, pa.string())],
                                      names=[WRITTEN, FACTS])
 
 

@@ -140,3 +140,31 @@ def test_avro_sink_files_per_topic_and_schema(tmp_path):
             read.append([dict(r) for r in fastavro.reader(fh)])
     assert read == [[{"id": 1, "op": "c"}, {"id": 3, "op": "u"}], [{"id": 2, "op": "c", "note": "x"}],
                     [{"id": 9, "op": "c"}]]
+
+
+WRITTEN_ROWS_NO_PANDAS = """
+import sys
+import pyarrow as pa
+from headwater.events.arrays import string_array
+from headwater.spark.filesink import FileCommit, written_rows
+
+class Writer:
+    takes_blocks = False
+
+    def write_rows(self, batches):
+        return FileCommit(0, [("tmp", "")], sum(len(b) for b in batches))
+
+rows = list(written_rows(Writer(), iter([pa.record_batch([string_array(["a", "b", "c"])], names=["x"])])))
+print([r.num_rows for r in rows], "pandas" in sys.modules)
+"""
+
+
+def test_a_files_layout_task_leaves_pandas_unimported():
+    """The task's last row, its commit message, was made with `pa.array`, which imports pandas: ~45 MB in
+    every task worker of `headwater run` (no Spark needed: the rows a task hands Spark)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", WRITTEN_ROWS_NO_PANDAS], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[2,", "1]", "False"]
