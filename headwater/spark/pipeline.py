@@ -119,6 +119,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.python.unix.domain.socket.enabled": "true",
         **conf,
     }
+    gateway.numpy_converters_asked_about_numpy_only()  # no pandas in the driver (headwater.spark.gateway)
     if not debug:
         gateway.launch(options)  # the JVM's stderr without its start-up chatter
     builder = SparkSession.builder
