@@ -41,7 +41,7 @@ JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 # collector in spark.driver.extraJavaOptions), and headwater leaves the heap and the collector to
 # Spark and Java.
 SMALL_DRIVER_MEMORY = "512m"
-ARROW_POOL = "jemalloc"  # ARROW_DEFAULT_MEMORY_POOL of the pipeline's Python processes (see spark_session)
+ARROW_POOL = "system"  # ARROW_DEFAULT_MEMORY_POOL of the pipeline's Python processes (see spark_session)
 SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn32m", "-XX:MinHeapFreeRatio=5",
                              "-XX:MaxHeapFreeRatio=20",
                              # NIO caches a direct buffer per thread as large as its largest write
@@ -59,11 +59,10 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     if cfg.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     # Python workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.workerpath)
-    # and allocate Arrow's memory with jemalloc, which hands freed pages back within a second: mimalloc,
-    # pyarrow's default here, kept the pages of every batch a process had decoded (a 1M-row transaction:
-    # task workers ~330 -> ~235 MB, the source runner ~140 -> ~75 MB of PSS with glibc's malloc), and
-    # glibc's malloc keeps what falls between its arenas' free blocks (a snapshot task: ~20 MB more than
-    # with jemalloc, at the same CPU)
+    # and allocate Arrow's memory with malloc: mimalloc, pyarrow's default here, kept the pages of every
+    # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
+    # runner ~140 -> ~75 MB of PSS, no more CPU); jemalloc took ~20 MB less in a snapshot task but
+    # ~30 MB more in a streaming one
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", ARROW_POOL)
     os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
