@@ -38,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from bench.cpu import CpuLedger
+from bench.cpu import SPAWNING, CpuLedger
 
 SAMPLE_INTERVAL = 0.05
 PSS_EVERY = 10  # smaps_rollup walks page tables: read it every tenth sample only
@@ -294,7 +294,8 @@ class MeasuredProcess:
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
             self.cpu.sample(pids, threads=n % PSS_EVERY == 0)
             if n % PSS_EVERY == 0:
-                parts = {p: _pss(p) for p in pids}
+                # (a process the JVM is starting shares its memory: counting it would count the JVM twice)
+                parts = {p: _pss(p) for p in pids if self.cpu.roles.get(p) != SPAWNING}
                 each = {p: v[0] for p, v in parts.items()}
                 if sum(each.values()) > self._pss_peak:
                     self._pss_peak = sum(each.values())
