@@ -18,6 +18,7 @@ import os
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
+SPAWNING = "jvm spawning"  # a process the JVM is starting, which still shares the JVM's memory (not counted)
 JVM_THREADS = (("Executor task", "jvm tasks"), ("C2 Compiler", "jvm jit"), ("C1 Compiler", "jvm jit"),
                ("GC Thread", "jvm gc"), ("G1 ", "jvm gc"), ("VM Thread", "jvm gc"))
 
@@ -76,7 +77,9 @@ class CpuLedger:
             return "driver"
         argv = cmdline(pid)
         if argv and os.path.basename(argv[0]).startswith("java"):
-            return "jvm"
+            # a JVM's child that is still java is one the JVM is starting (posix_spawn: it shares the
+            # JVM's memory until it runs its program); it is named again once it has
+            return SPAWNING if self.roles.get(parent) == "jvm" else "jvm"
         module = python_module(argv)
         if module is None:
             return os.path.basename(argv[0]) if argv else "?"

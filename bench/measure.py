@@ -11,7 +11,9 @@ That sum counts a page shared by several processes (Spark forks its Python worke
 once per process, so it overstates a tree; the tree's proportional set size (PSS, from
 /proc/PID/smaps_rollup, each shared page divided among its sharers) is sampled every
 `PSS_EVERY` samples and recorded beside it (`sampled_tree_pss_peak_bytes`), with its split by the
-processes' roles at the peak (`pss_mb_by_role_at_peak`).
+processes' roles at the peak (`pss_mb_by_role_at_peak`), and each process's own peak PSS, split into
+anonymous and file-backed memory (`pss_mb_peak_by_process`: what each process of the tree needed at
+its worst, whenever that was).
 
 `ru_maxrss` from `os.wait4` is recorded too (`maxrss_bytes`) but not used: Linux carries the
 parent's resident size over fork into the child's maxrss, so for a small tool it shows the
@@ -36,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from bench.cpu import CpuLedger
+from bench.cpu import SPAWNING, CpuLedger
 
 SAMPLE_INTERVAL = 0.05
 PSS_EVERY = 10  # smaps_rollup walks page tables: read it every tenth sample only
@@ -175,16 +177,21 @@ def _rss(pid: int) -> int:
         return 0
 
 
-def _pss(pid: int) -> int:
-    """`pid`'s proportional set size in bytes (0 if it is gone)."""
+PSS_FIELDS = ("Pss", "Pss_Anon", "Pss_File")
+
+
+def _pss(pid: int) -> tuple[int, int, int]:
+    """`pid`'s proportional set size in bytes, and its anonymous and file-backed parts (zeros if it is gone)."""
+    got = dict.fromkeys(PSS_FIELDS, 0)
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
+                name, _, rest = line.partition(":")
+                if name in got:
+                    got[name] = int(rest.split()[0]) * 1024
     except (OSError, IndexError, ValueError):
         pass
-    return 0
+    return got["Pss"], got["Pss_Anon"], got["Pss_File"]
 
 
 def _hwm(pid: int) -> int:
@@ -234,6 +241,8 @@ class ProcessResult:
     cpu_s_by_role: dict[str, float] = field(default_factory=dict)
     jvm_cpu_s_by_thread: dict[str, float] = field(default_factory=dict)
     pss_mb_by_role_at_peak: dict[str, int] = field(default_factory=dict)
+    # each process's own peak PSS: "<role> <pid>" -> {"pss": MB, "anon": MB, "file": MB} at that peak
+    pss_mb_peak_by_process: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def seconds(self) -> float:
@@ -245,7 +254,8 @@ class ProcessResult:
                 "wait4_maxrss_bytes": self.maxrss_bytes, "sampled_tree_pss_peak_bytes": self.pss_peak_bytes,
                 "wait4_cpu_s": round(self.cpu_seconds, 3), "sampled_tree_cpu_s": round(self.tree_cpu_seconds, 3),
                 "cpu_s_by_role": self.cpu_s_by_role, "jvm_cpu_s_by_thread": self.jvm_cpu_s_by_thread,
-                "pss_mb_by_role_at_peak": self.pss_mb_by_role_at_peak}
+                "pss_mb_by_role_at_peak": self.pss_mb_by_role_at_peak,
+                "pss_mb_peak_by_process": self.pss_mb_peak_by_process}
 
 
 class MeasuredProcess:
@@ -262,6 +272,7 @@ class MeasuredProcess:
         self._sampled_peak = 0
         self._pss_peak = 0
         self._pss_at_peak: dict[str, int] = {}
+        self._pss_peak_of: dict[int, tuple[int, int, int]] = {}  # pid -> its (pss, anon, file) at its own peak
         self._hwm: dict[int, int] = {}
         self._stop = threading.Event()
         self.launched = time.time()
@@ -283,10 +294,15 @@ class MeasuredProcess:
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
             self.cpu.sample(pids, threads=n % PSS_EVERY == 0)
             if n % PSS_EVERY == 0:
-                each = {p: _pss(p) for p in pids}
+                # (a process the JVM is starting shares its memory: counting it would count the JVM twice)
+                parts = {p: _pss(p) for p in pids if self.cpu.roles.get(p) != SPAWNING}
+                each = {p: v[0] for p, v in parts.items()}
                 if sum(each.values()) > self._pss_peak:
                     self._pss_peak = sum(each.values())
                     self._pss_at_peak = self.cpu.by_process(each)
+                for p, v in parts.items():
+                    if v[0] > self._pss_peak_of.get(p, (0, 0, 0))[0]:
+                        self._pss_peak_of[p] = v
             n += 1
             for p in pids:
                 self._hwm[p] = max(self._hwm.get(p, 0), _hwm(p))
@@ -326,8 +342,15 @@ class MeasuredProcess:
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
         self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
                                     usage.ru_utime + usage.ru_stime, self.cpu.total(), self.cpu.by_role(),
-                                    self.cpu.jvm_threads(), {k: v >> 20 for k, v in self._pss_at_peak.items()})
+                                    self.cpu.jvm_threads(), {k: v >> 20 for k, v in self._pss_at_peak.items()},
+                                    self._peaks_by_process())
         return self.result
+
+    def _peaks_by_process(self) -> dict[str, dict[str, int]]:
+        """Each process's own peak PSS (MB, with its anonymous and file-backed parts), largest first."""
+        ranked = sorted(self._pss_peak_of.items(), key=lambda kv: -kv[1][0])
+        return {f"{self.cpu.roles.get(pid, '?')} {pid}": {"pss": pss >> 20, "anon": anon >> 20, "file": file >> 20}
+                for pid, (pss, anon, file) in ranked}
 
 
 _LIVE: set[MeasuredProcess] = set()

@@ -77,6 +77,7 @@ def spark():
     connector, under tests/, is imported there). Tests that change a runtime option set it back."""
     from headwater.pipeline_config import parse_config
     from headwater.spark.pipeline import spark_session
+    from headwater.spark.workerlife import REUSED_PLANNERS
 
     cfg = parse_config({"name": "tests", "source": {"connector.class": "postgres", "topic.prefix": "t",
                                                     "database.hostname": "127.0.0.1", "database.user": "u",
@@ -85,9 +86,13 @@ def spark():
                         "spark": {"master": "local[2]", "checkpoint": "unused"}})
     before = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([REPOSITORY, *filter(None, (before or "").split(os.pathsep))])
+    # this session starts hundreds of queries: its planners' workers are reused, as Spark has it (a
+    # `headwater run` starts one query, and its planners' workers end after their one job)
+    os.environ[REUSED_PLANNERS] = "1"
     try:
         session = spark_session(cfg)  # the JVM and the workers it starts keep this PYTHONPATH
     finally:  # the `headwater` processes tests start set their own
+        os.environ.pop(REUSED_PLANNERS, None)
         if before is None:
             os.environ.pop("PYTHONPATH", None)
         else:

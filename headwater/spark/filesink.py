@@ -202,8 +202,8 @@ def written_rows(writer: FileStreamWriter, events: Iterator[pa.RecordBatch] | It
     for start in range(0, nulls, RECEIPTS_PER_BATCH):
         n = min(RECEIPTS_PER_BATCH, nulls - start)
         yield pa.RecordBatch.from_arrays([pa.nulls(n, pa.string()), pa.nulls(n, pa.string())], names=[WRITTEN, FACTS])
-    # (not pa.array: pyarrow's first pa.array or pa.scalar of Python values imports pandas, ~1 s of CPU
-    # in every task worker)
+    # (not pa.array: pyarrow's first pa.array of Python values imports pandas, ~45 MB and ~1 s of CPU in
+    # each task worker: see headwater.events.arrays)
     yield pa.RecordBatch.from_arrays([string_array([commit.to_json()]), pa.nulls(1, pa.string())],
                                      names=[WRITTEN, FACTS])
 

@@ -9,6 +9,12 @@ org.apache.spark.repl.Main, did not silence them). `launch` starts the JVM as Py
 (PySpark's `launch_gateway`, with the same configuration on the command line), but with its
 stderr a pipe: a thread forwards every line to this process's stderr except the `CHATTER` lines.
 The Python workers Spark starts inherit that pipe, so their errors pass through it too.
+
+`numpy_converters_asked_about_numpy_only` keeps PySpark's py4j converters of NumPy values from
+importing pandas into the driver: PySpark asks them about every argument of every call to the JVM,
+and each asks `pyspark.testing.utils` whether NumPy is installed, a module that imports pandas (and
+probes for grpc, kafka, ...) when it loads: ~40 MB of the driver's memory. Wrapped, they are asked
+only about NumPy objects (which exist only once NumPy is imported), and convert them as before.
 """
 
 from __future__ import annotations
@@ -53,3 +59,27 @@ def forward(stream: IO[bytes], fd: int) -> None:
                 line = line[os.write(fd, line):]
         except OSError:  # nowhere to write to any more: keep reading, so the JVM never blocks
             pass
+
+
+class NumpyOnly:
+    """A py4j input converter of PySpark's for NumPy values, asked only about NumPy objects."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def can_convert(self, obj) -> bool:
+        return type(obj).__module__ == "numpy" and self.inner.can_convert(obj)
+
+    def convert(self, obj, gateway_client):
+        return self.inner.convert(obj, gateway_client)
+
+
+def numpy_converters_asked_about_numpy_only() -> None:
+    """Wrap PySpark's NumPy converters among py4j's input converters in `NumpyOnly` (once)."""
+    import pyspark.sql.types  # noqa: F401 - registers PySpark's converters
+    from py4j import protocol
+
+    protocol.INPUT_CONVERTER[:] = [
+        NumpyOnly(c) if type(c).__name__ in ("NumpyArrayConverter", "NumpyScalarConverter")
+        and type(c).__module__ == "pyspark.sql.types" else c
+        for c in protocol.INPUT_CONVERTER]

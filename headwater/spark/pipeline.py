@@ -35,12 +35,14 @@ JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 # and the JVM carries a batch's planned slices (compressed) and a null row per event. Spark needs a
 # heap of at least 450 MB (its reserved memory, 300 MB, times 1.5); the serial collector with a
 # bounded young generation keeps what is committed near what is live (a 10M-row transaction: the
-# JVM's PSS ~0.75 -> ~0.45 GB), where G1 let its heap grow to ~650 MB and kept ~60 MB for itself.
+# JVM's PSS ~0.75 -> ~0.45 GB), where G1 let its heap grow to ~650 MB and kept ~60 MB for itself; a
+# 32 MB young generation (was 96) took ~30-40 MB off the JVM's PSS at the same CPU (1M-row transaction).
 # A larger batch (headwater.max.batch.events) needs a larger heap: set spark.driver.memory (or a
 # collector in spark.driver.extraJavaOptions), and headwater leaves the heap and the collector to
 # Spark and Java.
 SMALL_DRIVER_MEMORY = "512m"
-SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn96m", "-XX:MinHeapFreeRatio=5",
+ARROW_POOL = "system"  # ARROW_DEFAULT_MEMORY_POOL of the pipeline's Python processes (see spark_session)
+SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn32m", "-XX:MinHeapFreeRatio=5",
                              "-XX:MaxHeapFreeRatio=20",
                              # NIO caches a direct buffer per thread as large as its largest write
                              "-Djdk.nio.maxCachedBufferSize=1048576")
@@ -59,8 +61,9 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
     # Python workers import the installed, compiled pyspark, not pyspark.zip (see headwater.spark.workerpath)
     # and allocate Arrow's memory with malloc: mimalloc, pyarrow's default here, kept the pages of every
     # batch a process had decoded (a 1M-row transaction: task workers ~330 -> ~235 MB, the source
-    # runner ~140 -> ~75 MB of PSS, no more CPU)
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    # runner ~140 -> ~75 MB of PSS, no more CPU); jemalloc took ~20 MB less in a snapshot task but
+    # ~30 MB more in a streaming one
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", ARROW_POOL)
     os.environ["PYTHONPATH"] = with_site_dir(os.environ.get("PYTHONPATH"))
     from pyspark.sql import SparkSession
 
@@ -115,6 +118,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         "spark.python.unix.domain.socket.enabled": "true",
         **conf,
     }
+    gateway.numpy_converters_asked_about_numpy_only()  # no pandas in the driver (headwater.spark.gateway)
     if not debug:
         gateway.launch(options)  # the JVM's stderr without its start-up chatter
     builder = SparkSession.builder

@@ -27,3 +27,17 @@ def test_cpu_of_a_child_is_charged_to_its_module():
     assert res.returncode == 0
     assert res.cpu_s_by_role.get("timeit", 0) > 0.3
     assert "driver" in res.cpu_s_by_role
+
+
+def test_a_child_the_jvm_is_starting_is_not_a_second_jvm(monkeypatch):
+    """posix_spawn's child shares the JVM's memory until it runs its program: its PSS is the JVM's, so it is
+    named apart (and left out of the memory sums) while its command line is still java's."""
+    import bench.cpu as cpu
+
+    ledger = cpu.CpuLedger(1)
+    ledger.roles[10] = "jvm"
+    monkeypatch.setattr(cpu, "cmdline", lambda pid: ["/usr/lib/jvm/bin/java", "-cp", "x", "Main"])
+    assert ledger.role(11, 10) == cpu.SPAWNING
+    assert ledger.role(12, 1) == "jvm"  # a JVM whose parent is no JVM (spark-submit's)
+    monkeypatch.setattr(cpu, "cmdline", lambda pid: ["python", "-m", "pyspark.daemon"])
+    assert ledger.role(11, 10) == "pyspark.worker daemon"  # once it runs its program

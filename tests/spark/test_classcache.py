@@ -66,7 +66,7 @@ def test_archive_is_built_mapped_and_a_damaged_one_is_ignored(tmp_path, monkeypa
     # a damaged archive: the JVM starts without it, silently
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not an archive")
-    assert classcache.java_options() == f"-XX:SharedArchiveFile={path} -Xshare:auto"
+    assert classcache.java_options() == f"-XX:SharedArchiveFile={path} -Xshare:auto {classcache.MAPPING_OPTIONS}"
     log = run_session(tmp_path, "damaged")
     assert "shared objects file (top)" not in spark_context_source(log)
 
@@ -92,3 +92,14 @@ def test_an_unwritable_cache_does_not_stop_spark(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     assert classcache.java_options() == ""
     classcache.build_in_background()  # nothing to build into, and no error
+
+
+def test_this_java_maps_an_archive_where_it_was_dumped():
+    """The mapping options are Java's own: with them the JVM maps its base archive at the address it was
+    dumped for instead of relocating it (no Spark: `java -version` with class-data-sharing logs)."""
+    out = subprocess.run(["java", *classcache.MAPPING_OPTIONS.split(), "-Xshare:auto", "-Xlog:cds=info", "-version"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    log = out.stdout + out.stderr
+    assert "Mapped static  region #0" in log
+    assert "alternative address" not in log

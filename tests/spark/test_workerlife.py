@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from headwater.spark.workerlife import is_spark_worker
+from headwater.spark.workerlife import daemon_worker_module, is_spark_worker
 
 # a parent that starts a child calling exit_with_parent, prints the child's pid once the child is
 # watching, and dies at once
@@ -43,3 +43,41 @@ def test_an_orphaned_worker_exits():
     if alive:
         os.kill(child, 9)
     assert not alive, "the child outlived its parent by 10 s"
+
+
+def test_daemons_are_known_by_their_worker_module():
+    assert daemon_worker_module(["python", "-m", "pyspark.daemon", "pyspark.sql.worker.create_data_source"]) \
+        == "pyspark.sql.worker.create_data_source"
+    assert daemon_worker_module(["python", "-m", "pyspark.daemon"]) == "pyspark.worker"
+    assert daemon_worker_module(["python", "-m", "pyspark.worker"]) is None
+    assert daemon_worker_module(["python", "script.py"]) is None
+
+
+# a daemon of a one-job worker module forks a child that runs the module's (wrapped) main and then would
+# print "reused": it must end after main, with main's output flushed
+ONE_JOB = """
+import io, os, sys, types
+from headwater.spark import workerlife
+module = types.ModuleType("pyspark.sql.worker.create_data_source")
+module.main = lambda infile, outfile: outfile.write(b"answer")
+sys.modules[module.__name__] = module
+assert workerlife.exit_after_job(["python", "-m", "pyspark.daemon", module.__name__])
+assert not workerlife.exit_after_job(["python", "-m", "pyspark.daemon", "pyspark.worker"])
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    out = os.fdopen(w, "wb")
+    sys.modules[module.__name__].main(None, out)
+    out.write(b" reused")
+    out.flush()
+    os._exit(3)
+os.close(w)
+print(os.read(r, 100).decode(), os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+def test_a_one_job_worker_ends_once_it_has_answered():
+    run = subprocess.run([sys.executable, "-c", ONE_JOB], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["answer", "0"]

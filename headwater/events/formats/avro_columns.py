@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import binary_array, ragged_binary, valid_mask
+from headwater.events.arrays import binary_array, binary_scalar, ragged_binary, valid_mask
 from headwater.events.formats.decimals import unscaled_bytes
 from headwater.events.typed import DECIMAL, TEMPORAL, physical_int
 
-EMPTY = pa.scalar(b"", pa.binary())
+EMPTY = binary_scalar(b"")  # (pa.scalar would import pandas: see headwater.events.arrays)
 
 
 class AvroDataError(ValueError):

@@ -4,6 +4,8 @@ It drops the pip-installed pyspark's own zips from `sys.path` (see `headwater.sp
 In Spark's Python workers (`python -m pyspark....`) it also makes the worker leave with its parent
 (see `headwater.spark.workerlife`) and ignore SIGINT, as PySpark has the JVM do:
 Ctrl-C on a terminal reaches the whole process group, and the worker's life is the JVM's business.
+The workers that Spark's driver-side planners fork end after their one job
+(`headwater.spark.workerlife`).
 Then it runs the `sitecustomize` this one shadows, if there is one.
 """
 
@@ -20,13 +22,15 @@ else:
     drop_installed_spark_zips()
 
 try:
-    from headwater.spark.workerlife import exit_with_parent, is_spark_worker
+    from headwater.spark.workerlife import REUSED_PLANNERS, exit_after_job, exit_with_parent, is_spark_worker
 except ImportError:
     pass
 else:
     if is_spark_worker(sys.orig_argv):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         exit_with_parent()
+        if os.environ.get(REUSED_PLANNERS) != "1":
+            exit_after_job(sys.orig_argv)
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _next = PathFinder.find_spec("sitecustomize", [p for p in sys.path if os.path.abspath(p or ".") != _here])
