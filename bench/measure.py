@@ -115,26 +115,27 @@ class Measurement:
 
 
 def from_event_times(name: str, res: ProcessResult, times: dict[str, Any], rows: int, data_bytes: int | None,
-                     **details: Any) -> Measurement:
+                     since: float | None = None, **details: Any) -> Measurement:
     """The Measurement of a child that reported its own event times.
 
     `times` holds epoch seconds `first` and `last` (first and last row delivered), `count` (rows
     delivered) and optionally `error` and `timed_out`, as a contender's child writes them to a
-    JSON file (`bench/debezium_driver.py` does). Times are measured from `res.launched`. Fewer
-    rows than `rows`, an error or a time-out make it a failed Measurement (with the figures kept
-    in `details`).
+    JSON file (`bench/debezium_driver.py` does). Times are measured from `since` (the epoch time
+    the measured work began), by default `res.launched`. Fewer rows than `rows`, an error or a
+    time-out make it a failed Measurement (with the figures kept in `details`).
     """
+    start = res.launched if since is None else since
     count = int(times.get("count") or 0)
     details = {"events": count, "exit_code": res.returncode, "wall_until_process_exit_s": res.seconds,
                **res.memory(), **details}
-    if times.get("error") or times.get("timed_out") or count < rows or not times.get("last"):
+    if times.get("error") or times.get("timed_out") or count < rows or not times.get("last") or not times.get("first"):
         why = times.get("error") or ("timed out" if times.get("timed_out") else "")
         m = Measurement.failed(name, f"{count} of {rows} rows; {why}".strip("; "))
         m.details = details
         return m
     return Measurement(
-        name, rows=count, seconds=times["last"] - res.launched, first_to_last_seconds=times["last"] - times["first"],
-        startup_seconds=times["first"] - res.launched, data_bytes=data_bytes, peak_rss_bytes=res.peak_rss_bytes,
+        name, rows=count, seconds=times["last"] - start, first_to_last_seconds=times["last"] - times["first"],
+        startup_seconds=times["first"] - start, data_bytes=data_bytes, peak_rss_bytes=res.peak_rss_bytes,
         details=details,
     )
 
