@@ -19,9 +19,10 @@ created before the load) and cleans everything up after (slots dropped, servers 
   sentinel arrives, and report arrival − `ts` over the LOAD rows with `latency_measurement`.
 - `RunningCase`: the slot `slot` was created just before the contender was called (on an empty
   table). Start the consumer, then call `run_load(ready)` — it inserts WARMUP rows (one
-  transaction each) until `ready()` returns True, writes `expect_file` (`{"skip": the WARMUP rows
-  inserted, "expect": rows}`: the consumer counts that many events first, then the load's), then
-  commits `rows` inserts in one transaction and returns the commit time. Stop once `skip + rows`
+  transaction each) until `ready()` returns True and then at `warmup_rate` for `warmup_seconds`
+  (as `LatencyCase` does), writes `expect_file` (`{"skip": the WARMUP rows inserted, "expect":
+  rows}`: the consumer counts that many events first, then the load's), then commits `rows`
+  inserts in one transaction and returns the commit time. Stop once `skip + rows`
   events have arrived, and report the load's first and last arrival with `measurement`.
 """
 
@@ -81,6 +82,15 @@ def wait_until_streaming(ready: Callable[[], bool], insert_marker: Callable[[], 
     return inserted
 
 
+def warm_up(server: PostgresServer, ready: Callable[[], bool], timeout: float, rate: float, seconds: float,
+            workdir: Path) -> int:
+    """WARMUP rows until `ready()`, then WARMUP rows at `rate` for `seconds`; returns how many were inserted."""
+    rows = wait_until_streaming(ready, lambda: data.insert_marker(server, data.WARMUP), timeout)
+    if seconds > 0:
+        rows += data.steady_load(server, rate, seconds, workdir, kind=data.WARMUP).rows
+    return rows
+
+
 @dataclass
 class LatencyCase:
     server: PostgresServer
@@ -103,9 +113,7 @@ class LatencyCase:
         state first — a JVM's JIT, connection pools, first-batch effects — so that the
         percentiles describe latency *under* a steady load, not the recovery from start-up.
         """
-        wait_until_streaming(ready, lambda: data.insert_marker(self.server, data.WARMUP), self.ready_timeout)
-        if self.warmup_seconds > 0:
-            data.steady_load(self.server, self.rate, self.warmup_seconds, self.workdir, kind=data.WARMUP)
+        warm_up(self.server, ready, self.ready_timeout, self.rate, self.warmup_seconds, self.workdir)
         self.load = data.steady_load(self.server, self.rate, self.seconds, self.workdir)
         data.insert_marker(self.server, data.SENTINEL)
         return self.load
@@ -153,6 +161,8 @@ class RunningCase:
     schema: str = "public"
     publication: str = data.PUBLICATION
     ready_timeout: float = 180.0
+    warmup_seconds: float = 10.0
+    warmup_rate: float = 1000.0
     warmup_rows: int | None = None
     commit: data.Commit | None = None
     end_lsn: str | None = None
@@ -167,9 +177,10 @@ class RunningCase:
         return self.ready_timeout + max(600.0, self.rows / 2000)
 
     def run_load(self, ready: Callable[[], bool]) -> float:
-        """WARMUP rows until `ready()`, the expect file, then the load in one transaction; returns its commit time."""
-        self.warmup_rows = wait_until_streaming(ready, lambda: data.insert_marker(self.server, data.WARMUP),
-                                                self.ready_timeout)
+        """WARMUP rows until `ready()` and for `warmup_seconds` at `warmup_rate` (as `LatencyCase`: the consumer
+        is past its first batches), the expect file, then the load in one transaction; returns its commit time."""
+        self.warmup_rows = warm_up(self.server, ready, self.ready_timeout, self.warmup_rate, self.warmup_seconds,
+                                   self.workdir)
         part = self.expect_file.with_suffix(".part")  # renamed into place: a reader never sees half of it
         part.write_text(json.dumps({"skip": self.warmup_rows, "expect": self.rows}))
         part.rename(self.expect_file)

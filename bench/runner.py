@@ -163,7 +163,8 @@ def run_running(b: Benchmark, progress: Progress) -> BenchmarkResult:
         server = run.server = data.new_server()
         data.create_table(server)
         rows = b.params["rows"]
-        run.result.workload = {"rows": rows, "transactions": 1}
+        run.result.workload = {"rows": rows, "transactions": 1, "warmup_seconds": b.params["warmup_seconds"],
+                               "warmup_rate": b.params["warmup_rate"]}
         for c in b.contenders:
             m = pending(c)
             if m is None:
@@ -175,7 +176,9 @@ def run_running(b: Benchmark, progress: Progress) -> BenchmarkResult:
                     data.truncate(server)
                     slot = slot_name(b.key, c.name)
                     data.create_slot(server, slot, c.slot_plugin)
-                    cases.append(RunningCase(server, rows, run.workdir(c.name), slot))
+                    cases.append(RunningCase(server, rows, run.workdir(c.name), slot,
+                                             warmup_seconds=b.params["warmup_seconds"],
+                                             warmup_rate=b.params["warmup_rate"]))
                     return cases[-1]
 
                 m = call_best(c, case, progress)

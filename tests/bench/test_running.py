@@ -78,10 +78,12 @@ def bench_db(pg_server):
 
 def test_recvlogical_limit_measures_the_load_after_its_warmup(bench_db, tmp_path):
     data.create_slot(bench_db, "bench_running_test")
-    case = RunningCase(bench_db, 2000, tmp_path, "bench_running_test")
+    case = RunningCase(bench_db, 2000, tmp_path, "bench_running_test", warmup_seconds=1, warmup_rate=100)
     m = recvlogical_running(case)
     assert m.ok, m.note
-    assert case.warmup_rows and case.warmup_rows >= 1 and case.commit is not None
+    assert case.commit is not None
+    warmups = bench_db.query(f"SELECT count(*) FROM {data.TABLE} WHERE id < {case.commit.first_id}", data.DBNAME)
+    assert case.warmup_rows == warmups[0][0] > 1  # the markers until it streamed, then a second at 100/s
     count = bench_db.query(f"SELECT count(*) FROM {data.TABLE} WHERE id >= {case.commit.first_id}", data.DBNAME)
     assert count[0][0] == 2000
     assert json.loads(case.expect_file.read_text()) == {"skip": case.warmup_rows, "expect": 2000}
