@@ -203,4 +203,5 @@ class RunningCase:
         return from_event_times(
             contender, res, times, self.rows, None, since=self.committed, warmup_events=skip,
             launch_to_first_event_s=got["first"] - res.launched if got.get("first") else None,
-            launch_to_commit_s=self.committed - res.launched, **details)
+            launch_to_commit_s=self.committed - res.launched,
+            load_cpu_s=res.cpu_seconds_between(self.committed, got["last"]) if got.get("last") else None, **details)

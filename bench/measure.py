@@ -235,10 +235,20 @@ class ProcessResult:
     cpu_s_by_role: dict[str, float] = field(default_factory=dict)
     jvm_cpu_s_by_thread: dict[str, float] = field(default_factory=dict)
     pss_mb_by_role_at_peak: dict[str, int] = field(default_factory=dict)
+    cpu_timeline: list[tuple[float, float]] = field(default_factory=list, repr=False)  # (epoch, tree CPU s) samples
 
     @property
     def seconds(self) -> float:
         return self.ended - self.launched
+
+    def cpu_seconds_between(self, start: float, end: float) -> float | None:
+        """The tree's CPU seconds between two epoch times, from the last samples taken by each (None before the
+        first sample): what a phase of the run cost, which a busy machine does not inflate as it does wall time."""
+        at_start = [cpu for t, cpu in self.cpu_timeline if t <= start]
+        at_end = [cpu for t, cpu in self.cpu_timeline if t <= end]
+        if not at_start or not at_end:
+            return None
+        return at_end[-1] - at_start[-1]
 
     def memory(self) -> dict[str, Any]:
         """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
@@ -264,6 +274,7 @@ class MeasuredProcess:
         self._pss_peak = 0
         self._pss_at_peak: dict[str, int] = {}
         self._hwm: dict[int, int] = {}
+        self._cpu_timeline: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self.launched = time.time()
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin)
@@ -283,6 +294,7 @@ class MeasuredProcess:
             pids = tree(self.proc.pid)
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
             self.cpu.sample(pids, threads=n % PSS_EVERY == 0)
+            self._cpu_timeline.append((time.time(), self.cpu.total()))
             if n % PSS_EVERY == 0:
                 each = {p: _pss(p) for p in pids}
                 if sum(each.values()) > self._pss_peak:
@@ -327,7 +339,8 @@ class MeasuredProcess:
         peak = max(self._sampled_peak, hwm) if hwm else maxrss
         self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
                                     usage.ru_utime + usage.ru_stime, self.cpu.total(), self.cpu.by_role(),
-                                    self.cpu.jvm_threads(), {k: v >> 20 for k, v in self._pss_at_peak.items()})
+                                    self.cpu.jvm_threads(), {k: v >> 20 for k, v in self._pss_at_peak.items()},
+                                    self._cpu_timeline)
         return self.result
 
 

@@ -187,6 +187,7 @@ def recvlogical_running(case: RunningCase) -> Measurement:
                        startup_seconds=first - case.commit.committed, peak_rss_bytes=res.peak_rss_bytes,
                        details={"tool": "pg_recvlogical pgoutput proto_version=1 -> pipe, chunks timestamped",
                                 "bytes_after_commit": nbytes, "warmup_events": case.warmup_rows,
+                                "load_cpu_s": res.cpu_seconds_between(case.commit.committed, last),
                                 "end_lsn": case.end_lsn, **res.memory()})
 
 

@@ -117,6 +117,8 @@ def _note(m: Measurement) -> str:
     if m.ok and {"python_start_s", "imports_s", "jvm_start_s"} <= d.keys():
         parts.append(f"start-up = python {d['python_start_s'] + d['imports_s']:.1f}s + JVM {d['jvm_start_s']:.1f}s + "
                      f"engine→1st event {d.get('engine_to_first_event_s') or 0:.1f}s")
+    if m.ok and d.get("load_cpu_s") is not None:
+        parts.append(f"CPU commit→last {d['load_cpu_s']:.1f}s")
     return "; ".join(parts)
 
 

@@ -55,12 +55,14 @@ def test_measured_from_the_commit_without_the_warmup_events(tmp_path):
     case.warmup_rows = 3
     case.commit = data.Commit(first_id=4, started=100.0, commit_sent=104.0, committed=104.5)
     res = ProcessResult(0, launched=90.0, ended=110.0, peak_rss_bytes=1, sampled_peak_bytes=1, maxrss_bytes=1,
-                        largest_hwm_bytes=1)
+                        largest_hwm_bytes=1, cpu_timeline=[(100.0, 5.0), (104.4, 6.0), (105.0, 6.5), (106.4, 8.0),
+                                                           (106.6, 8.5)])
     m = case.measurement("x", res, {"first": 95.0, "load_first": 105.0, "last": 106.5, "count": 103})
     assert m.ok and m.rows == 100
     assert m.seconds == pytest.approx(2.0) and m.startup_seconds == pytest.approx(0.5)
     assert m.first_to_last_seconds == pytest.approx(1.5)
     assert m.details["launch_to_first_event_s"] == 5.0 and m.details["warmup_events"] == 3
+    assert m.details["load_cpu_s"] == pytest.approx(2.0)  # the samples last taken by the commit and the last event
     short = case.measurement("x", res, {"first": 95.0, "load_first": 105.0, "last": 106.5, "count": 102})
     assert short.status == "failed"
 
