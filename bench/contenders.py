@@ -133,6 +133,9 @@ def _running(key: str, opts: Options) -> Benchmark:
         [
             Contender("pg_recvlogical", LIMIT, pg_baselines.recvlogical_running,
                       "pg_recvlogical pgoutput proto 1 into a pipe, started before the load", repeat=opts.limit_repeat),
+            Contender("pg_recvlogical v2", BASELINE, pg_baselines.recvlogical_running_v2,
+                      "the same with proto_version=2 streaming=on (most of the load sent before its commit; "
+                      "information)", repeat=opts.limit_repeat),
             Contender(debezium.NAME, REFERENCE, debezium.running,
                       "Debezium 3.6.3, snapshot.mode=no_data, streaming before the load", skip=_debezium_skip(opts)),
             Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.postgres_running,

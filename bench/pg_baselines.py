@@ -13,7 +13,8 @@
   transactions streamed; shown for information, as Debezium does not use it).
 - `recvlogical_running`: the same pg_recvlogical as `recvlogical_stream`, already streaming into a
   pipe (read and dropped by the harness, each chunk timestamped) when the load commits: the limit
-  for commit → the load's last change delivered.
+  for commit → the load's last change delivered. `recvlogical_running_v2`: the same with protocol 2
+  and `streaming=on` (information).
 - `recvlogical_latency`: pg_recvlogical with `test_decoding` (text, so each change can be read
   as it arrives) under the steady load: the latency floor of server-side decoding plus loopback.
 """
@@ -147,7 +148,18 @@ def recvlogical_stream_v2(case: StreamCase) -> Measurement:
 
 
 def recvlogical_running(case: RunningCase) -> Measurement:
-    """pg_recvlogical (pgoutput protocol 1) streaming `case.slot` into a pipe before the load commits.
+    """pgoutput protocol 1, as Debezium uses it: the load is sent once it has committed (`_recvlogical_running`)."""
+    return _recvlogical_running(case, "pg_recvlogical", "-o", "proto_version=1")
+
+
+def recvlogical_running_v2(case: RunningCase) -> Measurement:
+    """Protocol 2 with `streaming=on`: the server sends most of the load while it is in progress, so what is
+    read after the commit is its tail (information: headwater reads so)."""
+    return _recvlogical_running(case, "pg_recvlogical v2", "-o", "proto_version=2", "-o", "streaming=on")
+
+
+def _recvlogical_running(case: RunningCase, name: str, *options: str) -> Measurement:
+    """pg_recvlogical streaming `case.slot` into a pipe before the load commits.
 
     It cannot count the changes (pgoutput is binary), so the harness reads its output in chunks, each
     timestamped as it is read: the load's changes are the chunks read after the COMMIT was sent (a
@@ -155,9 +167,8 @@ def recvlogical_running(case: RunningCase) -> Measurement:
     before), and the run ends once the walsender has sent past the load's commit (`sent_lsn`) and the
     pipe has been quiet for a second.
     """
-    name = "pg_recvlogical"
-    cmd = recvlogical_cmd(case.server, case.dbname, case.slot, "-o", "proto_version=1", "-o",
-                          f"publication_names={case.publication}", "-f", "-")
+    cmd = recvlogical_cmd(case.server, case.dbname, case.slot, *options, "-o", f"publication_names={case.publication}",
+                          "-f", "-")
     arrivals: list[tuple[float, int]] = []  # (time read, bytes)
     with open(case.workdir / "recvlogical.log", "w") as err:
         proc = MeasuredProcess(cmd, env=_env(case.server), stdout=subprocess.PIPE, stderr=err)
@@ -185,7 +196,7 @@ def recvlogical_running(case: RunningCase) -> Measurement:
     first, last, nbytes = load
     return Measurement(name, rows=case.rows, seconds=last - case.commit.committed, first_to_last_seconds=last - first,
                        startup_seconds=first - case.commit.committed, peak_rss_bytes=res.peak_rss_bytes,
-                       details={"tool": "pg_recvlogical pgoutput proto_version=1 -> pipe, chunks timestamped",
+                       details={"tool": f"pg_recvlogical pgoutput {' '.join(options)} -> pipe, chunks timestamped",
                                 "bytes_after_commit": nbytes, "warmup_events": case.warmup_rows,
                                 "load_cpu_s": res.cpu_seconds_between(case.commit.committed, last),
                                 "end_lsn": case.end_lsn, **res.memory()})
