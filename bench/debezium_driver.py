@@ -13,6 +13,9 @@ Modes:
   nothing is kept, so memory is Debezium's own.
 - `incremental`: as `count`, but only the events of an incremental snapshot (whose value holds
   `"snapshot":"incremental"`, found by a substring search) count.
+  With `--expect-file` (a pipeline already running): touch `--ready-file` at the first event;
+  the harness writes the file `{"skip": N, "expect": M}` once it has stopped inserting warm-up
+  rows, and the run stops at N + M events; `load_first` is the time the count first passed N.
 - `latency`: parse each value, and for rows whose `after.qty` is 1 (the steady load) record
   arrival time − `after.ts` (the commit time the row carries) and arrival time − `source.ts_ms`;
   touch `--ready-file` when the first event arrives; stop when a row with `after.qty` 2 (the
@@ -43,7 +46,9 @@ ap.add_argument("result", help="where to write the timing JSON")
 ap.add_argument("--mode", choices=("count", "incremental", "latency"), default="count")
 ap.add_argument("--expect", type=int, default=0, help="count mode: stop after this many events")
 ap.add_argument("--max-wait", type=float, default=3600.0, help="give up after this many seconds")
-ap.add_argument("--ready-file", default=None, help="latency mode: touched when the first event arrives")
+ap.add_argument("--ready-file", default=None, help="touched when the first event arrives")
+ap.add_argument("--expect-file", default=None,
+                help="count mode: JSON {skip, expect} written by the harness: stop after skip + expect events")
 args = ap.parse_args()
 
 from pydbzengine import BasePythonChangeHandler, DebeziumJsonEngine  # noqa: E402
@@ -55,7 +60,9 @@ JVM_STARTED = time.time()
 
 with open(args.props) as props_file:
     props: dict[str, str] = json.load(props_file)
-state: dict[str, Any] = {"first": None, "last": None, "count": 0, "chars": 0, "error": None}
+state: dict[str, Any] = {"first": None, "last": None, "count": 0, "chars": 0, "error": None, "load_first": None,
+                         "skip": 0 if args.expect_file is None else None}
+expect = args.expect
 latencies_ms: list[float] = []
 latencies_source_ms: list[float] = []
 done = threading.Event()
@@ -97,8 +104,22 @@ class Timed(BasePythonChangeHandler):
         state["count"] += n
         state["chars"] += chars
         state["last"] = now
-        if args.mode != "latency" and state["count"] >= args.expect:
+        if args.mode != "latency" and goal_reached(now):
             done.set()
+
+
+def goal_reached(now: float) -> bool:
+    """Whether the count has reached what to expect (with --expect-file: once the harness has said it)."""
+    global expect
+    if state["skip"] is None and os.path.exists(args.expect_file):
+        with open(args.expect_file) as f:
+            told = json.load(f)
+        state["skip"], expect = int(told["skip"]), int(told["expect"])
+    if state["skip"] is None:
+        return False
+    if state["load_first"] is None and state["count"] > state["skip"]:
+        state["load_first"] = now
+    return bool(state["count"] >= state["skip"] + expect)
 
 
 engine = DebeziumJsonEngine(properties=props, handler=Timed())
@@ -121,7 +142,8 @@ finished = done.wait(args.max_wait)
 result = {
     "script_start": SCRIPT_START, "imported": IMPORTED,
     "jvm_started": JVM_STARTED, "engine_run": ENGINE_RUN.get("t"), "first": state["first"],
-    "last": state["last"], "count": state["count"], "chars": state["chars"],
+    "last": state["last"], "count": state["count"], "chars": state["chars"], "load_first": state["load_first"],
+    "skip": state["skip"],
     "timed_out": not finished, "error": state["error"],
 }
 if args.mode == "latency":

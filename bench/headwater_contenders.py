@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import mariadb_data as md
-from bench.cases import LatencyCase, SnapshotCase, StreamCase
+from bench.cases import LatencyCase, RunningCase, SnapshotCase, StreamCase
 from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_event_times
 
 NAME = "headwater"
@@ -68,7 +68,7 @@ def is_placeholder(func: Callable[..., Any]) -> bool:
 DRIVER = Path(__file__).with_name("headwater_driver.py")
 
 
-def properties(case: SnapshotCase | StreamCase | LatencyCase, slot: str, snapshot_mode: str) -> dict[str, str]:
+def properties(case: SnapshotCase | StreamCase | LatencyCase | RunningCase, slot: str, snapshot_mode: str) -> dict[str, str]:
     return {
         "connector.class": "postgres",
         **case.server.connector_properties(case.dbname),
@@ -98,8 +98,9 @@ class Checkout:
 THIS = Checkout(sys.executable, DRIVER)
 
 
-def _run(props: dict, workdir: Path, runner: str, *extra: str, timeout: float,
-         checkout: Checkout = THIS) -> tuple[ProcessResult, dict]:
+def _run(props: dict, workdir: Path, runner: str, *extra: str, timeout: float, checkout: Checkout = THIS,
+         while_running: Callable[[], object] = lambda: None) -> tuple[ProcessResult, dict]:
+    """Run the driver with `runner` to its end (calling `while_running()` once it has started); its result."""
     props_file = workdir / f"headwater-{runner}.json"
     props_file.write_text(json.dumps(props))
     result = workdir / f"headwater-{runner}-result.json"
@@ -109,6 +110,11 @@ def _run(props: dict, workdir: Path, runner: str, *extra: str, timeout: float,
                                 runner, "--workdir", str(workdir / runner), "--max-wait", str(timeout), *extra],
                                cwd=workdir, stdout=log, stderr=subprocess.STDOUT,
                                env={**env, "PYSPARK_PYTHON": checkout.python})
+        try:
+            while_running()
+        except BaseException:
+            proc.wait(timeout=30)  # ended (killed after 30 s): the run it was to measure did not happen
+            raise
         res = proc.wait(timeout=timeout + 120)
     try:
         got = json.loads(result.read_text())
@@ -167,6 +173,29 @@ def postgres_stream_engine_no_headers(case: StreamCase) -> Measurement:
     props = {**properties(case, case.slot, "no_data"), **NO_HEADERS_PROPS}
     res, got = _run(props, case.workdir, "engine", "--expect", str(case.rows), timeout=max(600.0, case.rows / 2000))
     return _measure(ENGINE_NAME + NO_HEADERS, res, got, case.rows, case.data_bytes, case.workdir, "engine")
+
+
+def postgres_running(case: RunningCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:
+    """headwater on local Spark into the jsonl sink, already streaming `case.slot` (its first warm-up row committed
+    in the sink) when the load commits: commit → the load's last event committed in the sink."""
+    return _running(case, "spark", name, checkout)
+
+
+def postgres_running_engine(case: RunningCase) -> Measurement:
+    """The in-process engine (no Spark, no sink) already streaming when the load commits (information)."""
+    return _running(case, "engine", ENGINE_NAME)
+
+
+def _running(case: RunningCase, runner: str, name: str, checkout: Checkout = THIS) -> Measurement:
+    ready = case.workdir / "headwater-ready"
+    res, got = _run(properties(case, case.slot, "no_data"), case.workdir, runner, "--ready-file", str(ready),
+                    "--expect-file", str(case.expect_file), timeout=case.max_wait, checkout=checkout,
+                    while_running=lambda: case.run_load(ready.exists))
+    if not got or got.get("error"):
+        tail = (case.workdir / f"headwater-{runner}.log").read_text(errors="replace")[-600:]
+        return Measurement.failed(name, got.get("error") or f"no result (exit {res.returncode}): {tail}")
+    details = {"spark_start_s": got["spark_started"] - res.launched} if got.get("spark_started") else {}
+    return case.measurement(name, res, got, **details)
 
 
 def postgres_latency(case: LatencyCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:

@@ -1,7 +1,8 @@
 """headwater as a benchmark contender, in its own process: the Spark pipeline or the in-process engine.
 
     python bench/headwater_driver.py PROPS RESULT --runner spark|engine --mode count|incremental|latency
-        [--expect N] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR] [--conf K=V ...]
+        [--expect N | --expect-file F] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR]
+        [--conf K=V ...]
 
 `spark` runs the real pipeline, `headwater`'s streaming source into the jsonl sink on local Spark
 (what `headwater run` does). An event has arrived when the sink file holding it appears: the sink
@@ -10,6 +11,11 @@ moves a batch's files into place when it commits the batch, and the driver polls
 The result file gets `{"first", "last", "count"}` (epoch seconds of the first and last event
 delivered, events delivered: in incremental mode those of an incremental snapshot only), and in
 latency mode `latencies_ms` of the LOAD rows.
+
+Into a pipeline already running (`--expect-file`, count mode): the driver touches `--ready-file` at
+its first event, and the harness, once it has stopped inserting warm-up rows, writes the file
+`{"skip": N, "expect": M}`: the first N events are the warm-up's, then M events of the load follow.
+The result then also holds `skip` and `load_first`, the time the count first passed N.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ def main() -> int:
     ap.add_argument("--runner", choices=("spark", "engine"), default="spark")
     ap.add_argument("--mode", choices=("count", "incremental", "latency"), default="count")
     ap.add_argument("--expect", type=int, default=0)
+    ap.add_argument("--expect-file", help="count mode: N warm-up events, then --expect from this JSON file")
     ap.add_argument("--ready-file")
     ap.add_argument("--max-wait", type=float, default=3600)
     ap.add_argument("--master", default="local[2]")
@@ -65,20 +72,60 @@ def run_engine(props: dict, args, out: dict) -> None:
     from headwater.events.typed import TypedEvents
 
     engine = Engine(validate_connector(props))
+    goal = Goal(args.expect, args.expect_file, args.ready_file)
     deadline = time.time() + args.max_wait
+
+    def take(batch) -> bool:
+        """Count `batch`'s events; whether the goal is reached."""
+        now = time.time()
+        assert not isinstance(batch, TypedEvents)  # the engine's default output is JSON rows
+        values = batch.to_arrow().column("value")
+        rows = len(values) - values.null_count
+        if rows and out["first"] is None:
+            out["first"] = now
+        out["count"] += rows
+        if rows or args.expect_file is None:
+            out["last"] = now
+        return goal.reached(out, now)
+
     try:
-        while out["count"] < args.expect and time.time() < deadline:
-            for batch in engine.batches(once=True):
-                now = time.time()
-                assert not isinstance(batch, TypedEvents)  # the engine's default output is JSON rows
-                values = batch.to_arrow().column("value")
-                rows = len(values) - values.null_count
-                if rows and out["first"] is None:
-                    out["first"] = now
-                out["count"] += rows
-                out["last"] = now
+        if args.expect_file:  # already running when the load commits: stream (waiting for events) until the goal
+            for batch in engine.batches():
+                if take(batch) or time.time() > deadline:
+                    break
+        else:  # the slot holds the load already: read what it holds, again until every event has come
+            while out["count"] < args.expect and time.time() < deadline:
+                for batch in engine.batches(once=True):
+                    take(batch)
     finally:
         engine.close()
+
+
+class Goal:
+    """When a count-mode run is done: at `expect` events, or with an `expect_file` (a pipeline already
+    running) at the file's `skip` + `expect` once the harness has written it. Also touches `ready_file`
+    at the first event, and sets `out["load_first"]` when the count first passes `skip`."""
+
+    def __init__(self, expect: int, expect_file: str | None = None, ready_file: str | None = None) -> None:
+        self.expect, self.skip = expect, 0
+        self.expect_file = Path(expect_file) if expect_file else None
+        self.ready_file = Path(ready_file) if ready_file else None
+        self.known = expect_file is None
+
+    def reached(self, out: dict, now: float) -> bool:
+        count = out.get("count", 0)
+        if count and self.ready_file is not None:
+            self.ready_file.touch()
+            self.ready_file = None
+        if not self.known and self.expect_file is not None and self.expect_file.exists():
+            told = json.loads(self.expect_file.read_text())
+            self.skip, self.expect, self.known = int(told["skip"]), int(told["expect"]), True
+            out["skip"] = self.skip
+        if not self.known:
+            return False
+        if count > self.skip and out.get("load_first") is None:
+            out["load_first"] = now
+        return count >= self.skip + self.expect
 
 
 def run_spark(props: dict, args, out: dict) -> None:
@@ -114,6 +161,7 @@ def run_spark(props: dict, args, out: dict) -> None:
 
     spark.streams.addListener(json_listener(Counter)())
     query = start_query(spark, cfg)
+    goal = Goal(args.expect, args.expect_file, args.ready_file)
     deadline = time.time() + args.max_wait
     seen_files: set[str] = set()
     latencies: list[float] = []
@@ -132,7 +180,7 @@ def run_spark(props: dict, args, out: dict) -> None:
             if total > out["count"]:
                 out["last"] = now
             out["count"] = total
-            done = total >= args.expect
+            done = goal.reached(out, now)
         else:
             if args.ready_file and out["first"] is not None:
                 Path(args.ready_file).touch()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.cases import latency_measurement
+from bench.cases import latency_measurement, wait_until_streaming
 from bench.data import LOAD, SENTINEL, WARMUP, SteadyLoad
 from bench.measure import Measurement
 
@@ -178,12 +178,7 @@ class LatencyCase:
 
     def run_load(self, ready: Callable[[], bool]) -> SteadyLoad:
         """WARMUP rows until `ready()` and for `warmup_seconds` at the steady rate, the LOAD rows, the SENTINEL."""
-        deadline = time.monotonic() + self.ready_timeout
-        while not ready():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"consumer not streaming after {self.ready_timeout:.0f}s")
-            insert_marker(self.server, WARMUP)
-            time.sleep(0.25)
+        wait_until_streaming(ready, lambda: insert_marker(self.server, WARMUP), self.ready_timeout)
         if self.warmup_seconds > 0:
             steady_load(self.server, self.rate, self.warmup_seconds, WARMUP)
         self.load = steady_load(self.server, self.rate, self.seconds, LOAD)

@@ -117,26 +117,27 @@ class Measurement:
 
 
 def from_event_times(name: str, res: ProcessResult, times: dict[str, Any], rows: int, data_bytes: int | None,
-                     **details: Any) -> Measurement:
+                     since: float | None = None, **details: Any) -> Measurement:
     """The Measurement of a child that reported its own event times.
 
     `times` holds epoch seconds `first` and `last` (first and last row delivered), `count` (rows
     delivered) and optionally `error` and `timed_out`, as a contender's child writes them to a
-    JSON file (`bench/debezium_driver.py` does). Times are measured from `res.launched`. Fewer
-    rows than `rows`, an error or a time-out make it a failed Measurement (with the figures kept
-    in `details`).
+    JSON file (`bench/debezium_driver.py` does). Times are measured from `since` (the epoch time
+    the measured work began), by default `res.launched`. Fewer rows than `rows`, an error or a
+    time-out make it a failed Measurement (with the figures kept in `details`).
     """
+    start = res.launched if since is None else since
     count = int(times.get("count") or 0)
     details = {"events": count, "exit_code": res.returncode, "wall_until_process_exit_s": res.seconds,
                **res.memory(), **details}
-    if times.get("error") or times.get("timed_out") or count < rows or not times.get("last"):
+    if times.get("error") or times.get("timed_out") or count < rows or not times.get("last") or not times.get("first"):
         why = times.get("error") or ("timed out" if times.get("timed_out") else "")
         m = Measurement.failed(name, f"{count} of {rows} rows; {why}".strip("; "))
         m.details = details
         return m
     return Measurement(
-        name, rows=count, seconds=times["last"] - res.launched, first_to_last_seconds=times["last"] - times["first"],
-        startup_seconds=times["first"] - res.launched, data_bytes=data_bytes, peak_rss_bytes=res.peak_rss_bytes,
+        name, rows=count, seconds=times["last"] - start, first_to_last_seconds=times["last"] - times["first"],
+        startup_seconds=times["first"] - start, data_bytes=data_bytes, peak_rss_bytes=res.peak_rss_bytes,
         details=details,
     )
 
@@ -243,10 +244,20 @@ class ProcessResult:
     pss_mb_by_role_at_peak: dict[str, int] = field(default_factory=dict)
     # each process's own peak PSS: "<role> <pid>" -> {"pss": MB, "anon": MB, "file": MB} at that peak
     pss_mb_peak_by_process: dict[str, dict[str, int]] = field(default_factory=dict)
+    cpu_timeline: list[tuple[float, float]] = field(default_factory=list, repr=False)  # (epoch, tree CPU s) samples
 
     @property
     def seconds(self) -> float:
         return self.ended - self.launched
+
+    def cpu_seconds_between(self, start: float, end: float) -> float | None:
+        """The tree's CPU seconds between two epoch times, from the last samples taken by each (None before the
+        first sample): what a phase of the run cost, which a busy machine does not inflate as it does wall time."""
+        at_start = [cpu for t, cpu in self.cpu_timeline if t <= start]
+        at_end = [cpu for t, cpu in self.cpu_timeline if t <= end]
+        if not at_start or not at_end:
+            return None
+        return at_end[-1] - at_start[-1]
 
     def memory(self) -> dict[str, Any]:
         """The memory figures behind `peak_rss_bytes`, for a Measurement's details."""
@@ -274,6 +285,7 @@ class MeasuredProcess:
         self._pss_at_peak: dict[str, int] = {}
         self._pss_peak_of: dict[int, tuple[int, int, int]] = {}  # pid -> its (pss, anon, file) at its own peak
         self._hwm: dict[int, int] = {}
+        self._cpu_timeline: list[tuple[float, float]] = []
         self._stop = threading.Event()
         self.launched = time.time()
         self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=stdout, stderr=stderr, stdin=stdin)
@@ -293,6 +305,7 @@ class MeasuredProcess:
             pids = tree(self.proc.pid)
             self._sampled_peak = max(self._sampled_peak, sum(_rss(p) for p in pids))
             self.cpu.sample(pids, threads=n % PSS_EVERY == 0)
+            self._cpu_timeline.append((time.time(), self.cpu.total()))
             if n % PSS_EVERY == 0:
                 # (a process the JVM is starting shares its memory: counting it would count the JVM twice)
                 parts = {p: _pss(p) for p in pids if self.cpu.roles.get(p) != SPAWNING}
@@ -343,7 +356,7 @@ class MeasuredProcess:
         self.result = ProcessResult(code, self.launched, ended, peak, self._sampled_peak, maxrss, hwm, self._pss_peak,
                                     usage.ru_utime + usage.ru_stime, self.cpu.total(), self.cpu.by_role(),
                                     self.cpu.jvm_threads(), {k: v >> 20 for k, v in self._pss_at_peak.items()},
-                                    self._peaks_by_process())
+                                    self._peaks_by_process(), self._cpu_timeline)
         return self.result
 
     def _peaks_by_process(self) -> dict[str, dict[str, int]]:

@@ -11,6 +11,10 @@
   how fast the server decodes the load with pgoutput and ships it — the limit for any client.
 - `recvlogical_stream_v2`: the same with `proto_version=2, streaming=on` (in-progress
   transactions streamed; shown for information, as Debezium does not use it).
+- `recvlogical_running`: the same pg_recvlogical as `recvlogical_stream`, already streaming into a
+  pipe (read and dropped by the harness, each chunk timestamped) when the load commits: the limit
+  for commit → the load's last change delivered. `recvlogical_running_v2`: the same with protocol 2
+  and `streaming=on` (information).
 - `recvlogical_latency`: pg_recvlogical with `test_decoding` (text, so each change can be read
   as it arrives) under the steady load: the latency floor of server-side decoding plus loopback.
 """
@@ -28,7 +32,7 @@ import time
 from datetime import datetime
 
 from bench import data
-from bench.cases import LatencyCase, SnapshotCase, StreamCase
+from bench.cases import LatencyCase, RunningCase, SnapshotCase, StreamCase
 from bench.measure import MeasuredProcess, Measurement, run_measured
 from headwater.devservers.postgres import PostgresServer, pg_bindir
 
@@ -141,6 +145,85 @@ def recvlogical_stream_v2(case: StreamCase) -> Measurement:
     compared with this one.
     """
     return _recvlogical_stream(case, "pg_recvlogical v2", "-o", "proto_version=2", "-o", "streaming=on")
+
+
+def recvlogical_running(case: RunningCase) -> Measurement:
+    """pgoutput protocol 1, as Debezium uses it: the load is sent once it has committed (`_recvlogical_running`)."""
+    return _recvlogical_running(case, "pg_recvlogical", "-o", "proto_version=1")
+
+
+def recvlogical_running_v2(case: RunningCase) -> Measurement:
+    """Protocol 2 with `streaming=on`: the server sends most of the load while it is in progress, so what is
+    read after the commit is its tail (information: headwater reads so)."""
+    return _recvlogical_running(case, "pg_recvlogical v2", "-o", "proto_version=2", "-o", "streaming=on")
+
+
+def _recvlogical_running(case: RunningCase, name: str, *options: str) -> Measurement:
+    """pg_recvlogical streaming `case.slot` into a pipe before the load commits.
+
+    It cannot count the changes (pgoutput is binary), so the harness reads its output in chunks, each
+    timestamped as it is read: the load's changes are the chunks read after the COMMIT was sent (a
+    protocol-1 transaction is sent only once it has committed; the warm-up rows were all sent seconds
+    before), and the run ends once the walsender has sent past the load's commit (`sent_lsn`) and the
+    pipe has been quiet for a second.
+    """
+    cmd = recvlogical_cmd(case.server, case.dbname, case.slot, *options, "-o", f"publication_names={case.publication}",
+                          "-f", "-")
+    arrivals: list[tuple[float, int]] = []  # (time read, bytes)
+    with open(case.workdir / "recvlogical.log", "w") as err:
+        proc = MeasuredProcess(cmd, env=_env(case.server), stdout=subprocess.PIPE, stderr=err)
+
+        def read() -> None:
+            assert proc.proc.stdout is not None
+            fd = proc.proc.stdout.fileno()
+            while chunk := os.read(fd, 1 << 20):
+                arrivals.append((time.time(), len(chunk)))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            case.run_load(lambda: bool(arrivals))
+            assert case.commit is not None and case.end_lsn is not None
+            why = _wait_sent(case, arrivals)
+        finally:
+            proc.signal(signal.SIGINT)
+            res = proc.wait(timeout=30)
+            reader.join(5.0)
+    assert case.commit is not None
+    load = load_chunks(arrivals, case.commit.commit_sent)
+    if why or load is None:
+        return Measurement.failed(name, why or "nothing arrived after the commit")
+    first, last, nbytes = load
+    return Measurement(name, rows=case.rows, seconds=last - case.commit.committed, first_to_last_seconds=last - first,
+                       startup_seconds=first - case.commit.committed, peak_rss_bytes=res.peak_rss_bytes,
+                       details={"tool": f"pg_recvlogical pgoutput {' '.join(options)} -> pipe, chunks timestamped",
+                                "bytes_after_commit": nbytes, "warmup_events": case.warmup_rows,
+                                "load_cpu_s": res.cpu_seconds_between(case.commit.committed, last),
+                                "end_lsn": case.end_lsn, **res.memory()})
+
+
+def load_chunks(arrivals: list[tuple[float, int]], since: float) -> tuple[float, float, int] | None:
+    """The first and last read times and the bytes of the chunks read after `since` (None if none were)."""
+    after = [(t, n) for t, n in arrivals if t >= since]
+    if not after:
+        return None
+    return after[0][0], after[-1][0], sum(n for _, n in after)
+
+
+def _wait_sent(case: RunningCase, arrivals: list[tuple[float, int]], quiet: float = 1.0,
+               poll: float = 0.1) -> str:
+    """Wait until the walsender has sent past `case.end_lsn` and nothing has been read for `quiet` seconds;
+    returns why not ("" once it has)."""
+    assert case.commit is not None and case.end_lsn is not None
+    deadline = time.monotonic() + case.max_wait
+    while time.monotonic() < deadline:
+        time.sleep(poll)
+        last = arrivals[-1][0]
+        # the server is asked only once the pipe is quiet: no connections made while the load streams
+        if last >= case.commit.commit_sent and time.time() - last >= quiet and \
+                data.slot_sent(case.server, case.slot, case.end_lsn):
+            return ""
+    return f"the walsender had not sent up to {case.end_lsn} after {case.max_wait:.0f}s"
 
 
 _QTY = re.compile(r"qty\[integer\]:(\d+)")

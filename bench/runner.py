@@ -9,6 +9,9 @@ every replication slot it created and stops the server, whatever happened.
 - stream: one slot per contender is created *before* the load, so every contender consumes the
   very same changes (the load only, nothing else) from its own slot, one after the other.
 - latency: each contender gets a slot created just before its own run and its own steady load.
+- running: before each contender's run the table is emptied and a slot created; the contender starts
+  and warms up, then the load (one large transaction) commits into it; the load's size as COPY text
+  is counted afterwards, once the contender has finished.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 from bench import data, incremental, mariadb
 from bench.calls import call, call_best, pending
-from bench.cases import LatencyCase, SnapshotCase, StreamCase
+from bench.cases import LatencyCase, RunningCase, SnapshotCase, StreamCase
 from bench.measure import stop_all_live
 from bench.model import LIMIT, Benchmark, BenchmarkResult, Contender, Options, Progress
 from headwater.devservers.postgres import PostgresServer
@@ -153,6 +156,44 @@ def run_latency(b: Benchmark, progress: Progress) -> BenchmarkResult:
     return _guarded(b, body)
 
 
+def run_running(b: Benchmark, progress: Progress) -> BenchmarkResult:
+    """One transaction of `rows` inserts committed into each contender after it has started and seen a warm-up
+    row (`bench.cases.RunningCase`); each run on an empty table, with a slot made just before it."""
+    def body(run: _Run) -> None:
+        server = run.server = data.new_server()
+        data.create_table(server)
+        rows = b.params["rows"]
+        run.result.workload = {"rows": rows, "transactions": 1, "warmup_seconds": b.params["warmup_seconds"],
+                               "warmup_rate": b.params["warmup_rate"]}
+        for c in b.contenders:
+            m = pending(c)
+            if m is None:
+                cases: list[RunningCase] = []
+
+                def case(i: int, c: Contender = c, cases: list[RunningCase] = cases) -> RunningCase:
+                    for s in data.slots(server):  # the previous run's
+                        data.drop_slot(server, s)
+                    data.truncate(server)
+                    slot = slot_name(b.key, c.name)
+                    data.create_slot(server, slot, c.slot_plugin)
+                    cases.append(RunningCase(server, rows, run.workdir(c.name), slot,
+                                             warmup_seconds=b.params["warmup_seconds"],
+                                             warmup_rate=b.params["warmup_rate"]))
+                    return cases[-1]
+
+                m = call_best(c, case, progress)
+                commit = cases[-1].commit
+                if commit is not None:  # the load's size, counted now that no contender runs
+                    m.data_bytes = data.copy_text_bytes(server, f"WHERE id >= {commit.first_id}")[1]
+                    run.result.workload.update(data_bytes=m.data_bytes,
+                                               load_seconds=commit.committed - commit.started)
+                for s in data.slots(server):
+                    data.drop_slot(server, s)
+            run.result.measurements.append(m)
+
+    return _guarded(b, body)
+
+
 def run_incremental(b: Benchmark, progress: Progress) -> BenchmarkResult:
     """The table loaded as for the snapshot, plus the signalling and load tables (`bench.incremental`);
     per contender a slot with the signal first in it, and the light load for the contender's whole run."""
@@ -190,6 +231,7 @@ RUNNERS: dict[str, Callable[[Benchmark, Progress], BenchmarkResult]] = {
     "snapshot": run_snapshot,
     "stream": run_stream,
     "latency": run_latency,
+    "running": run_running,
     "incremental": run_incremental,
 }
 
