@@ -84,9 +84,8 @@ def run_engine(props: dict, args, out: dict) -> None:
 
 def run_spark(props: dict, args, out: dict) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql.streaming import StreamingQueryListener
-
     from headwater.pipeline_config import parse_config
+    from headwater.spark.listener import json_listener
     from headwater.spark.pipeline import spark_session, start_query
 
     work = Path(args.workdir)
@@ -100,7 +99,7 @@ def run_spark(props: dict, args, out: dict) -> None:
     counts: dict[int, int] = {}
     cycles: list[dict] = []  # each micro-batch's rows and Spark's durationMs of its phases
 
-    class Counter(StreamingQueryListener):
+    class Counter:  # its progress read as JSON, as headwater's observer reads it (`spark.listener`)
         def onQueryStarted(self, event) -> None:
             pass
 
@@ -115,7 +114,7 @@ def run_spark(props: dict, args, out: dict) -> None:
         def onQueryTerminated(self, event) -> None:
             pass
 
-    spark.streams.addListener(Counter())
+    spark.streams.addListener(json_listener(Counter)())
     query = start_query(spark, cfg)
     deadline = time.time() + args.max_wait
     seen_files: set[str] = set()

@@ -107,11 +107,11 @@ class Progress:
         self.batches: dict[str, list[dict[str, int]]] = {}
 
     def listener(self) -> Any:
-        from pyspark.sql.streaming import StreamingQueryListener
+        from headwater.spark.listener import json_listener
 
         progress = self
 
-        class Listener(StreamingQueryListener):
+        class Listener:
             def onQueryStarted(self, event: Any) -> None:
                 pass
 
@@ -127,7 +127,7 @@ class Progress:
             def onQueryTerminated(self, event: Any) -> None:
                 pass
 
-        return Listener()
+        return json_listener(Listener)()
 
     def summary(self, query: Any) -> dict[str, Any]:
         """The query's batches with rows: how many, and the total of each duration (s)."""

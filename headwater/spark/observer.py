@@ -43,6 +43,7 @@ from headwater.observe.facts import BatchFacts
 from headwater.observe.metrics import metrics_path, read_file
 from headwater.observe.observer import Observer
 from headwater.spark.filesink import FACTS
+from headwater.spark.listener import json_listener
 from headwater.spark.observing import OBSERVE_OPTION, facts_of, read_reader_state, split
 
 log = logging.getLogger("headwater.spark")
@@ -271,11 +272,8 @@ class _Listener:
 
 
 def listener_for(observer: SparkObserver) -> Any:
-    """A `StreamingQueryListener` feeding `observer`."""
-    from pyspark.sql.streaming import StreamingQueryListener
-
-    cls = type("HeadwaterListener", (_Listener, StreamingQueryListener), {})
-    return cls(observer)
+    """A `StreamingQueryListener` feeding `observer` (its progress read as JSON: `spark.listener`)."""
+    return json_listener(_Listener)(observer)
 
 
 class ObservedStream:
