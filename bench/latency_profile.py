@@ -109,7 +109,8 @@ def _run(a: argparse.Namespace, server: Any, work: Path) -> dict[str, Any]:
         pg_before = _postgres_cpu(server)
         spy = None
         if a.py_spy:
-            spy = subprocess.Popen(["py-spy", "record", "--subprocesses", "--nonblocking", "--format", "raw",
+            beside = Path(sys.executable).with_name("py-spy")  # (installed in this interpreter's environment)
+            spy = subprocess.Popen([str(beside) if beside.exists() else "py-spy", "record", "--subprocesses", "--nonblocking", "--format", "raw",
                                     "--rate", "50", "--duration", str(int(a.seconds)), "--pid", str(proc.pid),
                                     "--output", a.py_spy], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         started = time.time()
