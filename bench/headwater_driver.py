@@ -10,7 +10,9 @@ moves a batch's files into place when it commits the batch, and the driver polls
 `engine` runs the connector in this process with no sink (the capture and decoding alone).
 The result file gets `{"first", "last", "count"}` (epoch seconds of the first and last event
 delivered, events delivered: in incremental mode those of an incremental snapshot only), and in
-latency mode `latencies_ms` of the LOAD rows.
+latency mode `latencies_ms` of the LOAD rows; on Spark, in every mode, `cycle_ms` (the median
+micro-batch with rows) and `cycles` (each micro-batch: its rows, its start (epoch seconds, `at`) and
+Spark's `durationMs` of its phases).
 
 Into a pipeline already running (`--expect-file`, count mode): the driver touches `--ready-file` at
 its first event, and the harness, once it has stopped inserting warm-up rows, writes the file
@@ -151,7 +153,8 @@ def run_spark(props: dict, args, out: dict) -> None:
 
         def onQueryProgress(self, event) -> None:
             counts[event.progress.batchId] = event.progress.numInputRows
-            cycles.append({"rows": event.progress.numInputRows, **dict(event.progress.durationMs)})
+            cycles.append({"rows": event.progress.numInputRows, "at": parse_ts(event.progress.timestamp),
+                           **dict(event.progress.durationMs)})
 
         def onQueryIdle(self, event) -> None:
             pass
@@ -203,7 +206,7 @@ def cycle_medians(cycles: list[dict]) -> dict[str, float]:
     busy = [c for c in cycles if c.get("rows")]
     if not busy:
         return {}
-    out = {k: float(statistics.median(c.get(k, 0) for c in busy)) for k in busy[0]}
+    out = {k: float(statistics.median(c.get(k, 0) for c in busy)) for k in busy[0] if k != "at"}
     out["batches"] = len(busy)
     return out
 

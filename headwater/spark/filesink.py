@@ -46,6 +46,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, Writ
 from headwater.events.arrays import string_array
 from headwater.events.batch import Events
 from headwater.events.typed import TypedBlock, TypedEvents, from_ipc, order_moved
+from headwater.spark.workergc import settle
 
 TMP = "_tmp"
 SINK_OPTION = "headwater.sink"  # the source's option naming the sink its `files` layout writes (JSON)
@@ -152,8 +153,11 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
             return FileCommit(partition_id(), [], 0)
         rest = _chain(first, iterator)
         if "block" in first.schema.names:
-            return self.write_blocks(from_ipc(data) for b in rest for data in b.column("block").to_pylist())
-        return self.write_rows(rest)
+            commit = self.write_blocks(from_ipc(data) for b in rest for data in b.column("block").to_pylist())
+        else:
+            commit = self.write_rows(rest)
+        settle()  # (Spark's worker collects garbage after each task: see headwater.spark.workergc)
+        return commit
 
     def commit(self, messages, batchId: int) -> None:
         commit_files(self.root, batchId, messages, self.extension)

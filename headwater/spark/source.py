@@ -74,6 +74,7 @@ from headwater.spark.observing import (
     split,
     write_reader_state,
 )
+from headwater.spark.workergc import settle
 from headwater.transforms.chain import TransformChain, parse_chain
 from headwater.transforms.reselect import PostProcessors, post_processors
 
@@ -245,6 +246,10 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return out
 
     def read(self, partition: InputPartition) -> Iterator:
+        yield from self._read(partition)
+        settle()  # (Spark's worker collects garbage after each task: see headwater.spark.workergc)
+
+    def _read(self, partition: InputPartition) -> Iterator:
         if isinstance(partition, NotesPartition):
             yield from self._rows(iter([partition.read()]))
             return

@@ -238,3 +238,30 @@ def _wait(cond, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("timed out waiting")
         time.sleep(0.2)
+
+
+def test_a_local_checkpoint_is_written_through_hadoops_file_system_api(spark, tmp_path):
+    """A local checkpoint's logs go through Hadoop's FileSystem API (FileContext forked `readlink` for
+    every rename); a checkpoint elsewhere is left to Spark. The class exists in this Spark, and a query
+    checkpoints with it (offsets and commits, no temporary files left, no .crc sidecars)."""
+    from headwater.spark.pipeline import LOCAL_CHECKPOINT_FILE_MANAGER, checkpoint_options
+
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    assert checkpoint_options("state/checkpoint", {}) == {key: LOCAL_CHECKPOINT_FILE_MANAGER}
+    assert checkpoint_options("file:///tmp/checkpoint", {}) == {key: LOCAL_CHECKPOINT_FILE_MANAGER}
+    assert checkpoint_options("hdfs://namenode/checkpoint", {}) == {}
+    assert checkpoint_options("s3a://bucket/checkpoint", {}) == {}
+    assert checkpoint_options("checkpoint", {"spark.hadoop.fs.defaultFS": "hdfs://namenode:8020"}) == {}
+    assert spark.conf.get(key) == LOCAL_CHECKPOINT_FILE_MANAGER
+    spark.sparkContext._jvm.java.lang.Class.forName(LOCAL_CHECKPOINT_FILE_MANAGER)  # (a Spark that moved it fails here)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "a.txt").write_text("a\nb\n")
+    checkpoint = tmp_path / "checkpoint"
+    seen: list[int] = []
+    query = (spark.readStream.text(str(tmp_path / "in")).writeStream
+             .foreachBatch(lambda df, batch_id: seen.append(df.count()))
+             .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert seen == [2]
+    assert (checkpoint / "offsets" / "0").is_file() and (checkpoint / "commits" / "0").is_file()
+    assert not [p.name for p in checkpoint.rglob("*") if p.name.endswith((".tmp", ".crc"))]
