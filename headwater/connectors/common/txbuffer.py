@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import mmap
 import os
 import struct
 import tempfile
@@ -69,9 +70,11 @@ class Spill:
     relation's layout once per streamed transaction, so one sent inside a subtransaction that later
     aborted still describes the changes that follow it.
 
-    `scan()` (once the transaction committed) counts the data messages and notes a checkpoint
-    every `CHECKPOINT_EVERY` of them (file offset, layouts sent before it), so that a batch
+    `scan()` (once the transaction committed) gives the number of data messages, and `checkpoints`
+    note one every `CHECKPOINT_EVERY` of them (file offset, layouts sent before it), so that a batch
     starting deep inside the transaction seeks there instead of reading the file from its start.
+    `add()` keeps both as the messages arrive, so the commit does not read the file again; only a
+    transaction with an aborted subtransaction (whose data messages are left out) is scanned then.
     """
 
     CHECKPOINT_EVERY = 1024
@@ -85,10 +88,26 @@ class Spill:
         self.size = 0  # bytes written
         # (data messages before it, file offset, layouts sent before it), from scan()
         self.checkpoints: list[tuple[int, int, dict[int, bytes]]] = [(0, 0, {})]
-        self.layouts: dict[int, bytes] = {}  # layouts sent in the whole transaction
+        self.layouts: dict[int, bytes] = {}  # layouts sent in the whole transaction (never changed in place)
+        # what `scan()` finds, kept as the messages are added (valid while no subtransaction aborted)
+        self.n_data = 0
+        self.first: int | None = None
+        self._every = self.CHECKPOINT_EVERY
+        self._data_kinds, self._layout_kind = kinds.data_kinds, kinds.layout_kind
 
     def add(self, pos: int, xid: int, payload: bytes) -> None:
-        """Append a message of (sub)transaction `xid`."""
+        """Append a message of (sub)transaction `xid`, noting what `scan()` needs as it goes (so that a
+        streamed transaction's commit finds its count, first position and checkpoints ready)."""
+        kind = payload[0]
+        if kind in self._data_kinds:
+            n = self.n_data
+            if not n:
+                self.first = pos
+            elif not n % self._every:
+                self.checkpoints.append((n, self.size, self.layouts))  # (a layout replaces the dict)
+            self.n_data = n + 1
+        elif kind == self._layout_kind:
+            self.layouts = {**self.layouts, self.kinds.layout_id(payload): payload}
         self.file.write(_SPILL.pack(pos, xid, len(payload)))
         self.file.write(payload)
         self.size += _SPILL.size + len(payload)
@@ -99,18 +118,21 @@ class Spill:
     def _records(self, offset: int = 0) -> Iterator[tuple[int, int, bytes]]:
         """(file offset, position, payload) of the messages kept, from `offset` on."""
         aborted, layout_kind = self.aborted_subxids, self.kinds.layout_kind
-        with open(self.path, "rb", buffering=1 << 20) as f:
-            f.seek(offset)
-            here = offset
-            while True:
-                head = f.read(_SPILL.size)
-                if not head:
-                    return
-                pos, xid, n = _SPILL.unpack(head)
-                payload = f.read(n)
-                if xid not in aborted or payload[0] == layout_kind:
-                    yield here, pos, payload
-                here += _SPILL.size + n
+        head, unpack_from = _SPILL.size, _SPILL.unpack_from
+        with open(self.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if offset >= size:
+                return
+            # mapped: one slice per payload, instead of two buffered reads per message
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                here = offset
+                while here < size:
+                    pos, xid, n = unpack_from(mm, here)
+                    start = here + head
+                    payload = mm[start:start + n]
+                    if xid not in aborted or payload[0] == layout_kind:
+                        yield here, pos, payload
+                    here = start + n
 
     def read(self) -> Iterator[Message]:
         for _, pos, payload in self._records():
@@ -125,7 +147,10 @@ class Spill:
 
     def scan(self) -> tuple[int, int | None]:
         """The number of data messages kept, and the position of the first: where a transaction
-        received whole would begin (PostgreSQL's protocol 1, and so Debezium, puts its BEGIN there)."""
+        received whole would begin (PostgreSQL's protocol 1, and so Debezium, puts its BEGIN there).
+        Kept by `add()` as the messages came, unless a subtransaction aborted: then the file is read."""
+        if not self.aborted_subxids:
+            return self.n_data, self.first
         n, first = 0, None
         layouts: dict[int, bytes] = {}
         checkpoints: list[tuple[int, int, dict[int, bytes]]] = [(0, 0, {})]

@@ -132,3 +132,22 @@ def test_trim_of_a_spilled_transaction_takes_its_layouts_and_removes_the_file(tm
     buf.trim(20, None)
     assert buf.txns == [] and buf.head_layouts == {3: b"L3:a", 4: b"L4:a"}
     assert not os.path.exists(sp.path)
+
+
+def test_spill_keeps_what_a_scan_finds_as_messages_are_added(tmp_path, monkeypatch):
+    # the count, first position, checkpoints and layouts that add() keeps are those a scan of the file finds
+    monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 4)
+    msgs, pos = [(0, 5, b"Xorigin")], 1
+    for i in range(23):
+        if i % 7 == 3:
+            msgs.append((pos, 5, b"L%d:v%d" % (i % 2, i)))
+            pos += 1
+        msgs.append((pos, 5, b"D1:%d" % i))
+        pos += 1
+    sp = _spill(tmp_path, msgs)
+    sp.seal()
+    kept = (sp.scan(), sp.checkpoints, sp.layouts)
+    assert kept[0] == (23, 1)
+    sp.aborted_subxids.add(99)  # no message of it: the file is read, and gives the same
+    assert (sp.scan(), sp.checkpoints, sp.layouts) == kept
+    sp.discard()
