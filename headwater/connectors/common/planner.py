@@ -321,12 +321,11 @@ class Planner(Generic[P]):
                 changed = [p for _, p in msgs if p[0] == layout_kind]
                 if changed:
                     layouts = {**layouts, **{layout_id(p): p for p in changed}}
+            elif t.spill is not None:  # read from the checkpoint before the part's start
+                msgs, at_start, layouts, changed = t.spill.part(skip, upto, layouts)
             else:
                 msgs = []
                 messages = t.messages()
-                if t.spill is not None and skip:
-                    di, sent, messages = t.spill.read_from(skip)  # seek near the part's start
-                    layouts = {**layouts, **sent}
                 at_start = layouts  # (the layout maps are never changed in place: no copies)
                 for m in messages:
                     p = m[1]

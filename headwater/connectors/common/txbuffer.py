@@ -138,12 +138,56 @@ class Spill:
         for _, pos, payload in self._records():
             yield pos, payload
 
-    def read_from(self, index: int) -> tuple[int, dict[int, bytes], Iterator[Message]]:
-        """The messages from the last checkpoint at or before data message `index` (0-based): the
-        checkpoint's data message count, the layouts sent before it, and the messages."""
-        i = bisect.bisect_right(self.checkpoints, index, key=lambda c: c[0]) - 1
-        n, offset, layouts = self.checkpoints[i]
-        return n, layouts, ((pos, p) for _, pos, p in self._records(offset))
+    def part(self, skip: int, upto: int, layouts: dict[int, bytes]) -> tuple[list[Message], dict[int, bytes],
+                                                                         dict[int, bytes], list[bytes]]:
+        """The messages kept after the first `skip` data messages, up to data message `upto` (1-based; to
+        the end of the file when that is the last), seeking to the checkpoint before them: the messages,
+        the layouts in force where they start and after them (from `layouts`, those in force before the
+        transaction), and the layout messages among them. (One loop over the mapped file, no layers of
+        generators: a batch inside a large streamed transaction is planned from here.)"""
+        n, offset, sent = self.checkpoints[bisect.bisect_right(self.checkpoints, skip, key=lambda c: c[0]) - 1]
+        if sent:
+            layouts = {**layouts, **sent}
+        at_start = layouts
+        msgs: list[Message] = []
+        changed: list[bytes] = []
+        append = msgs.append
+        aborted, data_kinds = self.aborted_subxids, self._data_kinds
+        layout_kind, layout_id = self._layout_kind, self.kinds.layout_id
+        head, unpack_from = _SPILL.size, _SPILL.unpack_from
+        di = n
+        with open(self.path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if offset >= size:
+                return msgs, at_start, layouts, changed
+            with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+                here = offset
+                while here < size:
+                    pos, xid, length = unpack_from(mm, here)
+                    start = here + head
+                    here = start + length
+                    kind = mm[start]
+                    if aborted and xid in aborted and kind != layout_kind:
+                        continue
+                    if kind in data_kinds:
+                        if di < skip:
+                            di += 1
+                            continue
+                        if di >= upto:
+                            break
+                        di += 1
+                        append((pos, mm[start:here]))
+                    elif di < skip:
+                        if kind == layout_kind:
+                            p = mm[start:here]
+                            layouts = at_start = {**layouts, layout_id(p): p}
+                    else:
+                        p = mm[start:here]
+                        append((pos, p))
+                        if kind == layout_kind:
+                            layouts = {**layouts, layout_id(p): p}
+                            changed.append(p)
+        return msgs, at_start, layouts, changed
 
     def scan(self) -> tuple[int, int | None]:
         """The number of data messages kept, and the position of the first: where a transaction

@@ -238,13 +238,14 @@ def test_spilled_transaction_batches_start_at_checkpoints(tmp_path, monkeypatch)
     txns = [*stream(), spilled]
     expected, before = all_data(txns), layouts_before(txns, HEAD)  # (the file goes once handed out)
     seeks: list[int] = []
-    read_from = Spill.read_from
+    part = Spill.part
 
-    def seeking(self: Spill, index: int):
-        seeks.append(index)
-        return read_from(self, index)
+    def seeking(self: Spill, skip: int, upto: int, layouts: dict[int, bytes]):
+        if skip:
+            seeks.append(skip)
+        return part(self, skip, upto, layouts)
 
-    monkeypatch.setattr(Spill, "read_from", seeking)
+    monkeypatch.setattr(Spill, "part", seeking)
     batches = run_batches(planner(FakeReader(txns, head_layouts=HEAD)), Pos(0), 5, 2)
     sls = slices(batches)
     assert [d for s in sls for d in s.data()] == expected

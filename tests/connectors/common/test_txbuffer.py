@@ -8,7 +8,7 @@ import os
 
 from headwater.connectors.common.messages import InTxn
 from headwater.connectors.common.txbuffer import Spill, StreamBuffer
-from tests.connectors.common.fakes import KINDS, data, is_data, txn
+from tests.connectors.common.fakes import KINDS, data, txn
 
 
 def _buffer(*txns, limit=1 << 20) -> StreamBuffer:
@@ -92,7 +92,7 @@ def test_spill_leaves_out_aborted_subtransactions_but_not_their_layouts(tmp_path
     assert not os.path.exists(sp.path)
 
 
-def test_spill_checkpoints_and_read_from(tmp_path, monkeypatch):
+def test_spill_checkpoints_and_parts(tmp_path, monkeypatch):
     monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 3)
     msgs, pos = [], 0
     for i in range(10):
@@ -101,19 +101,27 @@ def test_spill_checkpoints_and_read_from(tmp_path, monkeypatch):
             pos += 1
         msgs.append((pos, 5, b"D1:%d" % i))
         pos += 1
+    msgs.append((pos, 5, b"Xlast"))
     sp = _spill(tmp_path, msgs)
     sp.seal()
     assert sp.scan() == (10, 0)
     assert [(n, layouts) for n, _, layouts in sp.checkpoints] == [
         (0, {}), (3, {1: b"L1:v2"}), (6, {1: b"L1:v2"}), (9, {1: b"L1:v7"})]
-    for index in range(10):
-        n, layouts, it = sp.read_from(index)
-        assert n == 3 * (index // 3) and n <= index
-        rest = [p for _, p in it]
-        # from the checkpoint on: its data messages in order, the layouts sent after it
-        assert [p for p in rest if is_data(p)] == [b"D1:%d" % i for i in range(n, 10)]
-        expected = {} if n < 3 else {1: b"L1:v2" if n < 9 else b"L1:v7"}
-        assert layouts == expected
+    every = [p for _, _, p in msgs]
+    head = {2: b"L2:head"}
+    for skip in range(10):
+        for upto in range(skip, 11):
+            got, at_start, after, changed = sp.part(skip, upto, head)
+            # what follows the skip-th data message, up to the upto-th (to the end after the last)
+            first = every.index(b"D1:%d" % skip)
+            last = len(every) if upto == 10 else every.index(b"D1:%d" % upto)
+            expected = every[first:last] if skip == 0 else every[every.index(b"D1:%d" % (skip - 1)) + 1:last]
+            assert [p for _, p in got] == expected
+            assert [pos for pos, _ in got] == [pos for pos, _, p in msgs if p in expected]
+            sent = [p for p in every[:every.index(expected[0]) if expected else first] if p.startswith(b"L")]
+            assert at_start == {**head, **({1: sent[-1]} if sent else {})}
+            assert changed == [p for p in expected if p.startswith(b"L")]
+            assert after == {**at_start, **({1: changed[-1]} if changed else {})}
     sp.discard()
 
 
