@@ -112,6 +112,21 @@ class Spill:
         self.file.write(payload)
         self.size += _SPILL.size + len(payload)
 
+    def add_split(self, pos: int, xid: int, head: bytes, body: memoryview) -> None:
+        """`add` of a message given in two pieces (its first bytes, then a view of the rest), written
+        one after the other without joining them first."""
+        n = self.n_data
+        if head[0] in self._data_kinds and n % self._every:  # (neither the first nor at a checkpoint)
+            self.n_data = n + 1
+            length = len(head) + len(body)
+            write = self.file.write
+            write(_SPILL.pack(pos, xid, length))
+            write(head)
+            write(body)
+            self.size += _SPILL.size + length
+        else:
+            self.add(pos, xid, head + bytes(body))
+
     def seal(self) -> None:
         self.file.close()
 

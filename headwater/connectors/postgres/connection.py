@@ -147,6 +147,7 @@ def connect_replication(params: ConnectionParams) -> psycopg2.extras.LogicalRepl
 
 
 _XLOGDATA = struct.Struct(">QQq")  # data start, WAL end, send time
+XLOGDATA_PAYLOAD = 1 + _XLOGDATA.size  # where an XLogData message's payload starts
 _KEEPALIVE = struct.Struct(">QqB")  # WAL end, send time, reply requested
 _STATUS = struct.Struct(">cQQQqB")  # 'r', write, flush, apply, client time, reply requested
 _PGRES_FATAL_ERROR = 7
@@ -218,6 +219,14 @@ class CopyBothStream:
         self._buf_ref = ctypes.byref(self._buf)
 
     def read(self) -> XLogData | None:
+        raw = self.read_raw()
+        if raw is None:
+            return None
+        return XLogData(_XLOGDATA.unpack_from(raw, 1)[0], raw[XLOGDATA_PAYLOAD:])
+
+    def read_raw(self) -> bytes | None:
+        """`read()` without the object: the whole XLogData message (its data start at offset 1, as
+        `>Q`; its payload from `XLOGDATA_PAYLOAD` on), for a caller that takes the payload apart itself."""
         lib, ptr, buf, buf_ref = self.fast, self.ptr, self._buf, self._buf_ref
         consumed = False
         while True:
@@ -229,8 +238,7 @@ class CopyBothStream:
                     lib.PQfreemem(buf)
                 kind = raw[0]
                 if kind == 0x77:  # 'w' XLogData
-                    start, _, _ = _XLOGDATA.unpack_from(raw, 1)
-                    return XLogData(start, raw[_XLOGDATA.size + 1:])
+                    return raw
                 if kind == 0x6B:  # 'k' primary keepalive
                     wal_end, _, reply = _KEEPALIVE.unpack_from(raw, 1)
                     self.wal_end = max(self.wal_end, wal_end)

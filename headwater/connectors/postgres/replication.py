@@ -37,11 +37,13 @@ import psycopg2
 
 from headwater.connectors.common.txbuffer import Spill, StreamBuffer, Txn
 from headwater.connectors.postgres.connection import (
+    XLOGDATA_PAYLOAD,
     ConnectError,
     ConnectionParams,
     CopyBothStream,
     SlotLost,
     SourceError,
+    XLogData,
     connect_replication,
 )
 from headwater.connectors.postgres.pgoutput import (
@@ -57,6 +59,8 @@ from headwater.connectors.postgres.positions import StreamPosition
 log = logging.getLogger("headwater.postgres")
 
 _U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+DRAIN = 4096  # messages of a stream block spilled in one go (see `_spill_block`)
 DATA_KINDS = frozenset(b"IUDTM")
 _STREAM_XID_BYTES = frozenset(map(ord, STREAM_XID_KINDS))  # the type bytes of pgoutput.STREAM_XID_KINDS
 SHUTDOWN_ASK_S = 0.5  # requests for a reply this soon after the last answer ...
@@ -281,6 +285,7 @@ class ReplicationReader:
         last_feedback = time.monotonic()
         answered, insisted = 0.0, 0  # when a server request for a reply was last answered; how often in a row
         fd = stream.fd
+        pending: XLogData | None = None  # a message read by `_spill_block` and not handled yet
         while not self._stop.is_set():
             now = time.monotonic()
             if stream.reply_requested:
@@ -303,7 +308,7 @@ class ReplicationReader:
                 with buf.cond:
                     buf.cond.wait(timeout=min(1.0, self.status_interval_s))
                 continue
-            msg = stream.read()
+            msg, pending = (pending, None) if pending is not None else (stream.read(), None)
             if msg is None:
                 if current is None and block is None and stream.wal_end > buf.received:
                     with buf.cond:
@@ -323,6 +328,7 @@ class ReplicationReader:
                     block.add(lsn, _U32.unpack_from(p, 1)[0], strip_stream_xid(p))
                 else:
                     block.add(lsn, block.xid, p)
+                pending = self._spill_block(stream, block)
                 continue
             if kind == 0x42:  # B
                 final_lsn, ts, xid = BEGIN.unpack_from(p, 1)
@@ -405,6 +411,33 @@ class ReplicationReader:
                             buf.head_layouts[_U32.unpack_from(p, 1)[0]] = p
             else:
                 raise SourceError(f"unexpected pgoutput message {chr(kind)!r} at LSN {lsn} outside a transaction")
+
+
+    def _spill_block(self, stream: CopyBothStream, block: Spill) -> XLogData | None:
+        """The messages of a stream block that the connection holds already, straight into its spill
+        file (no object per message, the xid field skipped rather than cut out); at most `DRAIN` of
+        them, and none after a request for a reply, so the loop's status updates and stop come in
+        time. Returns the first message that is not the block's (its stream stop), if read."""
+        read, add_split, add = stream.read_raw, block.add_split, block.add
+        at, xid_kinds, u32, u64 = XLOGDATA_PAYLOAD, _STREAM_XID_BYTES, _U32.unpack_from, _U64.unpack_from
+        n = 0
+        try:
+            while n < DRAIN and not stream.reply_requested:
+                raw = read()
+                if raw is None:
+                    return None
+                kind = raw[at]
+                if kind == 0x45:  # E stream stop (counted where it is handled)
+                    return XLogData(u64(raw, 1)[0], raw[at:])
+                lsn = u64(raw, 1)[0]
+                if kind in xid_kinds:
+                    add_split(lsn, u32(raw, at + 1)[0], raw[at:at + 1], memoryview(raw)[at + 5:])
+                else:
+                    add(lsn, block.xid, raw[at:])
+                n += 1
+            return None
+        finally:
+            self.messages_received += n
 
 
 def _fatal_stream_error(exc: BaseException, slot: str) -> SourceError | None:

@@ -159,3 +159,19 @@ def test_spill_keeps_what_a_scan_finds_as_messages_are_added(tmp_path, monkeypat
     sp.aborted_subxids.add(99)  # no message of it: the file is read, and gives the same
     assert (sp.scan(), sp.checkpoints, sp.layouts) == kept
     sp.discard()
+
+
+def test_spill_add_split_writes_what_add_writes(tmp_path, monkeypatch):
+    monkeypatch.setattr(Spill, "CHECKPOINT_EVERY", 3)
+    msgs = [(i, 5, b"L1:v%d" % i if i % 4 == 1 else b"D1:%d" % i) for i in range(12)]
+    whole, split = _spill(tmp_path, msgs), Spill(str(tmp_path), 5, KINDS)
+    for pos, xid, p in msgs:
+        framed = b"??" + p  # the message inside what a connection returned
+        split.add_split(pos, xid, framed[2:3], memoryview(framed)[3:])
+    for sp in (whole, split):
+        sp.seal()
+    assert [p for _, p in split.read()] == [p for _, p in whole.read()] == [p for _, _, p in msgs]
+    assert (split.scan(), split.checkpoints, split.layouts, split.size) == \
+        (whole.scan(), whole.checkpoints, whole.layouts, whole.size)
+    whole.discard()
+    split.discard()
