@@ -74,6 +74,7 @@ def test_old_names_point_to_the_new_ones(old):
     ("headwater.max.batch.events", "0", ["must be positive"]),
     ("heartbeat.interval.ms", "-5", ["must not be negative"]),
     ("errors.max.retries", "-2", ["at least -1"]),
+    ("headwater.pgoutput.decoding.work.mem.kb", "32", ["below PostgreSQL's minimum", "64 or more"]),
 ])
 def test_values_headwater_does_not_implement_are_refused(name, value, words):
     errs = errors_of(**{name.replace(".", "__"): value})
@@ -90,6 +91,8 @@ def test_values_headwater_does_not_implement_are_refused(name, value, words):
     ("schema.refresh.mode", "columns_diff_exclude_unchanged_toast", "columns_diff_exclude_unchanged_toast"),
     ("snapshot.mode", "schema_only", "no_data"),
     ("errors.max.retries", "-1", -1),
+    ("headwater.pgoutput.decoding.work.mem.kb", "0", 0),
+    ("headwater.pgoutput.decoding.work.mem.kb", "64", 64),
 ])
 def test_values_headwater_implements_are_accepted(name, value, expected):
     assert validate_connector({**BASE, name: value})[name] == expected

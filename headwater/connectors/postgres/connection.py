@@ -131,11 +131,14 @@ def connect(params: ConnectionParams, autocommit: bool = True) -> psycopg2.exten
     return conn
 
 
-def connect_replication(params: ConnectionParams) -> psycopg2.extras.LogicalReplicationConnection:
-    """A logical replication connection (replication=database)."""
+def connect_replication(params: ConnectionParams, settings: dict[str, str] | None = None,
+                        ) -> psycopg2.extras.LogicalReplicationConnection:
+    """A logical replication connection (replication=database), with `settings` for its session."""
+    kw = params.kwargs()
+    if settings:
+        kw["options"] = " ".join([kw["options"], *(f"-c {name}={value}" for name, value in settings.items())])
     try:
-        return psycopg2.connect(connection_factory=psycopg2.extras.LogicalReplicationConnection,
-                                **params.kwargs())
+        return psycopg2.connect(connection_factory=psycopg2.extras.LogicalReplicationConnection, **kw)
     except psycopg2.OperationalError as exc:
         msg = _clean(exc, params)
         hint = ""

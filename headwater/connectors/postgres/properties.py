@@ -61,6 +61,10 @@ DEFINITIONS: list[Property] = [
     # which headwater spills to disk)
     prop("headwater.pgoutput.protocol.version", "int", 2, minimum=1, maximum=2,
          doc="pgoutput protocol version: 1 or 2"),
+    # the replication session's logical_decoding_work_mem (kB) when transactions stream in progress:
+    # what the server still holds of a large transaction when it commits, sent only after it
+    prop("headwater.pgoutput.decoding.work.mem.kb", "int", 8192, minimum=0,
+         doc="logical_decoding_work_mem (kB) of the replication session under protocol 2 (0: the server's)"),
     *signals.PROPERTIES,
 ]
 
@@ -71,6 +75,10 @@ def check(values: dict[str, Any], errors: list[ConfigError]) -> None:
     if slot is not None and not re.fullmatch(r"[a-z0-9_]{1,63}", slot):
         errors.append(ConfigError("slot.name", f"{slot!r} is not a valid replication slot name",
                                   "use 1 to 63 lower-case letters, digits and underscores"))
+    work_mem = values.get("headwater.pgoutput.decoding.work.mem.kb")
+    if work_mem is not None and 0 < work_mem < 64:
+        errors.append(ConfigError("headwater.pgoutput.decoding.work.mem.kb", f"{work_mem} kB is below PostgreSQL's "
+                                  "minimum for logical_decoding_work_mem", "use 64 or more, or 0 for the server's own"))
     signals.check_properties(values, errors)
 
 

@@ -88,7 +88,7 @@ class ReplicationReader:
                  buffer_bytes: int = 256 << 20, status_interval_s: float = 10.0, max_retries: int = -1,
                  retry_wait_s: float = 10.0, flush_enabled: bool = True, extra_options: dict | None = None,
                  spill_dir: str | None = None, server_version: int = 150000, slot_retries: int = 6,
-                 slot_retry_delay_s: float = 10.0):
+                 slot_retry_delay_s: float = 10.0, decoding_work_mem_kb: int = 0):
         self.params = params
         self.slot = slot
         self.publication = publication
@@ -101,6 +101,7 @@ class ReplicationReader:
         self.server_version = server_version
         self.slot_retries = slot_retries
         self.slot_retry_delay_s = slot_retry_delay_s
+        self.decoding_work_mem_kb = decoding_work_mem_kb
         self.buffer = StreamBuffer(buffer_bytes, PGOUTPUT)
         self.spill_dir = spill_dir or tempfile.mkdtemp(prefix="headwater-spill-")
         self.confirmed = 0
@@ -178,6 +179,15 @@ class ReplicationReader:
         opts.update(self.extra_options)
         return opts
 
+    def _settings(self) -> dict[str, str]:
+        """The replication session's settings: with transactions streamed in progress, a small
+        logical_decoding_work_mem makes the server send a large one in smaller blocks, so that less of
+        it is left to decode and send after its commit (the server's default, 64 MB, held about half of
+        a 1M-row transaction until then; headwater spills the blocks to disk as they come)."""
+        if self.decoding_work_mem_kb and self._options().get("streaming") == "on":
+            return {"logical_decoding_work_mem": f"{self.decoding_work_mem_kb}kB"}
+        return {}
+
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
@@ -227,7 +237,7 @@ class ReplicationReader:
 
     def _stream(self) -> None:
         self._streamed = False
-        conn = connect_replication(self.params)
+        conn = connect_replication(self.params, self._settings())
         self.backend_pids.append(conn.get_backend_pid())
         try:
             cur = conn.cursor()

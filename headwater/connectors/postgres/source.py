@@ -260,10 +260,23 @@ class PostgresSource(SnapshotThenStream):
             server_version=self.server_version or 150000,
             slot_retries=cfg["slot.max.retries"],
             slot_retry_delay_s=cfg["slot.retry.delay.ms"] / 1000,
+            decoding_work_mem_kb=self._decoding_work_mem_kb(),
         )
         self.reader.start(pos.lsn_commit, pos.last_commit_ts)
         self.planner = StreamPlanner(self.reader, self.context, self._connection, self.db)
         return self.planner
+
+    def _decoding_work_mem_kb(self) -> int:
+        """`headwater.pgoutput.decoding.work.mem.kb` when it is below what a session of this user in this
+        database gets (the server's, database's or role's logical_decoding_work_mem), else 0: the
+        replication session only ever lowers it."""
+        wanted = self.config["headwater.pgoutput.decoding.work.mem.kb"]
+        if not wanted:
+            return 0
+        with self._connection().cursor() as cur:
+            cur.execute("SELECT setting::int FROM pg_settings WHERE name = 'logical_decoding_work_mem'")
+            row = cur.fetchone()
+        return wanted if row is None or wanted < row[0] else 0
 
     def table_schema(self, table: str) -> tuple[str, dict]:
         schema, _, name = table.rpartition(".")

@@ -33,7 +33,9 @@ from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.common import planner
 from headwater.connectors.common.txbuffer import Spill
 from headwater.connectors.errors import SourceError
+from headwater.connectors.postgres.connection import connect_replication
 from headwater.connectors.postgres.records import message_collection
+from headwater.connectors.postgres.replication import ReplicationReader
 from headwater.connectors.postgres.source import PostgresSource
 from headwater.connectors.postgres.streaming import StreamSlice
 from headwater.connectors.registry import validate_connector
@@ -506,3 +508,26 @@ def test_sequence_across_batches_with_truncate_and_messages(pg_server, pg_db, mo
             continue
         assert seq == [last, str(connector["lsn"])], (p["op"], connector, last)
     assert seen == {"c": 12, "t": 6, "m": 9}
+
+
+def test_the_replication_session_only_lowers_logical_decoding_work_mem(pg_server, pg_db):
+    """`headwater.pgoutput.decoding.work.mem.kb` (8 MB) becomes the replication session's
+    logical_decoding_work_mem when it is below what the database gives (the server's 64 MB), never above
+    (the tests' 64kB stays); protocol 1 (nothing streamed) keeps the server's."""
+    source = make_connector(pg_server, pg_db, "wm")
+    kb = source._decoding_work_mem_kb()
+    assert kb == 8192
+    reader = ReplicationReader(source.params, "wm", "p", decoding_work_mem_kb=kb)
+    v1 = ReplicationReader(source.params, "wm", "p", proto_version=1, decoding_work_mem_kb=kb)
+    assert v1._settings() == {}
+    v1.close()
+    conn = connect_replication(source.params, reader._settings())
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW logical_decoding_work_mem")
+            assert cur.fetchone()[0] == "8MB"  # the walsender's own
+    finally:
+        conn.close()
+        reader.close()
+    small_work_mem(pg_server, pg_db)
+    assert make_connector(pg_server, pg_db, "wm2")._decoding_work_mem_kb() == 0
