@@ -47,7 +47,7 @@ from headwater.connectors.common.columnar import (
     typed_insert_block,
     typed_source_column,
 )
-from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
+from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment, SegmentsByColumn
 from headwater.connectors.common.planner import pack, unpack
 from headwater.connectors.common.records import TableRecords, TxnCounters
 from headwater.connectors.common.txbuffer import Txn
@@ -146,7 +146,7 @@ def map_table(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> 
 _TRUNCATE = re.compile(r"^\s*TRUNCATE\s+(?:TABLE\s+)?(.+?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 
 
-class BinlogSlice(WorkUnit):
+class BinlogSlice(SegmentsByColumn, WorkUnit):
     """Raw binlog events of some transactions, decoded into Debezium records anywhere."""
 
     def __init__(self, ctx: BinlogContext, dbms: str, file_like: str, layouts: Layouts,

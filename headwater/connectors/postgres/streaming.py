@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.columnar import encode_block, typed_insert_block
-from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
+from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment, SegmentsByColumn
 from headwater.connectors.common.planner import Planner, pack, unpack
 from headwater.connectors.common.records import TableRecords, TxnCounters, table_records
 from headwater.connectors.common.txbuffer import Txn
@@ -43,7 +43,7 @@ def sequence(last_commit: int | None, lsn: int | None) -> str:
     return f'[{first},"{lsn}"]' if lsn is not None else f"[{first},null]"
 
 
-class StreamSlice(WorkUnit):
+class StreamSlice(SegmentsByColumn, WorkUnit):
     """A slice of the change stream: raw messages plus the context to decode them."""
 
     def __init__(self, ctx: EventContext, tables: dict[int, TableSchema], relations: dict[int, bytes],
