@@ -81,3 +81,15 @@ def test_a_one_job_worker_ends_once_it_has_answered():
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["answer", "0"]
+
+
+KEPT = ONE_JOB.replace("module.main = lambda infile, outfile: outfile.write(b\"answer\")",
+                       "module.main = lambda infile, outfile: (workerlife.keep_after_job(), outfile.write(b\"answer\"))")
+
+
+def test_a_one_job_worker_asked_to_stay_is_left_to_be_reused():
+    assert KEPT != ONE_JOB
+    run = subprocess.run([sys.executable, "-c", KEPT], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["answer", "reused", "3"]
