@@ -42,13 +42,19 @@ _started: set[str] = set()  # the SparkContexts (application ids) whose workers 
 _lock = threading.Lock()
 
 
-def _ready(modules_json: str) -> None:
-    """In a Spark worker: import `modules` (a JSON list) and, in a planner's worker, stay after this job."""
-    from headwater.spark.workerlife import keep_after_job
-
+def _import(modules_json: str) -> None:
     for module in json.loads(modules_json):
         importlib.import_module(module)
+
+
+def _planner_ready(modules_json: str) -> None:
+    """In the read planning's worker: stay after this job, and import `modules` (a JSON list) in a thread,
+    so that the job answers at once and its tasks start while the worker imports what the query's
+    planning will unpickle (an import the query's job needs meanwhile waits for it to finish)."""
+    from headwater.spark.workerlife import keep_after_job
+
     keep_after_job()
+    threading.Thread(target=_import, args=(modules_json,), name=THREAD_NAME, daemon=True).start()
 
 
 class PrestartReader(DataSourceReader):
@@ -59,12 +65,11 @@ class PrestartReader(DataSourceReader):
         self.modules_json = modules_json
 
     def partitions(self) -> Sequence[InputPartition]:  # in the read planning's worker
-        _ready(self.modules_json)
+        _planner_ready(self.modules_json)
         return [InputPartition(i) for i in range(self.count)]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:  # in a task worker
-        for module in json.loads(self.modules_json):
-            importlib.import_module(module)
+        _import(self.modules_json)
         from headwater.spark.workergc import settle
 
         settle()  # what the imports made is frozen, as the query's tasks would have it (headwater.spark.workergc)
