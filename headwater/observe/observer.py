@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.common.incremental import CHUNK, NOTIFICATIONS, State
@@ -31,7 +31,9 @@ from headwater.events.typed import TypedEvents
 from headwater.observe.facts import BatchFacts, batch_facts
 from headwater.observe.metrics import ConnectorMetrics
 from headwater.observe.notifications import Notifier
-from headwater.observe.prometheus import Endpoint
+
+if TYPE_CHECKING:
+    from headwater.observe.prometheus import Endpoint
 
 WRITE_EVERY_S = 2.0  # the metrics file is written at each commit, and at most this often in between
 
@@ -44,7 +46,11 @@ class Observer:
         self.notifier = Notifier(config)
         self.metrics_file = metrics_file
         port = config["headwater.metrics.port"]
-        self.endpoint = Endpoint(self.metrics, port, config["headwater.metrics.host"]) if port else None
+        self.endpoint: Endpoint | None = None
+        if port:  # prometheus_client (and http.server, ssl: ~0.08 s of CPU) only where it serves
+            from headwater.observe.prometheus import Endpoint
+
+            self.endpoint = Endpoint(self.metrics, port, config["headwater.metrics.host"])
         self._tables: list[str] = []
         self._started: list[str] = []  # tables whose scan was announced (IN_PROGRESS)
         self._scanned: list[str] = []  # tables whose scan completed

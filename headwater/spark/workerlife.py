@@ -20,6 +20,8 @@ reused: with `spark.python.worker.reuse` (which the task workers need) Spark kep
 for a minute after its last job, ~30-50 MB each. Spark checks that an idle worker is alive before it
 reuses one, and forks a new one from the daemon when it is not. `REUSED_PLANNERS`=1 in the JVM's
 environment keeps Spark's reuse (the tests' shared session, which starts hundreds of queries).
+A job that calls `keep_after_job` leaves its worker to be reused, for one more job (the workers that
+`headwater.spark.prestart` starts ahead of a query).
 """
 
 from __future__ import annotations
@@ -104,9 +106,23 @@ def _end_after_main(module: str) -> None:
     worker.main = _once(worker.main)  # type: ignore[attr-defined]
 
 
+_kept = False  # whether the job running in this worker asked to keep it (`keep_after_job`)
+
+
+def keep_after_job() -> None:
+    """Called by code a planner's job runs: this worker is not ended after this job, but left to Spark
+    to reuse (it ends after the next one, unless that one asks the same)."""
+    global _kept
+    _kept = True
+
+
 def _once(main: Callable[[IO, IO], None]) -> Callable[[IO, IO], None]:
     def run(infile: IO, outfile: IO) -> None:
+        global _kept
+        _kept = False
         main(infile, outfile)  # an error leaves as PySpark's own code has it (the worker is not reused)
+        if _kept:
+            return
         outfile.flush()  # the answer, up to PySpark's end-of-stream mark, is with the JVM
         os._exit(0)
 
