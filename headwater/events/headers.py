@@ -23,10 +23,13 @@ from headwater.events.arrays import (
     list_offsets,
     lit,
     string_array,
+    string_layout,
     string_scalar,
     valid_mask,
 )
 from headwater.events.typed import HEADERS_SCHEMA_META, TypedBlock, headers_type
+
+_INT32_MAX = 2**31 - 1
 
 
 def list_entries(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -166,10 +169,70 @@ def append_entries(lists: pa.Array, constant: pa.Array, rows: np.ndarray) -> pa.
     if len(added) and k:
         at = (offsets[added] + old_counts[added])[:, None] + np.arange(k)
         source[at.ravel()] = len(old) + np.tile(np.arange(k), len(added))
-    pool = pa.concat_arrays([old.cast(constant.type), constant]) if len(old) else constant
     empty = counts == 0
-    return pa.ListArray.from_arrays(int32_array(offsets), pool.take(int64_array(source)),
-                                    mask=bool_array(empty) if empty.any() else None)
+    mask = bool_array(empty) if empty.any() else None
+    if not len(old):  # the constant's entries only (a snapshot's rows: no headers of their own): tiled
+        return pa.ListArray.from_arrays(int32_array(offsets), tiled(constant, len(added)), mask=mask)
+    pool = pa.concat_arrays([old.cast(constant.type), constant])
+    return pa.ListArray.from_arrays(int32_array(offsets), pool.take(int64_array(source)), mask=mask)
+
+
+def tiled(a: pa.Array, times: int) -> pa.Array:
+    """`a`'s values repeated `times` times, one after the other; strings (also a struct's fields) without
+    nulls are laid out by numpy, anything else taken by index."""
+    k = len(a)
+    if isinstance(a, pa.StructArray) and not a.null_count:
+        return pa.StructArray.from_arrays([tiled(a.field(i), times) for i in range(a.type.num_fields)],
+                                          fields=list(a.type))
+    if a.type in (pa.string(), pa.binary()) and not a.null_count and k:
+        starts, lengths, data = string_layout(a)
+        first, stride = int(starts[0]), int(lengths.sum())
+        if stride * times <= _INT32_MAX:
+            pattern = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+            offsets = np.empty(k * times + 1, dtype=np.int32)
+            offsets[:-1] = ((np.arange(times, dtype=np.int64) * stride)[:, None] + pattern[None, :]).ravel()
+            offsets[-1] = stride * times
+            body = np.tile(data[first:first + stride], times)
+            return pa.Array.from_buffers(a.type, k * times, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+    return a.take(int64_array(np.tile(np.arange(k, dtype=np.int64), times)))
+
+
+def _tiled_strings(a: pa.Array, rows: int, k: int) -> bool:
+    """Whether a string array of `rows` * `k` values (no nulls) is its first `k` values repeated."""
+    starts, lengths, data = string_layout(a)
+    if not len(starts):
+        return True
+    ends = np.concatenate([starts, [starts[-1] + lengths[-1]]])
+    rel = (ends - ends[0]).astype(np.int64)
+    stride = int(rel[k])
+    expected = (np.arange(rows, dtype=np.int64) * stride)[:, None] + rel[1:k + 1][None, :]
+    if not np.array_equal(rel[1:].reshape(rows, k), expected):
+        return False
+    first = int(ends[0])
+    body = data[first:first + rows * stride]
+    return bool(np.array_equal(body.reshape(rows, stride), np.broadcast_to(body[:stride], (rows, stride))))
+
+
+def same_headers(column: pa.Array) -> int | None:
+    """The number of entries of every row when every row of a JSON rows' `headers` column
+    (`events.batch.HEADER_TYPE`) holds the same entries, in the same order, as the first (as Debezium's
+    context headers, in a batch of data change records); else None. A few passes of numpy over the
+    entries' bytes, far cheaper than writing their JSON per row."""
+    n = len(column)
+    if not n or column.null_count:
+        return None
+    offsets = list_offsets(column)
+    k = int(offsets[1] - offsets[0])
+    if not k or not np.array_equal(offsets - offsets[0], np.arange(n + 1, dtype=np.int64) * k):
+        return None
+    entries = column.values.slice(int(offsets[0]), n * k)
+    if entries.null_count:
+        return None
+    for i in range(entries.type.num_fields):
+        child = entries.field(i)
+        if child.null_count or child.type != pa.string() or not _tiled_strings(child, n, k):
+            return None
+    return k
 
 
 #: the Connect schema of a string header (Kafka's `Schema.STRING_SCHEMA`)
@@ -216,6 +279,8 @@ def headers_json_members(column: pa.Array) -> pa.Array:
     member `,"headers":{"name":value,...}` of a jsonl line, or "" for a row without headers; column-wise
     (each distinct name made JSON once)."""
     n = len(column)
+    if n > 1 and same_headers(column):  # each row's member is the first row's
+        return pa.repeat(string_scalar(headers_json_members(column.slice(0, 1))[0].as_py()), n)
     entries, rows = list_entries(column)
     if not len(entries):
         return pa.repeat(string_scalar(""), n)

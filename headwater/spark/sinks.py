@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from headwater.events.arrays import lit
-from headwater.events.headers import headers_json_members
+from headwater.events.headers import headers_json_members, same_headers
 from headwater.events.typed import TypedBlock
 from headwater.spark.avro import AvroSink, AvroStreamWriter
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
@@ -37,8 +37,11 @@ def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
     key = pc.coalesce(batch.column("key"), lit("null"))
     value = pc.coalesce(batch.column("value"), lit("null"))
     headers = batch.column("headers")
+    extra: pa.Array | str
     if headers.null_count == len(headers):
-        extra = pa.nulls(len(headers), pa.string()).fill_null(lit(""))
+        extra = ""
+    elif same_headers(headers):  # (Debezium's context headers): the first row's, once
+        extra = headers_json_members(headers.slice(0, 1))[0].as_py()
     else:
         extra = headers_json_members(headers)
     parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", ""]
