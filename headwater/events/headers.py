@@ -197,20 +197,17 @@ def tiled(a: pa.Array, times: int) -> pa.Array:
     return a.take(int64_array(np.tile(np.arange(k, dtype=np.int64), times)))
 
 
-def _tiled_strings(a: pa.Array, rows: int, k: int) -> bool:
-    """Whether a string array of `rows` * `k` values (no nulls) is its first `k` values repeated."""
+def _tiled_strings(a: pa.Array, k: int) -> bool:
+    """Whether a string array of whole rows of `k` values (no nulls) is its first `k` values repeated:
+    the lengths repeat every `k` values, and so do the bytes every `k` values' worth of them."""
     starts, lengths, data = string_layout(a)
-    if not len(starts):
+    if len(lengths) <= k:
         return True
-    ends = np.concatenate([starts, [starts[-1] + lengths[-1]]])
-    rel = (ends - ends[0]).astype(np.int64)
-    stride = int(rel[k])
-    expected = (np.arange(rows, dtype=np.int64) * stride)[:, None] + rel[1:k + 1][None, :]
-    if not np.array_equal(rel[1:].reshape(rows, k), expected):
+    if not np.array_equal(lengths[k:], lengths[:-k]):
         return False
-    first = int(ends[0])
-    body = data[first:first + rows * stride]
-    return bool(np.array_equal(body.reshape(rows, stride), np.broadcast_to(body[:stride], (rows, stride))))
+    first, stride = int(starts[0]), int(lengths[:k].sum())
+    body = data[first:first + int(lengths.sum())]
+    return bool(np.array_equal(body[stride:], body[:-stride]))
 
 
 def same_headers(column: pa.Array) -> int | None:
@@ -230,7 +227,7 @@ def same_headers(column: pa.Array) -> int | None:
         return None
     for i in range(entries.type.num_fields):
         child = entries.field(i)
-        if child.null_count or child.type != pa.string() or not _tiled_strings(child, n, k):
+        if child.null_count or child.type != pa.string() or not _tiled_strings(child, k):
             return None
     return k
 
