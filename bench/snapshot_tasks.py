@@ -28,11 +28,19 @@ from pathlib import Path
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from bench import data
+from headwater.devservers.postgres import PostgresServer
 
 
 def cpu_seconds() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def snapshot_properties(server: PostgresServer) -> dict[str, str]:
+    """The connector's properties for a snapshot of `bench.data`'s table on `server` (no slot name yet)."""
+    return {"connector.class": "postgres", **server.connector_properties(data.DBNAME), "topic.prefix": "bench",
+            "table.include.list": f"public.{data.TABLE}", "publication.name": data.PUBLICATION,
+            "publication.autocreate.mode": "disabled", "snapshot.mode": "initial"}
 
 
 def one_round(props: dict[str, str], work: Path, slot: str) -> tuple[int, float, float]:
@@ -69,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     server = data.new_server()
     data.load_snapshot_table(server, args.rows)
-    props = {"connector.class": "postgres", **server.connector_properties(data.DBNAME), "topic.prefix": "bench", "table.include.list": f"public.{data.TABLE}",
-             "publication.name": data.PUBLICATION, "publication.autocreate.mode": "disabled", "snapshot.mode": "initial"}
+    props = snapshot_properties(server)
     try:
         for i in range(args.rounds):
             work = Path(tempfile.mkdtemp(prefix="snapshot-tasks-"))
