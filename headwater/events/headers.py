@@ -159,20 +159,19 @@ def append_entries(lists: pa.Array, constant: pa.Array, rows: np.ndarray) -> pa.
     counts = old_counts + rows.astype(np.int64) * k
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    source = np.empty(int(offsets[-1]), dtype=np.int64)
-    if len(old):
-        old_starts = np.zeros(n, dtype=np.int64)
-        np.cumsum(old_counts[:-1], out=old_starts[1:])
-        rank = np.arange(len(old)) - old_starts[old_rows]
-        source[offsets[old_rows] + rank] = np.arange(len(old))
+    empty = counts == 0
+    mask = bool_array(empty) if empty.any() else None
     added = np.flatnonzero(rows)
+    if not len(old):  # the constant's entries only (a snapshot's rows: no headers of their own): tiled
+        return pa.ListArray.from_arrays(int32_array(offsets), tiled(constant, len(added)), mask=mask)
+    source = np.empty(int(offsets[-1]), dtype=np.int64)
+    old_starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(old_counts[:-1], out=old_starts[1:])
+    rank = np.arange(len(old)) - old_starts[old_rows]
+    source[offsets[old_rows] + rank] = np.arange(len(old))
     if len(added) and k:
         at = (offsets[added] + old_counts[added])[:, None] + np.arange(k)
         source[at.ravel()] = len(old) + np.tile(np.arange(k), len(added))
-    empty = counts == 0
-    mask = bool_array(empty) if empty.any() else None
-    if not len(old):  # the constant's entries only (a snapshot's rows: no headers of their own): tiled
-        return pa.ListArray.from_arrays(int32_array(offsets), tiled(constant, len(added)), mask=mask)
     pool = pa.concat_arrays([old.cast(constant.type), constant])
     return pa.ListArray.from_arrays(int32_array(offsets), pool.take(int64_array(source)), mask=mask)
 
@@ -188,9 +187,10 @@ def tiled(a: pa.Array, times: int) -> pa.Array:
         starts, lengths, data = string_layout(a)
         first, stride = int(starts[0]), int(lengths.sum())
         if stride * times <= _INT32_MAX:
-            pattern = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-            offsets = np.empty(k * times + 1, dtype=np.int32)
-            offsets[:-1] = ((np.arange(times, dtype=np.int64) * stride)[:, None] + pattern[None, :]).ravel()
+            pattern = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
+            offsets = np.empty((times * k + 1), dtype=np.int32)  # (int32 is enough: checked above)
+            np.add((np.arange(times, dtype=np.int32) * np.int32(stride))[:, None], pattern[None, :],
+                   out=offsets[:-1].reshape(times, k))
             offsets[-1] = stride * times
             body = np.tile(data[first:first + stride], times)
             return pa.Array.from_buffers(a.type, k * times, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
