@@ -60,6 +60,13 @@ def test_same_headers_only_when_every_row_holds_the_first_rows_entries():
     assert same_headers(append_entries(pa.nulls(3, HEADER_TYPE), ENTRIES, np.array([True, False, True]))) is None
     assert same_headers(pa.array([[{"key": "a", "value": None}]] * 2, HEADER_TYPE)) is None
     assert same_headers(pa.nulls(0, HEADER_TYPE)) is None
+    differ_first = pa.array([[{"key": "a", "value": "1"}], [{"key": "a", "value": "2"}], [{"key": "a", "value": "2"}]],
+                            HEADER_TYPE)
+    assert same_headers(differ_first) is None and same_headers(differ_first.slice(1)) == 1
+    entries = differ_first.values  # lists over a slice of the entries: the slice's own values count
+    offsets = pa.array([0, 1, 2], pa.int32())
+    assert same_headers(pa.ListArray.from_arrays(offsets, entries.slice(1))) == 1
+    assert same_headers(pa.ListArray.from_arrays(offsets, entries.slice(0, 2))) is None
 
 
 def test_headers_json_members_of_same_headers_are_each_rows_own():
