@@ -82,6 +82,14 @@ def string_array(values: Sequence[str | None]) -> pa.Array:
     return binary_array([v.encode() if v is not None else None for v in values], pa.string())
 
 
+def utf8_view(a: pa.Array) -> pa.Array:
+    """A binary array known to hold valid UTF-8 (joined from string values and ASCII) as a string array
+    over the same buffers, without `cast`'s check of every byte."""
+    if a.type != pa.binary():
+        raise ValueError("utf8_view needs a binary array")
+    return pa.Array.from_buffers(pa.string(), len(a), a.buffers(), null_count=a.null_count, offset=a.offset)
+
+
 def string_layout(a: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A string or binary array's values as numpy views: (start of each value in `data`, its length in
     bytes, `data`, the bytes). A null's length is 0."""

@@ -23,10 +23,13 @@ from headwater.events.arrays import (
     list_offsets,
     lit,
     string_array,
+    string_layout,
     string_scalar,
     valid_mask,
 )
 from headwater.events.typed import HEADERS_SCHEMA_META, TypedBlock, headers_type
+
+_INT32_MAX = 2**31 - 1
 
 
 def list_entries(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
@@ -156,20 +159,77 @@ def append_entries(lists: pa.Array, constant: pa.Array, rows: np.ndarray) -> pa.
     counts = old_counts + rows.astype(np.int64) * k
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(counts, out=offsets[1:])
-    source = np.empty(int(offsets[-1]), dtype=np.int64)
-    if len(old):
-        old_starts = np.zeros(n, dtype=np.int64)
-        np.cumsum(old_counts[:-1], out=old_starts[1:])
-        rank = np.arange(len(old)) - old_starts[old_rows]
-        source[offsets[old_rows] + rank] = np.arange(len(old))
+    empty = counts == 0
+    mask = bool_array(empty) if empty.any() else None
     added = np.flatnonzero(rows)
+    if not len(old):  # the constant's entries only (a snapshot's rows: no headers of their own): tiled
+        return pa.ListArray.from_arrays(int32_array(offsets), tiled(constant, len(added)), mask=mask)
+    source = np.empty(int(offsets[-1]), dtype=np.int64)
+    old_starts = np.zeros(n, dtype=np.int64)
+    np.cumsum(old_counts[:-1], out=old_starts[1:])
+    rank = np.arange(len(old)) - old_starts[old_rows]
+    source[offsets[old_rows] + rank] = np.arange(len(old))
     if len(added) and k:
         at = (offsets[added] + old_counts[added])[:, None] + np.arange(k)
         source[at.ravel()] = len(old) + np.tile(np.arange(k), len(added))
-    pool = pa.concat_arrays([old.cast(constant.type), constant]) if len(old) else constant
-    empty = counts == 0
-    return pa.ListArray.from_arrays(int32_array(offsets), pool.take(int64_array(source)),
-                                    mask=bool_array(empty) if empty.any() else None)
+    pool = pa.concat_arrays([old.cast(constant.type), constant])
+    return pa.ListArray.from_arrays(int32_array(offsets), pool.take(int64_array(source)), mask=mask)
+
+
+def tiled(a: pa.Array, times: int) -> pa.Array:
+    """`a`'s values repeated `times` times, one after the other; strings (also a struct's fields) without
+    nulls are laid out by numpy, anything else taken by index."""
+    k = len(a)
+    if isinstance(a, pa.StructArray) and not a.null_count:
+        return pa.StructArray.from_arrays([tiled(a.field(i), times) for i in range(a.type.num_fields)],
+                                          fields=list(a.type))
+    if a.type in (pa.string(), pa.binary()) and not a.null_count and k:
+        starts, lengths, data = string_layout(a)
+        first, stride = int(starts[0]), int(lengths.sum())
+        if stride * times <= _INT32_MAX:
+            pattern = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int32)
+            offsets = np.empty((times * k + 1), dtype=np.int32)  # (int32 is enough: checked above)
+            np.add((np.arange(times, dtype=np.int32) * np.int32(stride))[:, None], pattern[None, :],
+                   out=offsets[:-1].reshape(times, k))
+            offsets[-1] = stride * times
+            body = np.tile(data[first:first + stride], times)
+            return pa.Array.from_buffers(a.type, k * times, [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+    return a.take(int64_array(np.tile(np.arange(k, dtype=np.int64), times)))
+
+
+def _tiled_strings(a: pa.Array, k: int) -> bool:
+    """Whether a string array of whole rows of `k` values (no nulls) is its first `k` values repeated:
+    the lengths repeat every `k` values, and so do the bytes every `k` values' worth of them."""
+    starts, lengths, data = string_layout(a)
+    if len(lengths) <= k:
+        return True
+    if not np.array_equal(lengths[k:], lengths[:-k]):
+        return False
+    first, stride = int(starts[0]), int(lengths[:k].sum())
+    body = data[first:first + int(lengths.sum())]
+    return bool(np.array_equal(body[stride:], body[:-stride]))
+
+
+def same_headers(column: pa.Array) -> int | None:
+    """The number of entries of every row when every row of a JSON rows' `headers` column
+    (`events.batch.HEADER_TYPE`) holds the same entries, in the same order, as the first (as Debezium's
+    context headers, in a batch of data change records); else None. A few passes of numpy over the
+    entries' bytes, far cheaper than writing their JSON per row."""
+    n = len(column)
+    if not n or column.null_count:
+        return None
+    offsets = list_offsets(column)
+    k = int(offsets[1] - offsets[0])
+    if not k or not np.array_equal(offsets - offsets[0], np.arange(n + 1, dtype=np.int64) * k):
+        return None
+    entries = column.values.slice(int(offsets[0]), n * k)
+    if entries.null_count:
+        return None
+    for i in range(entries.type.num_fields):
+        child = entries.field(i)
+        if child.null_count or child.type != pa.string() or not _tiled_strings(child, k):
+            return None
+    return k
 
 
 #: the Connect schema of a string header (Kafka's `Schema.STRING_SCHEMA`)
@@ -216,6 +276,8 @@ def headers_json_members(column: pa.Array) -> pa.Array:
     member `,"headers":{"name":value,...}` of a jsonl line, or "" for a row without headers; column-wise
     (each distinct name made JSON once)."""
     n = len(column)
+    if n > 1 and same_headers(column):  # each row's member is the first row's
+        return pa.repeat(string_scalar(headers_json_members(column.slice(0, 1))[0].as_py()), n)
     entries, rows = list_entries(column)
     if not len(entries):
         return pa.repeat(string_scalar(""), n)

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import lit
-from headwater.events.headers import headers_json_members
+from headwater.events.arrays import lit, string_layout
+from headwater.events.headers import headers_json_members, same_headers
 from headwater.events.typed import TypedBlock
 from headwater.spark.avro import AvroSink, AvroStreamWriter
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
@@ -33,16 +33,30 @@ CONVERTERS_OPTION = "headwater.converters"
 def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
     """One line per event, built column-wise in Arrow: {"topic", "key", "value"[, "headers"]} with key
     and value embedded as JSON (they already are JSON text)."""
-    topic = pc.replace_substring(pc.replace_substring(batch.column("topic"), "\\", "\\\\"), '"', '\\"')
+    topic = batch.column("topic")
+    if _has_quote_or_backslash(topic):
+        topic = pc.replace_substring(pc.replace_substring(topic, "\\", "\\\\"), '"', '\\"')
     key = pc.coalesce(batch.column("key"), lit("null"))
     value = pc.coalesce(batch.column("value"), lit("null"))
     headers = batch.column("headers")
+    extra: pa.Array | str
     if headers.null_count == len(headers):
-        extra = pa.nulls(len(headers), pa.string()).fill_null(lit(""))
+        extra = ""
+    elif same_headers(headers):  # (Debezium's context headers): the first row's, once
+        extra = headers_json_members(headers.slice(0, 1))[0].as_py()
     else:
         extra = headers_json_members(headers)
     parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", ""]
     return pc.binary_join_element_wise(*(lit(p) for p in parts))
+
+
+def _has_quote_or_backslash(texts: pa.Array) -> bool:
+    """Whether any of the strings holds '"' or '\\' (which a JSON string escapes)."""
+    if not len(texts):
+        return False
+    starts, lengths, data = string_layout(texts)
+    used = data[starts[0]:starts[-1] + lengths[-1]]
+    return bool((used == ord('"')).any() or (used == ord("\\")).any())
 
 
 # Rows whose lines are made at once: the lines of a larger batch (~600 bytes a row of the benchmark's

@@ -67,17 +67,6 @@ def test_measured_from_the_commit_without_the_warmup_events(tmp_path):
     assert short.status == "failed"
 
 
-@pytest.fixture
-def bench_db(pg_server):
-    """The benchmark's database (`bench.data.DBNAME`) and table on the session server; dropped afterwards."""
-    pg_server.create_database(data.DBNAME)
-    data.create_table(pg_server)
-    yield pg_server
-    for slot in data.slots(pg_server):
-        data.drop_slot(pg_server, slot)
-    pg_server.execute(f'DROP DATABASE "{data.DBNAME}" WITH (FORCE)')
-
-
 @pytest.mark.parametrize("contender", [recvlogical_running, recvlogical_running_v2])
 def test_recvlogical_limit_measures_the_load_after_its_warmup(bench_db, tmp_path, contender):
     data.create_slot(bench_db, "bench_running_test")

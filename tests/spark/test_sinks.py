@@ -91,6 +91,17 @@ def test_jsonl_lines_of_a_large_batch_are_made_in_slices(tmp_path, monkeypatch):
     assert Path(commit.files[0][0]).read_bytes() == b"".join(s.encode() for s in jsonl_lines(batch).to_pylist())
 
 
+def test_jsonl_lines_when_every_event_has_the_same_headers():
+    """Debezium's context headers, the same on every event of a batch: the member written once is each line's."""
+    b = EventBatch()
+    for i in range(4):
+        b.append("p.s.t", f'{{"id":{i}}}', f'{{"op":"r","after":{{"id":{i}}}}}', "r", i, 0,
+                 headers=[("h", '"x"'), ("run", '"é"')])
+    lines = jsonl_lines(b.to_arrow()).to_pylist()
+    assert lines == [f'{{"topic":"p.s.t","key":{{"id":{i}}},"value":{{"op":"r","after":{{"id":{i}}}}},'
+                     f'"headers":{{"h":"x","run":"é"}}}}\n' for i in range(4)]
+
+
 def test_a_source_task_writing_jsonl_does_not_import_pandas(tmp_path):
     """pyarrow imports pandas on its first pa.array or pa.scalar of Python values (~1 s of CPU in each
     task worker): a task of the `files` layout writing JSON lines makes none."""

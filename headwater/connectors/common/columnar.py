@@ -36,6 +36,7 @@ from headwater.events.arrays import (
     lit,
     string_layout,
     string_scalar,
+    utf8_view,
     valid_mask,
 )
 from headwater.events.batch import ARROW_SCHEMA, HEADER_TYPE, ArrowEvents, Events
@@ -240,6 +241,12 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
     n = len(source)
     kernels = te.ctx.text_kernels
     cache: dict[tuple[int, bool], pa.Array] = {}
+    # JSON made by `column_json` from string columns (valid UTF-8, as Arrow holds them) and the source
+    # block's is valid UTF-8: taken as text without checking it again; a connector's own JSON is checked
+    trusted = json_of is None and all(c.type == pa.string() for c in columns) and source.type == pa.binary()
+
+    def as_text(joined: pa.Array) -> pa.Array:
+        return utf8_view(joined) if trusted else joined.cast(pa.string())
 
     def frag(c: ValueColumn) -> pa.Array:
         k = (c.index, bool(c.maskers))
@@ -253,7 +260,7 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
         _struct_json(parts, [(c.name, frag(c)) for c in te.key_columns])
         if te.key_out.schemas:
             parts.append(b"}")
-        key = join_parts(parts).cast(pa.string())
+        key = as_text(join_parts(parts))
 
     ms, us, ns = now_ts()
     parts = [te.value_out.head, b'{"before":null,"after":']
@@ -262,7 +269,7 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
               % (op.encode(), ms, us, ns)]
     if te.value_out.schemas:
         parts.append(b"}")
-    value = join_parts(parts).cast(pa.string())
+    value = as_text(join_parts(parts))
     return pa.RecordBatch.from_arrays([
         pa.repeat(string_scalar(te.topic), n),
         key if key is not None else pa.nulls(n, pa.string()),

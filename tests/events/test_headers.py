@@ -1,0 +1,77 @@
+"""The column-wise header helpers of `events.headers` that the snapshot's jsonl lines lean on: the same
+entries appended to many rows (`append_entries`, laid out by `tiled`), and `same_headers`, which lets a
+jsonl line's headers member be written once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from headwater.events.arrays import string_array
+from headwater.events.batch import HEADER_TYPE
+from headwater.events.headers import (
+    append_entries,
+    headers_json_members,
+    same_headers,
+    text_header_entries,
+    tiled,
+)
+
+ENTRIES = text_header_entries([("a", '"x"'), ("bb", '"yé"'), ("c", "7")])
+
+
+def rows_of(column: pa.Array) -> list:
+    return column.to_pylist()
+
+
+def test_tiled_repeats_strings_structs_and_anything_else():
+    assert tiled(string_array(["ab", "", "c"]), 3).to_pylist() == ["ab", "", "c"] * 3
+    assert tiled(string_array(["x", None]), 2).to_pylist() == ["x", None, "x", None]  # with nulls: by index
+    assert tiled(pa.array([1, 2]), 2).to_pylist() == [1, 2, 1, 2]
+    assert tiled(ENTRIES, 0).to_pylist() == []
+    out = tiled(ENTRIES.slice(1), 2)  # an offset into the buffers
+    out.validate(full=True)
+    assert out.to_pylist() == ENTRIES.slice(1).to_pylist() * 2
+
+
+def test_append_entries_to_rows_without_headers_and_with_some():
+    empty = pa.nulls(4, HEADER_TYPE)
+    out = append_entries(empty, ENTRIES, np.array([True, False, True, True]))
+    out.validate(full=True)
+    expected = ENTRIES.to_pylist()
+    assert rows_of(out) == [expected, None, expected, expected]
+    own = pa.array([[{"key": "o", "value": "1"}], None], HEADER_TYPE)
+    out = append_entries(own, ENTRIES, np.array([True, True]))
+    assert rows_of(out) == [[{"key": "o", "value": "1"}, *expected], expected]
+
+
+def test_same_headers_only_when_every_row_holds_the_first_rows_entries():
+    same = append_entries(pa.nulls(5, HEADER_TYPE), ENTRIES, np.ones(5, dtype=bool))
+    assert same_headers(same) == 3
+    assert same_headers(same.slice(2)) == 3
+    one_differs = pa.array(rows_of(same)[:4] + [[{"key": "a", "value": '"x"'}, {"key": "bb", "value": '"yè"'},
+                                                 {"key": "c", "value": "7"}]], HEADER_TYPE)
+    assert same_headers(one_differs) is None
+    shifted = pa.array([[{"key": "ab", "value": "1"}, {"key": "c", "value": "1"}],  # the same bytes, cut elsewhere
+                        [{"key": "a", "value": "1"}, {"key": "bc", "value": "1"}]], HEADER_TYPE)
+    assert same_headers(shifted) is None
+    assert same_headers(pa.array([[{"key": "a", "value": "1"}], [{"key": "a", "value": "1"}, {"key": "a", "value": "1"}]],
+                                 HEADER_TYPE)) is None
+    assert same_headers(append_entries(pa.nulls(3, HEADER_TYPE), ENTRIES, np.array([True, False, True]))) is None
+    assert same_headers(pa.array([[{"key": "a", "value": None}]] * 2, HEADER_TYPE)) is None
+    assert same_headers(pa.nulls(0, HEADER_TYPE)) is None
+    differ_first = pa.array([[{"key": "a", "value": "1"}], [{"key": "a", "value": "2"}], [{"key": "a", "value": "2"}]],
+                            HEADER_TYPE)
+    assert same_headers(differ_first) is None and same_headers(differ_first.slice(1)) == 1
+    entries = differ_first.values  # lists over a slice of the entries: the slice's own values count
+    offsets = pa.array([0, 1, 2], pa.int32())
+    assert same_headers(pa.ListArray.from_arrays(offsets, entries.slice(1))) == 1
+    assert same_headers(pa.ListArray.from_arrays(offsets, entries.slice(0, 2))) is None
+
+
+def test_headers_json_members_of_same_headers_are_each_rows_own():
+    same = append_entries(pa.nulls(3, HEADER_TYPE), ENTRIES, np.ones(3, dtype=bool))
+    general = pa.array(rows_of(same), HEADER_TYPE)  # the same rows, built by pyarrow
+    member = ',"headers":{"a":"x","bb":"yé","c":7}'
+    assert headers_json_members(same).to_pylist() == [member] * 3
+    assert headers_json_members(general.slice(1)).to_pylist() == [member] * 2
