@@ -391,3 +391,87 @@ def test_noblob_changes_in_a_chunks_window_keep_the_blob_and_text_values_the_key
     assert reads[101] == ("init104", "n104") and 104 not in reads
     assert reads[103] == ("new", None)
     assert reads[98] == ("init98", "n98")
+
+
+def _spy_plans(monkeypatch: Any) -> list[bool]:
+    """Whether each chunk batch's plan handed out the chunks read ahead after the batch before it."""
+    adopted: list[bool] = []
+    plan = lockfree.LockFreeSnapshot.plan
+
+    def spying(self: lockfree.LockFreeSnapshot, start: Any, end: Any) -> Any:
+        ahead = self.ahead
+        units = plan(self, start, end)
+        if end.get("snapshot") == lockfree.CHUNKS:
+            adopted.append(ahead is not None and all(any(u is a for u in units) for a in ahead.units))
+        return units
+    monkeypatch.setattr(lockfree.LockFreeSnapshot, "plan", spying)
+    return adopted
+
+
+def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_server, tables, folded, monkeypatch,
+                                                                     tmp_path):
+    """Every chunk batch after the first is read while the one before it is delivered (its chunks are those
+    read ahead), and the events still replay to the table under writes."""
+    adopted = _spy_plans(monkeypatch)
+    replay = Replay()
+    engine = Engine(validate_connector(properties(mariadb_server, tables)), OffsetFile(tmp_path / "o.json"))
+    try:
+        with Writers(mariadb_server, tables) as writers:
+            for event in engine.events(once=True):
+                replay.apply(event)
+        assert writers.transactions > 5
+        for event in engine.events(once=True):
+            replay.apply(event)
+    finally:
+        engine.close()
+    assert folded[0] > 0
+    assert len(adopted) >= 3 and adopted[0] is False and all(adopted[1:])
+    assert len(set(replay.snapshot_keys)) == len(replay.snapshot_keys)
+    assert replay.rows == table_rows(mariadb_server, tables)
+
+
+def test_chunks_read_ahead_for_another_batch_are_discarded_unpublished(mariadb_server, tables, monkeypatch, tmp_path):
+    """A smaller batch asked for than the read-ahead assumed: `_next` plans the batch at a fresh low, the
+    chunks read ahead are discarded (a read finishing after that never reaches `_WINDOWS`), and the batch's
+    chunks are read anew; a batch read twice does not use a read-ahead either."""
+    gate, held = threading.Event(), set()
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def gated(self: lockfree.LockFreeChunk) -> Any:
+        if (lockfree.name_of(self.table), self.index) in held:
+            assert gate.wait(60)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", gated)
+    source = create_source(validate_connector(properties(mariadb_server, tables)))
+    try:
+        start = source.initial_offset()
+        open_connector(source, start)
+        end = source.latest_offset(start, None)
+        held.update((t, i) for t, chunks in end["progress"]["tables"].items() for i in range(len(chunks))
+                    if [t, i] not in end["batch"])  # every chunk after the first batch's waits for the gate
+        _read_all(source.plan(start, end))
+        snap = source.lockfree
+        ahead = snap.ahead
+        assert ahead is not None and len(ahead.batch) == 3 and ahead.started is not None  # 36 events, chunks of 12
+        ahead.started.result()  # the low read, the reads started (held at the gate)
+        mariadb_server.execute("UPDATE t SET v = 'moved' WHERE id = 0", tables)  # the binlog moves on
+        nxt = source.latest_offset(end, 24)  # two chunks a batch now
+        assert nxt["batch"] == ahead.batch[:2] and nxt["low"] > ahead.low
+        assert snap.ahead is None and all(u.discarded for u in ahead.units)
+        gate.set()
+        for unit in ahead.units:
+            assert unit.reading is not None
+            unit.reading.result()
+        windows = lockfree._WINDOWS[snap.run]
+        assert all((t, i) not in windows for t, i in ahead.batch)
+        units = source.plan(end, nxt)
+        assert not any(u is a for u in units for a in ahead.units)
+        _read_all(units)
+        assert all(windows[(t, i)][0] == nxt["low"] for t, i in nxt["batch"])
+        ahead = snap.ahead
+        assert ahead is not None
+        again = source.plan(end, nxt)  # read twice (Spark's retry): read anew, and no read-ahead from it
+        assert not any(u is a for u in again for a in units) and snap.ahead is ahead
+        _read_all(again)
+    finally:
+        source.close()
