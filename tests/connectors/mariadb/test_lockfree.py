@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from headwater.connectors.binlog import lockfree
+from headwater.connectors.binlog.source import BinlogSource
 from headwater.connectors.errors import SourceError
 from headwater.connectors.registry import create_source, validate_connector
 from headwater.devservers.mariadb import MariaDBServer
@@ -402,6 +403,7 @@ def _spy_plans(monkeypatch: Any) -> list[bool]:
         ahead = self.ahead
         units = plan(self, start, end)
         if end.get("snapshot") == lockfree.CHUNKS:
+            assert units is not None
             adopted.append(ahead is not None and all(any(u is a for u in units) for a in ahead.units))
         return units
     monkeypatch.setattr(lockfree.LockFreeSnapshot, "plan", spying)
@@ -434,7 +436,7 @@ def test_chunks_read_ahead_for_another_batch_are_discarded_unpublished(mariadb_s
     """A smaller batch asked for than the read-ahead assumed: `_next` plans the batch at a fresh low, the
     chunks read ahead are discarded (a read finishing after that never reaches `_WINDOWS`), and the batch's
     chunks are read anew; a batch read twice does not use a read-ahead either."""
-    gate, held = threading.Event(), set()
+    gate, held = threading.Event(), set[tuple[str, int]]()
     fetch = lockfree.LockFreeChunk._fetch
 
     def gated(self: lockfree.LockFreeChunk) -> Any:
@@ -450,6 +452,7 @@ def test_chunks_read_ahead_for_another_batch_are_discarded_unpublished(mariadb_s
         held.update((t, i) for t, chunks in end["progress"]["tables"].items() for i in range(len(chunks))
                     if [t, i] not in end["batch"])  # every chunk after the first batch's waits for the gate
         _read_all(source.plan(start, end))
+        assert isinstance(source, BinlogSource) and source.lockfree is not None
         snap = source.lockfree
         ahead = snap.ahead
         assert ahead is not None and len(ahead.batch) == 3 and ahead.started is not None  # 36 events, chunks of 12
