@@ -31,7 +31,9 @@ planned; their records are built where the units run (the engine, or Spark execu
 chunks are read, the next batch's are read ahead (`Ahead`) while the batch's records are built and
 written: a fresh exact low, then their SELECTs and windows; `_next` plans that batch at that low and
 `plan` hands out those chunks, for that batch's first read only (otherwise they are discarded, their
-windows never published, and the batch is read as before).
+windows never published, and the batch is read as before). A batch not read ahead (the first, or one
+planned otherwise) starts its reads when its offset is planned (`_read_now`), before Spark writes its
+offset log and plans the query.
 
 The chunks' windows reach the driver through this process's `_WINDOWS` (a chunk pickled for a Spark
 executor has been read on the driver). A batch whose windows the driver does not know for sure (planned
@@ -389,6 +391,7 @@ class Ahead:
     low: int = 0
     started: Future[None] | None = None  # the low read and the chunks' reads started
     end: str | None = None  # the key of the batch's offset, once `_next` planned it from these chunks
+    early: bool = True  # read while the batch before was written (else from when the batch was planned)
 
 
 class LockFreeSnapshot:
@@ -441,6 +444,8 @@ class LockFreeSnapshot:
             return end
         self.planned[key] = end
         self.produced.add(_key(end))
+        if phase(end) == CHUNKS and (self.ahead is None or self.ahead.end != _key(end)):
+            self._read_now(start, end)
         return end
 
     def _order(self, t: Table) -> ChunkOrder | None:
@@ -646,6 +651,18 @@ class LockFreeSnapshot:
         runner = ThreadPoolExecutor(1, thread_name_prefix="lock-free-ahead")
         ahead.started = runner.submit(start)
         runner.shutdown(wait=False)
+
+    def _read_now(self, start: Offset, end: Offset) -> None:
+        """Start reading the chunks of the batch just planned (`end`, not read ahead) at once: during Spark's
+        offset log write and query planning, before `plan` asks for them."""
+        if self.schema_at != BinlogPosition.from_offset(end).stream:
+            return  # a restart's first batch: `plan` reads the history at P0 first
+        self._discard_ahead()
+        units = self._chunks(end, Progress.from_json(end["progress"]), end["batch"], int(end["low"]))
+        self._start_reads(units)
+        done: Future[None] = Future()
+        done.set_result(None)
+        self.ahead = Ahead(_key(start), end["batch"], units, int(end["low"]), done, _key(end), early=False)
 
     def _discard_ahead(self) -> None:
         """Drop the chunks read ahead: their windows are never published (the batch was planned otherwise)."""
