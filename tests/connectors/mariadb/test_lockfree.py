@@ -50,6 +50,26 @@ def write_while_chunk_is_read(monkeypatch: Any, server: MariaDBServer, db: str, 
     monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", writing)
 
 
+def writes_in_every_window(monkeypatch: Any) -> None:
+    """Each key-range chunk's SELECT waits (up to 10 s) until the binlog has moved past its low: the
+    concurrent writers' changes land in its window however fast the snapshot reads (with chunks read
+    ahead, a small table's snapshot may otherwise end before the writers got going)."""
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def waiting(self: lockfree.LockFreeChunk) -> Any:
+        if self.read_rows is None and self.order is not None:
+            conn = lockfree.connect(self.params)
+            try:
+                with conn.cursor() as cur:
+                    deadline = time.monotonic() + 10
+                    while lockfree.master_position(cur) <= self.low and time.monotonic() < deadline:
+                        time.sleep(0.005)
+            finally:
+                conn.close()
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", waiting)
+
+
 class Replay:
     """The table as a consumer rebuilds it from the events; `strict` checks each event against it."""
 
@@ -124,7 +144,9 @@ class Writers:
         self.pool.shutdown()
 
 
-def test_lock_free_snapshot_under_concurrent_writes_through_the_engine(mariadb_server, tables, folded, tmp_path):
+def test_lock_free_snapshot_under_concurrent_writes_through_the_engine(mariadb_server, tables, folded, monkeypatch,
+                                                                     tmp_path):
+    writes_in_every_window(monkeypatch)
     replay = Replay()
     keyless: list[str] = []
     engine = Engine(validate_connector(properties(mariadb_server, tables)), OffsetFile(tmp_path / "o.json"))
@@ -417,6 +439,7 @@ def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_s
     """Every chunk batch after the first is read while the one before it is delivered (its chunks are those
     read ahead), and the events still replay to the table under writes."""
     adopted = _spy_plans(monkeypatch)
+    writes_in_every_window(monkeypatch)
     replay = Replay()
     engine = Engine(validate_connector(properties(mariadb_server, tables)), OffsetFile(tmp_path / "o.json"))
     try:
