@@ -390,7 +390,7 @@ class Ahead:
     units: list[LockFreeChunk]
     low: int = 0
     started: Future[None] | None = None  # the low read and the chunks' reads started
-    end: str | None = None  # the key of the batch's offset, once `_next` planned it from these chunks
+    end: str | None = None  # the key of the offset of the batch these chunks are (`_next` or `_read_now` sets it)
     early: bool = True  # read while the batch before was written (else from when the batch was planned)
 
 
