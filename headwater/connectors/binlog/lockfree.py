@@ -27,7 +27,13 @@ table without such a key (no key, a temporal, decimal or binary key column, or o
 position (low = high: an empty window). A batch holds at least two chunks (more when
 `headwater.max.batch.events` / `headwater.snapshot.chunk.rows` or the source's parallelism say so);
 they are read side by side on driver threads, each on its own connection, from when the batch is
-planned; their records are built where the units run (the engine, or Spark executors).
+planned; their records are built where the units run (the engine, or Spark executors). Once a batch's
+chunks are read, the next batch's are read ahead (`Ahead`) while the batch's records are built and
+written: a fresh exact low, then their SELECTs and windows; `_next` plans that batch at that low and
+`plan` hands out those chunks, for that batch's first read only (otherwise they are discarded, their
+windows never published, and the batch is read as before). A batch not read ahead (the first, or one
+planned otherwise) starts its reads when its offset is planned (`_read_now`), before Spark writes its
+offset log and plans the query.
 
 The chunks' windows reach the driver through this process's `_WINDOWS` (a chunk pickled for a Spark
 executor has been read on the driver). A batch whose windows the driver does not know for sure (planned
@@ -47,7 +53,9 @@ takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the
 from __future__ import annotations
 
 import contextlib
+import logging
 import random
+import threading
 import time
 import uuid
 from collections import Counter
@@ -87,10 +95,12 @@ from headwater.connectors.common.snapshot import (
 )
 from headwater.events.batch import Events
 
+log = logging.getLogger(__name__)
 CHUNKS = "chunks"  # the offset's phase while chunks remain
 TableKey = tuple[str, str]
 Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)
 _WINDOWS: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # the chunks' windows read here, by run
+_PUBLISHING = threading.Lock()  # a chunk's window published to `_WINDOWS`, or its read-ahead discarded
 
 
 def lock_free(config: ConnectorConfig, dbms: str) -> bool:
@@ -227,6 +237,7 @@ class LockFreeChunk(WorkUnit):
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
     read_rows: tuple[TextRows, int, int, list[Change[Row]]] | None = field(default=None, repr=False)
     reading: Future[Any] | None = field(default=None, repr=False)  # the read started on the driver's threads
+    discarded: bool = field(default=False, repr=False)  # read ahead for a batch planned otherwise: not published
 
     def describe(self) -> str:
         return f"lock-free snapshot of {name_of(self.table)} keys [{self.span.lo}, {self.span.hi})"
@@ -278,7 +289,9 @@ class LockFreeChunk(WorkUnit):
             finally:
                 with contextlib.suppress(Exception):
                     conn.close()
-            _WINDOWS.setdefault(self.run, {})[(name_of(self.table), self.index)] = (low, high)
+            with _PUBLISHING:
+                if not self.discarded:
+                    _WINDOWS.setdefault(self.run, {})[(name_of(self.table), self.index)] = (low, high)
             self.read_rows = (rows, low, high, window)
         return self.read_rows
 
@@ -293,7 +306,7 @@ class LockFreeChunk(WorkUnit):
 
     def __getstate__(self) -> dict[str, Any]:
         self._read()  # pickled for a Spark executor: read here, where the driver finds the window
-        return {**self.__dict__, "reading": None}
+        return {**self.__dict__, "reading": None, "discarded": False}
 
     def _row_key(self) -> Callable[[Row], tuple[Any, ...]] | None:
         order = self.order
@@ -368,6 +381,19 @@ class ChunkFilter:
                 order.close()
 
 
+@dataclass
+class Ahead:
+    """The chunks of the batch after the one ending at `after` (an offset's key), read ahead from `low`."""
+
+    after: str
+    batch: list[list[Any]]
+    units: list[LockFreeChunk]
+    low: int = 0
+    started: Future[None] | None = None  # the low read and the chunks' reads started
+    end: str | None = None  # the key of the offset of the batch these chunks are (`_next` or `_read_now` sets it)
+    early: bool = True  # read while the batch before was written (else from when the batch was planned)
+
+
 class LockFreeSnapshot:
     """The driver's side: plans the chunk batches, keeps the progress in the offsets, filters the stream."""
 
@@ -380,6 +406,8 @@ class LockFreeSnapshot:
         self.filter_of: tuple[str, ChunkFilter] | None = None
         self.schema_at: int | None = None  # the position of the snapshot whose schema history the tracker holds
         self.key_columns: dict[str, tuple[Table, tuple[KeyColumn, ...] | None]] = {}  # by table name
+        self.max_events: int | None = None  # the batch size asked for last
+        self.ahead: Ahead | None = None  # the next batch's chunks, read ahead
 
     @property
     def config(self) -> ConnectorConfig:
@@ -390,6 +418,7 @@ class LockFreeSnapshot:
         src = self.source
         ph = phase(start)
         key = _key(start)
+        self.max_events = max_events
         if key in self.planned:
             return self.planned[key]
         if ph == SNAPSHOT_PENDING or src.resnapshot:
@@ -415,6 +444,8 @@ class LockFreeSnapshot:
             return end
         self.planned[key] = end
         self.produced.add(_key(end))
+        if phase(end) == CHUNKS and (self.ahead is None or self.ahead.end != _key(end)):
+            self._read_now(start, end)
         return end
 
     def _order(self, t: Table) -> ChunkOrder | None:
@@ -430,6 +461,7 @@ class LockFreeSnapshot:
     def _begin(self, n: int, max_events: int | None) -> Offset:
         """Snapshot number `n`: its schema position P0, the history there, the chunks, the first batch."""
         src = self.source
+        self._discard_ahead()
         conn = connect(src.params)
         try:
             with conn.cursor() as cur:
@@ -466,9 +498,7 @@ class LockFreeSnapshot:
                cautious: bool = False) -> Offset:
         """The offset of the next batch of chunks from `offset` (its progress updated), at `low`."""
         remaining = progress.remaining()
-        cap = min(max_events or self.config["headwater.max.batch.events"], self.config["headwater.max.batch.events"])
-        per_batch = max(2, self.source.parallelism, cap // self.config["headwater.snapshot.chunk.rows"])
-        batch = [[table, i] for table, i, _ in remaining[:per_batch]]
+        batch = [[table, i] for table, i, _ in remaining[:self._per_batch(max_events)]]
         if not batch:
             lowest = progress.stream_start()
             start = BinlogPosition(*split_pos(offset["file"], low if lowest is None else lowest))
@@ -476,6 +506,11 @@ class LockFreeSnapshot:
                     CHUNKS: progress.to_json()}
         return {**offset, "progress": progress.to_json(), "batch": batch, "low": low, "first": first,
                 "cautious": cautious}
+
+    def _per_batch(self, max_events: int | None) -> int:
+        """Chunks a batch holds."""
+        cap = min(max_events or self.config["headwater.max.batch.events"], self.config["headwater.max.batch.events"])
+        return max(2, self.source.parallelism, cap // self.config["headwater.snapshot.chunk.rows"])
 
     def _next(self, start: Offset, max_events: int | None) -> Offset:
         """After the batch that ended at `start`: its chunks' windows recorded, the next batch.
@@ -494,7 +529,20 @@ class LockFreeSnapshot:
             low, high = windows.get((table, i), (start["low"], start["low"]))
             progress.finish(table, i, low, high)
         if _key(start) not in self.produced:
+            self._discard_ahead()
             return self._batch(start, progress, int(start["low"]), max_events, cautious=True)
+        ahead = self.ahead
+        if ahead is not None and ahead.after == _key(start) and ahead.started is not None:
+            try:
+                ahead.started.result()
+            except Exception:  # noqa: BLE001 - the batch is read again below, at a fresh low
+                log.debug("reading ahead failed", exc_info=True)
+            else:
+                end = self._batch(start, progress, ahead.low, max_events)
+                if end.get("batch") == ahead.batch:
+                    ahead.end = _key(end)
+                    return end
+        self._discard_ahead()
         conn = connect(self.source.params)
         try:
             with conn.cursor() as cur:
@@ -509,40 +557,120 @@ class LockFreeSnapshot:
     def plan(self, start: Offset, end: Offset) -> list[WorkUnit] | None:
         """The units of a chunk batch; None for other batches (after setting the stream filter)."""
         if phase(end) != CHUNKS:
+            self._discard_ahead()
             if phase(start) == CHUNKS:
                 return []  # the last batch's windows were collected when this end was planned
             self.set_filter(start)
             return None
         src = self.source
-        self.reads[_key(end)] += 1  # read again (a retried batch): which copy reached the sink is unknown
+        key = _key(end)
+        self.reads[key] += 1  # read again (a retried batch): which copy reached the sink is unknown
         progress = Progress.from_json(end["progress"])
         p0 = BinlogPosition.from_offset(end)
         if self.schema_at != p0.stream:  # planned before a restart: the snapshot's history and schema records again
             src.snapshot_changes = src.tracker.resume_snapshot(p0, src._connection())
             self.schema_at = p0.stream
-        tables = {name_of(t): t for t in src.tracker.tables_at(p0.stream).values()}
-        order = list(progress.tables)
-        overrides = select_overrides(self.config)
         units: list[WorkUnit] = []
         if end.get("first") and src.context.include_schema_changes:
             units.append(SchemaSnapshotUnit(src.context, src.snapshot_changes, end["file"], end["pos"],
                                             stream_pos(end["file"], end["pos"]), end["ts_us"],
-                                            last=not order))
-        for table, i in end["batch"]:
+                                            last=not progress.tables))
+        ahead = self.ahead
+        if ahead is not None and ahead.end == key and self.reads[key] == 1:
+            self.ahead = None
+            chunked = ahead.units  # read ahead while the batch before was written: their reads are under way
+        else:
+            if ahead is not None and ahead.after != key:  # not the batch after this one (a retry keeps it)
+                self._discard_ahead()
+            chunked = self._chunks(end, progress, end["batch"], int(end["low"]))
+            self._start_reads(chunked)
+        if key in self.produced and self.reads[key] == 1:
+            self._read_ahead(end, progress, chunked)
+        return units + chunked
+
+    def _chunks(self, end: Offset, progress: Progress, batch: Sequence[Sequence[Any]], low: int
+                ) -> list[LockFreeChunk]:
+        """The units of the chunks `batch` of the snapshot of `end`, from `low`."""
+        tables = {name_of(t): t for t in self.source.tracker.tables_at(BinlogPosition.from_offset(end).stream).values()}
+        order = list(progress.tables)
+        overrides = select_overrides(self.config)
+        units = []
+        for table, i in batch:
             t = tables[table]
             chunks = progress.tables[table]
-            units.append(LockFreeChunk(self.run, src.params, src.context, t, i, None if len(chunks) == 1 and
-                                       chunks[0].span == KeyRange(None, None) else self._order(t),
-                                       chunks[i].span, overrides.get(table), int(end["low"]), end["file"],
+            units.append(LockFreeChunk(self.run, self.source.params, self.source.context, t, i,
+                                       None if len(chunks) == 1 and chunks[0].span == KeyRange(None, None)
+                                       else self._order(t), chunks[i].span, overrides.get(table), low, end["file"],
                                        int(end["ts_us"]), (table == order[0], table == order[-1], i == 0,
                                                            i == len(chunks) - 1)))
-        chunked = [u for u in units if isinstance(u, LockFreeChunk)]
-        if len(chunked) > 1:  # the chunks' SELECTs and windows read side by side, each on its connection
-            pool = ThreadPoolExecutor(min(len(chunked), max(2, src.parallelism)), thread_name_prefix="lock-free")
+        return units
+
+    def _start_reads(self, chunked: list[LockFreeChunk]) -> None:
+        """The chunks' SELECTs and windows read side by side on driver threads, each on its own connection."""
+        if chunked:
+            pool = ThreadPoolExecutor(min(len(chunked), max(2, self.source.parallelism)),
+                                      thread_name_prefix="lock-free")
             for unit in chunked:
                 unit.reading = pool.submit(unit._fetch)
             pool.shutdown(wait=False)
-        return units
+
+    def _read_ahead(self, end: Offset, progress: Progress, current: list[LockFreeChunk]) -> None:
+        """Start reading the chunks of the batch that will follow `end`'s (the chunks `_next` picks unless the
+        batch size changes) once `end`'s own chunks are read: while `end`'s records are built and written
+        (by Spark's tasks, or the engine's caller), the next batch's SELECTs and windows are read. Their low
+        is an exact position read after `end`'s chunks are read and before their SELECTs start (`_next`
+        plans the batch at that low); `_next` and `plan` use them only for that batch, read once."""
+        for table, i in end["batch"]:
+            progress.finish(table, i, end["low"], end["low"])  # done, for `remaining` only
+        batch = [[table, i] for table, i, _ in progress.remaining()[:self._per_batch(self.max_events)]]
+        if not batch:
+            return
+        units = self._chunks(end, progress, batch, int(end["low"]))  # here: key orders may ask the server
+        ahead = Ahead(_key(end), batch, units)
+
+        def start() -> None:
+            for unit in current:
+                if unit.reading is not None:
+                    with contextlib.suppress(Exception):  # the batch's own read reports its error
+                        unit.reading.result()
+            conn = connect(self.source.params)
+            try:
+                with conn.cursor() as cur:
+                    low = exact_position(cur).stream
+                    cur.execute("COMMIT")
+            finally:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            for unit in units:
+                unit.low = low
+            ahead.low = low
+            self._start_reads(units)
+
+        self._discard_ahead()
+        self.ahead = ahead
+        runner = ThreadPoolExecutor(1, thread_name_prefix="lock-free-ahead")
+        ahead.started = runner.submit(start)
+        runner.shutdown(wait=False)
+
+    def _read_now(self, start: Offset, end: Offset) -> None:
+        """Start reading the chunks of the batch just planned (`end`, not read ahead) at once: during Spark's
+        offset log write and query planning, before `plan` asks for them."""
+        if self.schema_at != BinlogPosition.from_offset(end).stream:
+            return  # a restart's first batch: `plan` reads the history at P0 first
+        self._discard_ahead()
+        units = self._chunks(end, Progress.from_json(end["progress"]), end["batch"], int(end["low"]))
+        self._start_reads(units)
+        done: Future[None] = Future()
+        done.set_result(None)
+        self.ahead = Ahead(_key(start), end["batch"], units, int(end["low"]), done, _key(end), early=False)
+
+    def _discard_ahead(self) -> None:
+        """Drop the chunks read ahead: their windows are never published (the batch was planned otherwise)."""
+        ahead, self.ahead = self.ahead, None
+        if ahead is not None:
+            with _PUBLISHING:
+                for unit in ahead.units:
+                    unit.discarded = True
 
     def set_filter(self, start: Offset) -> None:
         """The stream filter of a streaming batch from `start` (none once the stream passed every high)."""

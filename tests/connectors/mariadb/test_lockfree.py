@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from headwater.connectors.binlog import lockfree
+from headwater.connectors.binlog.source import BinlogSource
 from headwater.connectors.errors import SourceError
 from headwater.connectors.registry import create_source, validate_connector
 from headwater.devservers.mariadb import MariaDBServer
@@ -47,6 +48,26 @@ def write_while_chunk_is_read(monkeypatch: Any, server: MariaDBServer, db: str, 
             server.execute(sql, db)
         return fetch(self)
     monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", writing)
+
+
+def writes_in_every_window(monkeypatch: Any) -> None:
+    """Each key-range chunk's SELECT waits (up to 10 s) until the binlog has moved past its low: the
+    concurrent writers' changes land in its window however fast the snapshot reads (with chunks read
+    ahead, a small table's snapshot may otherwise end before the writers got going)."""
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def waiting(self: lockfree.LockFreeChunk) -> Any:
+        if self.read_rows is None and self.order is not None:
+            conn = lockfree.connect(self.params)
+            try:
+                with conn.cursor() as cur:
+                    deadline = time.monotonic() + 10
+                    while lockfree.master_position(cur) <= self.low and time.monotonic() < deadline:
+                        time.sleep(0.005)
+            finally:
+                conn.close()
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", waiting)
 
 
 class Replay:
@@ -123,7 +144,9 @@ class Writers:
         self.pool.shutdown()
 
 
-def test_lock_free_snapshot_under_concurrent_writes_through_the_engine(mariadb_server, tables, folded, tmp_path):
+def test_lock_free_snapshot_under_concurrent_writes_through_the_engine(mariadb_server, tables, folded, monkeypatch,
+                                                                     tmp_path):
+    writes_in_every_window(monkeypatch)
     replay = Replay()
     keyless: list[str] = []
     engine = Engine(validate_connector(properties(mariadb_server, tables)), OffsetFile(tmp_path / "o.json"))
@@ -391,3 +414,93 @@ def test_noblob_changes_in_a_chunks_window_keep_the_blob_and_text_values_the_key
     assert reads[101] == ("init104", "n104") and 104 not in reads
     assert reads[103] == ("new", None)
     assert reads[98] == ("init98", "n98")
+
+
+def _spy_plans(monkeypatch: Any) -> list[bool | None]:
+    """For each chunk batch's plan: whether it handed out the chunks read ahead after the batch before it
+    (True), those whose reads started when its offset was planned (None), or chunks read from then (False)."""
+    adopted: list[bool | None] = []
+    plan = lockfree.LockFreeSnapshot.plan
+
+    def spying(self: lockfree.LockFreeSnapshot, start: Any, end: Any) -> Any:
+        ahead = self.ahead
+        units = plan(self, start, end)
+        if end.get("snapshot") == lockfree.CHUNKS:
+            assert units is not None
+            used = ahead is not None and all(any(u is a for u in units) for a in ahead.units)
+            adopted.append(None if used and ahead is not None and not ahead.early else used)
+        return units
+    monkeypatch.setattr(lockfree.LockFreeSnapshot, "plan", spying)
+    return adopted
+
+
+def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_server, tables, folded, monkeypatch,
+                                                                     tmp_path):
+    """Every chunk batch after the first is read while the one before it is delivered (its chunks are those
+    read ahead), and the events still replay to the table under writes."""
+    adopted = _spy_plans(monkeypatch)
+    writes_in_every_window(monkeypatch)
+    replay = Replay()
+    engine = Engine(validate_connector(properties(mariadb_server, tables)), OffsetFile(tmp_path / "o.json"))
+    try:
+        with Writers(mariadb_server, tables) as writers:
+            for event in engine.events(once=True):
+                replay.apply(event)
+        assert writers.transactions > 5
+        for event in engine.events(once=True):
+            replay.apply(event)
+    finally:
+        engine.close()
+    assert folded[0] > 0
+    assert len(adopted) >= 3 and adopted[0] is None and all(adopted[1:])
+    assert len(set(replay.snapshot_keys)) == len(replay.snapshot_keys)
+    assert replay.rows == table_rows(mariadb_server, tables)
+
+
+def test_chunks_read_ahead_for_another_batch_are_discarded_unpublished(mariadb_server, tables, monkeypatch, tmp_path):
+    """A smaller batch asked for than the read-ahead assumed: `_next` plans the batch at a fresh low, the
+    chunks read ahead are discarded (a read finishing after that never reaches `_WINDOWS`), and the batch's
+    chunks are read anew; a batch read twice does not use a read-ahead either."""
+    gate, held = threading.Event(), set[tuple[str, int]]()
+    fetch = lockfree.LockFreeChunk._fetch
+
+    def gated(self: lockfree.LockFreeChunk) -> Any:
+        if (lockfree.name_of(self.table), self.index) in held:
+            assert gate.wait(60)
+        return fetch(self)
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", gated)
+    source = create_source(validate_connector(properties(mariadb_server, tables)))
+    try:
+        start = source.initial_offset()
+        open_connector(source, start)
+        end = source.latest_offset(start, None)
+        held.update((t, i) for t, chunks in end["progress"]["tables"].items() for i in range(len(chunks))
+                    if [t, i] not in end["batch"])  # every chunk after the first batch's waits for the gate
+        _read_all(source.plan(start, end))
+        assert isinstance(source, BinlogSource) and source.lockfree is not None
+        snap = source.lockfree
+        ahead = snap.ahead
+        assert ahead is not None and len(ahead.batch) == 3 and ahead.started is not None  # 36 events, chunks of 12
+        ahead.started.result()  # the low read, the reads started (held at the gate)
+        mariadb_server.execute("UPDATE t SET v = 'moved' WHERE id = 0", tables)  # the binlog moves on
+        nxt = source.latest_offset(end, 24)  # two chunks a batch now
+        assert nxt["batch"] == ahead.batch[:2] and nxt["low"] > ahead.low
+        assert snap.ahead is not ahead and all(u.discarded for u in ahead.units)
+        gate.set()
+        for unit in ahead.units:
+            assert unit.reading is not None
+            unit.reading.result()
+        windows = lockfree._WINDOWS[snap.run]  # no window read from the discarded low, even those read to the end
+        assert all(windows.get((t, i), (nxt["low"], 0))[0] == nxt["low"] for t, i in ahead.batch)
+        assert snap.ahead is not None and not snap.ahead.early  # read from when `nxt` was planned
+        units = source.plan(end, nxt)
+        assert not any(u is a for u in units for a in ahead.units)
+        _read_all(units)
+        assert all(windows[(t, i)][0] == nxt["low"] for t, i in nxt["batch"])
+        ahead = snap.ahead
+        assert ahead is not None
+        again = source.plan(end, nxt)  # read twice (Spark's retry): read anew, and no read-ahead from it
+        assert not any(u is a for u in again for a in units) and snap.ahead is ahead
+        _read_all(again)
+    finally:
+        source.close()

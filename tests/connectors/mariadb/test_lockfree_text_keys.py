@@ -26,6 +26,7 @@ from headwater.connectors.binlog.schema import Column, Table
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.mariadb import MariaDBServer
 from headwater.engine import Engine, OffsetFile
+from tests.connectors.mariadb.test_lockfree import writes_in_every_window
 
 KEYS = 240
 DEADLOCK, LOCK_WAIT_TIMEOUT = 1213, 1205
@@ -147,7 +148,7 @@ def folded(monkeypatch):
 
 @pytest.mark.parametrize("table", ["tk", "tc"])
 def test_text_keys_are_chunked_in_the_servers_order_under_concurrent_writes(mariadb_server, mariadb_db, folded,
-                                                                           tmp_path, table):
+                                                                           monkeypatch, tmp_path, table):
     ddl, make, _ = TABLES[table]
     mariadb_server.execute(ddl, mariadb_db)
     mariadb_server.execute(f"INSERT INTO {table} VALUES " + ",".join(
@@ -156,6 +157,7 @@ def test_text_keys_are_chunked_in_the_servers_order_under_concurrent_writes(mari
     props = {"connector.class": "mariadb", **mariadb_server.connector_properties(mariadb_db),
              "database.server.id": "5407", "topic.prefix": "lt", "include.schema.changes": "false",
              "headwater.snapshot.chunk.rows": "10", "headwater.max.batch.events": "30"}
+    writes_in_every_window(monkeypatch)
     replay = Replay(table)
     engine = Engine(validate_connector(props), OffsetFile(tmp_path / "o.json"))
     stop = threading.Event()
@@ -174,7 +176,7 @@ def test_text_keys_are_chunked_in_the_servers_order_under_concurrent_writes(mari
         stored = OffsetFile(tmp_path / "o.json").load()
     finally:
         engine.close()
-    assert transactions > 20 and folded[0] > 0  # the windows held changes
+    assert transactions > 5 and folded[0] > 0  # the windows held changes
     assert folded[1] >= 10  # the table was read in key-range chunks
     assert stored is not None and stored["snapshot"] == "streaming"
     assert replay.ops["r"] > 0 and replay.ops.get("c", 0) > 0
