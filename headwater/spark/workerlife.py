@@ -22,12 +22,18 @@ reuses one, and forks a new one from the daemon when it is not. `REUSED_PLANNERS
 environment keeps Spark's reuse (the tests' shared session, which starts hundreds of queries).
 A job that calls `keep_after_job` leaves its worker to be reused, for one more job (the workers that
 `headwater.spark.prestart` starts ahead of a query).
+
+`quiet_when_jvm_gone`, also from the sitecustomize, keeps a worker that the JVM started just as it
+stopped (Ctrl-C right after a query began: the streaming source runner connects to a socket the JVM
+has already removed) from printing PySpark's traceback: it prints one line and exits with status 1.
+Any other uncaught error keeps its traceback.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -127,3 +133,23 @@ def _once(main: Callable[[IO, IO], None]) -> Callable[[IO, IO], None]:
         os._exit(0)
 
     return run
+
+
+JVM_GONE_EXIT_STATUS = 1
+
+
+def quiet_when_jvm_gone() -> None:
+    """Make an uncaught `CANNOT_OPEN_SOCKET` error (the JVM's socket gone) one line on stderr."""
+    previous = sys.excepthook
+
+    def hook(kind, exc, tb) -> None:
+        condition = getattr(exc, "getCondition", None)
+        if callable(condition) and condition() == "CANNOT_OPEN_SOCKET":
+            run = run_module(sys.orig_argv)
+            name = run[0] if run else "a Spark Python worker"
+            sys.stderr.write(f"headwater: {name} found Spark's JVM gone (stopping) and ended\n")
+            sys.stderr.flush()
+            os._exit(JVM_GONE_EXIT_STATUS)
+        previous(kind, exc, tb)
+
+    sys.excepthook = hook

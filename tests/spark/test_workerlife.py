@@ -127,3 +127,23 @@ def test_a_kept_worker_ends_after_its_next_job():
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["job1", "job2", "0"]
+
+
+JVM_GONE = """
+import sys
+from headwater.spark.workerlife import quiet_when_jvm_gone
+quiet_when_jvm_gone()
+from pyspark.errors import PySparkRuntimeError
+if sys.argv[1] == "socket":
+    raise PySparkRuntimeError(errorClass="CANNOT_OPEN_SOCKET", messageParameters={"errors": "gone"})
+raise ValueError("something else")
+"""
+
+
+def test_a_worker_that_finds_the_jvm_gone_says_so_in_one_line():
+    gone = subprocess.run([sys.executable, "-c", JVM_GONE, "socket"], capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1
+    assert "Traceback" not in gone.stderr and gone.stderr.count("\n") == 1
+    assert "found Spark's JVM gone" in gone.stderr
+    other = subprocess.run([sys.executable, "-c", JVM_GONE, "other"], capture_output=True, text=True, timeout=60)
+    assert other.returncode == 1 and "Traceback" in other.stderr and "ValueError: something else" in other.stderr

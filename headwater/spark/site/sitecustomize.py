@@ -2,7 +2,8 @@
 
 It drops the pip-installed pyspark's own zips from `sys.path` (see `headwater.spark.workerpath`).
 In Spark's Python workers (`python -m pyspark....`) it also makes the worker leave with its parent
-(see `headwater.spark.workerlife`) and ignore SIGINT, as PySpark has the JVM do:
+(see `headwater.spark.workerlife`), say in one line, not PySpark's traceback, when the JVM was gone
+before it could connect, and ignore SIGINT, as PySpark has the JVM do:
 Ctrl-C on a terminal reaches the whole process group, and the worker's life is the JVM's business.
 The workers that Spark's driver-side planners fork end after their one job
 (`headwater.spark.workerlife`).
@@ -22,13 +23,20 @@ else:
     drop_installed_spark_zips()
 
 try:
-    from headwater.spark.workerlife import REUSED_PLANNERS, exit_after_job, exit_with_parent, is_spark_worker
+    from headwater.spark.workerlife import (
+        REUSED_PLANNERS,
+        exit_after_job,
+        exit_with_parent,
+        is_spark_worker,
+        quiet_when_jvm_gone,
+    )
 except ImportError:
     pass
 else:
     if is_spark_worker(sys.orig_argv):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         exit_with_parent()
+        quiet_when_jvm_gone()
         if os.environ.get(REUSED_PLANNERS) != "1":
             exit_after_job(sys.orig_argv)
 
