@@ -201,7 +201,9 @@ def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> di
     """The headwater source's options for `cfg`; a schema history (binlog connectors) is kept in the
     `checkpoint` directory unless the configuration names its file, and so is the file `headwater
     signal` writes to (connectors that take signals). The file sinks are written by the source's
-    tasks (the `files` layout); the jdbc, delta and iceberg sinks read typed blocks, the console JSON."""
+    tasks (the `files` layout); the jdbc, delta and iceberg sinks read typed blocks, the console JSON. With
+    a small local driver (`small_driver`) a batch takes `LOCAL_MAX_BATCH_EVENTS` change messages at most
+    unless the source sets `headwater.max.batch.events`."""
     source = with_cli_file(with_history_file(cfg.source, Path(checkpoint) / HISTORY_FILE_NAME),
                            Path(checkpoint) / CLI_FILE_NAME)
     props = source.as_properties()
