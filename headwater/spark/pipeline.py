@@ -56,7 +56,7 @@ SMALL_DRIVER_JAVA_OPTIONS = ("-XX:+UseSerialGC", "-Xms64m", "-Xmn32m", "-XX:MinH
 # task's copy), the streaming source runner holds a batch's messages as Python objects while it cuts
 # them into slices, and each task worker decodes a slice: on a 10M-row transaction, 100k instead of
 # 200k took the tree's peak PSS from 976 to 903 MB (the JVM 439 -> 419, the source runner 167 -> 118,
-# each task worker ~12 MB less) and, in a second interleaved pair, from 1,026 to 951 MB, for ~5-9% more
+# each task worker ~12 MB less), in two more interleaved pairs 1,026 -> 951 and 1,019 -> 948 MB, for ~4-9% more
 # CPU (twice the micro-batches).
 LOCAL_MAX_BATCH_EVENTS = 100_000
 
