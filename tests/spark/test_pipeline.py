@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import signal
@@ -265,3 +266,42 @@ def test_a_local_checkpoint_is_written_through_hadoops_file_system_api(spark, tm
     assert seen == [2]
     assert (checkpoint / "offsets" / "0").is_file() and (checkpoint / "commits" / "0").is_file()
     assert not [p.name for p in checkpoint.rglob("*") if p.name.endswith((".tmp", ".crc"))]
+
+
+def _config(sink: dict, spark_conf: dict | None = None, master: str = "local[2]", source: dict | None = None):
+    from headwater.pipeline_config import parse_config
+
+    return parse_config({
+        "name": "inventory",
+        "source": {"connector.class": "postgres", "database.hostname": "127.0.0.1", "database.port": 5432,
+                   "database.user": "postgres", "database.password": "pw", "database.dbname": "inventory",
+                   "topic.prefix": "dbserver1", **(source or {})},
+        "sink": sink,
+        "spark": {"master": master, "checkpoint": "state/checkpoint", "conf": spark_conf or {}},
+    })
+
+
+def test_a_local_small_driver_caps_a_batch_unless_the_configuration_sizes_it(tmp_path):
+    from headwater.spark.pipeline import (
+        LOCAL_MAX_BATCH_EVENTS,
+        MAX_BATCH_EVENTS,
+        small_driver,
+        source_options,
+    )
+
+    def batch_cap(cfg) -> str | None:
+        return json.loads(source_options(cfg, 2, str(tmp_path))["headwater.properties"]).get(MAX_BATCH_EVENTS)
+
+    files = {"type": "jsonl", "path": str(tmp_path / "out")}
+    local = _config(files)
+    assert small_driver(local)
+    assert batch_cap(local) == str(LOCAL_MAX_BATCH_EVENTS)
+    # the user's own batch size, memory or collector: headwater leaves the batch to the connector's default
+    assert batch_cap(_config(files, source={MAX_BATCH_EVENTS: 300_000})) == "300000"
+    for conf in ({"spark.driver.memory": "2g"}, {"spark.driver.extraJavaOptions": "-XX:+UseG1GC"}):
+        cfg = _config(files, conf)
+        assert not small_driver(cfg)
+        assert batch_cap(cfg) is None
+    # a cluster's driver, or a sink whose events cross the JVM: neither a small driver nor a cap
+    assert batch_cap(_config(files, master="spark://host:7077")) is None
+    assert batch_cap(_config({"type": "console"})) is None
