@@ -31,7 +31,7 @@ from pathlib import Path
 
 BUILD_LOCK_STALE_S = 600  # a build lock older than this belongs to a builder that died
 # the shape of the warm-up query: a new shape is a new archive (the old one lacks the new classes)
-WORKLOAD = "files-layout-foreachbatch-prestart"
+WORKLOAD = "files-layout-foreachbatch"
 
 
 def cache_dir() -> Path:

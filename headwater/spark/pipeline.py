@@ -232,26 +232,8 @@ def source_options(cfg: PipelineConfig, parallelism: int, checkpoint: str) -> di
     return opts
 
 
-def worker_modules(cfg: PipelineConfig) -> list[str]:
-    """What the query's planners and tasks import (see `headwater.spark.prestart`): the source, the file
-    sinks' writers, the connector."""
-    from headwater.connectors.registry import lookup
-
-    modules = ["headwater.spark.source"]
-    if cfg.sink.type in FILE_SINKS:
-        modules += ["headwater.spark.filesink", "headwater.spark.sinks"]
-    source = lookup(cfg.source.connector).source
-    if source is not None:
-        modules.append(source.split(":")[0])
-    return modules
-
-
 def start_query(spark, cfg: PipelineConfig, once: bool = False, console=None):
-    """Start the streaming query for `cfg`; `once` processes what is available now, then stops. The
-    Python workers it will need are started in the background meanwhile (`headwater.spark.prestart`)."""
-    from headwater.spark.prestart import prestart
-
-    prestart(spark, worker_modules(cfg))
+    """Start the streaming query for `cfg`; `once` processes what is available now, then stops."""
     parallelism = spark.sparkContext.defaultParallelism
     checkpoint = str(Path(cfg.spark.checkpoint).expanduser())
     # Debezium's metrics and the initial snapshot's notifications, counted on the driver (spark.observer)

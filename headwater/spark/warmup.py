@@ -1,7 +1,6 @@
 """The workload whose classes go into the driver JVM's class archive (`headwater.spark.classcache`).
 
-`python -m headwater.spark.warmup ARCHIVE` runs the tiny batch job `start_query` runs ahead of a
-query (`headwater.spark.prestart`), then a small streaming query shaped like headwater's
+`python -m headwater.spark.warmup ARCHIVE` runs a small streaming query shaped like headwater's
 (a Python streaming source whose tasks write change-event-shaped rows to jsonl files, as the
 source's `files` layout does, committed by `FileBatches` in `foreachBatch`; a checkpoint)
 in a Spark session made by `spark_session`, stops Spark, and waits for its JVM to exit: the JVM
@@ -21,7 +20,6 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from headwater.events.batch import ARROW_SCHEMA
 from headwater.pipeline_config import parse_config
-from headwater.spark import prestart
 from headwater.spark.filesink import WRITTEN_SCHEMA_DDL, FileBatches, written_rows
 from headwater.spark.pipeline import spark_session
 from headwater.spark.sinks import JsonlStreamWriter
@@ -88,7 +86,6 @@ def dump(archive: str) -> None:
             "spark": {"master": "local[2]", "checkpoint": f"{work}/checkpoint"},
         })
         spark = spark_session(cfg, dump_classes_to=archive)
-        prestart.run(spark, [], 2)  # its classes too: start_query runs it beside every query's start
         spark.dataSource.register(_WarmupSource)
         query = (spark.readStream.format(_WarmupSource.name()).option("path", f"{work}/sink").load()  # as start_query
                  .writeStream.foreachBatch(FileBatches(f"{work}/sink", JsonlStreamWriter.extension))

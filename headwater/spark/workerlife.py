@@ -20,13 +20,11 @@ reused: with `spark.python.worker.reuse` (which the task workers need) Spark kep
 for a minute after its last job, ~30-50 MB each. Spark checks that an idle worker is alive before it
 reuses one, and forks a new one from the daemon when it is not. `REUSED_PLANNERS`=1 in the JVM's
 environment keeps Spark's reuse (the tests' shared session, which starts hundreds of queries).
-A job that calls `keep_after_job` leaves its worker to be reused, for one more job (the workers that
-`headwater.spark.prestart` starts ahead of a query).
-
-`quiet_when_jvm_gone`, also from the sitecustomize, keeps a worker that the JVM started just as it
-stopped (Ctrl-C right after a query began: the streaming source runner connects to a socket the JVM
-has already removed) from printing PySpark's traceback: it prints one line and exits with status 1.
-Any other uncaught error keeps its traceback.
+`quiet_when_jvm_gone`, also from the sitecustomize, keeps a worker whose JVM end went away under it
+(Ctrl-C right after a query began: the streaming source runner connects to a socket the JVM has
+already removed, or finds it closed as the query stops while the runner starts) from printing
+PySpark's traceback: it prints one line and exits with status 1. Any other uncaught error keeps its
+traceback.
 """
 
 from __future__ import annotations
@@ -112,23 +110,9 @@ def _end_after_main(module: str) -> None:
     worker.main = _once(worker.main)  # type: ignore[attr-defined]
 
 
-_kept = False  # whether the job running in this worker asked to keep it (`keep_after_job`)
-
-
-def keep_after_job() -> None:
-    """Called by code a planner's job runs: this worker is not ended after this job, but left to Spark
-    to reuse (it ends after the next one, unless that one asks the same)."""
-    global _kept
-    _kept = True
-
-
 def _once(main: Callable[[IO, IO], None]) -> Callable[[IO, IO], None]:
     def run(infile: IO, outfile: IO) -> None:
-        global _kept
-        _kept = False
         main(infile, outfile)  # an error leaves as PySpark's own code has it (the worker is not reused)
-        if _kept:
-            return
         outfile.flush()  # the answer, up to PySpark's end-of-stream mark, is with the JVM
         os._exit(0)
 
@@ -138,13 +122,21 @@ def _once(main: Callable[[IO, IO], None]) -> Callable[[IO, IO], None]:
 JVM_GONE_EXIT_STATUS = 1
 
 
+def jvm_gone(exc: BaseException) -> bool:
+    """True for the errors of a worker whose JVM end closed or removed its socket: PySpark's
+    `CANNOT_OPEN_SOCKET`, or the socket broken or at its end while the worker talked to the JVM."""
+    condition = getattr(exc, "getCondition", None)
+    if callable(condition) and condition() == "CANNOT_OPEN_SOCKET":
+        return True
+    return isinstance(exc, (BrokenPipeError, ConnectionResetError, EOFError))
+
+
 def quiet_when_jvm_gone() -> None:
     """Make an uncaught `CANNOT_OPEN_SOCKET` error (the JVM's socket gone) one line on stderr."""
     previous = sys.excepthook
 
     def hook(kind, exc, tb) -> None:
-        condition = getattr(exc, "getCondition", None)
-        if callable(condition) and condition() == "CANNOT_OPEN_SOCKET":
+        if jvm_gone(exc):
             run = run_module(sys.orig_argv)
             name = run[0] if run else "a Spark Python worker"
             sys.stderr.write(f"headwater: {name} found Spark's JVM gone (stopping) and ended\n")

@@ -83,52 +83,6 @@ def test_a_one_job_worker_ends_once_it_has_answered():
     assert run.stdout.split() == ["answer", "0"]
 
 
-KEPT = ONE_JOB.replace("module.main = lambda infile, outfile: outfile.write(b\"answer\")",
-                       "module.main = lambda infile, outfile: (workerlife.keep_after_job(), outfile.write(b\"answer\"))")
-
-
-def test_a_one_job_worker_asked_to_stay_is_left_to_be_reused():
-    assert KEPT != ONE_JOB
-    run = subprocess.run([sys.executable, "-c", KEPT], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["answer", "reused", "3"]
-
-
-# the kept worker's next job (one that does not ask to stay) ends it, as any planner's job
-KEPT_ONCE = """
-import os, sys, types
-from headwater.spark import workerlife
-calls = []
-def main(infile, outfile):
-    calls.append(1)
-    if len(calls) == 1:
-        workerlife.keep_after_job()
-    outfile.write(b"job%d " % len(calls))
-module = types.ModuleType("pyspark.sql.worker.plan_data_source_read")
-module.main = main
-sys.modules[module.__name__] = module
-assert workerlife.exit_after_job(["python", "-m", "pyspark.daemon", module.__name__])
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    out = os.fdopen(w, "wb")
-    for _ in range(3):
-        sys.modules[module.__name__].main(None, out)
-    out.flush()
-    os._exit(3)
-os.close(w)
-print(os.read(r, 100).decode(), os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
-"""
-
-
-def test_a_kept_worker_ends_after_its_next_job():
-    run = subprocess.run([sys.executable, "-c", KEPT_ONCE], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["job1", "job2", "0"]
-
-
 JVM_GONE = """
 import sys
 from headwater.spark.workerlife import quiet_when_jvm_gone
@@ -136,6 +90,8 @@ quiet_when_jvm_gone()
 from pyspark.errors import PySparkRuntimeError
 if sys.argv[1] == "socket":
     raise PySparkRuntimeError(errorClass="CANNOT_OPEN_SOCKET", messageParameters={"errors": "gone"})
+if sys.argv[1] == "pipe":
+    raise BrokenPipeError(32, "Broken pipe")
 raise ValueError("something else")
 """
 
@@ -145,5 +101,7 @@ def test_a_worker_that_finds_the_jvm_gone_says_so_in_one_line():
     assert gone.returncode == 1
     assert "Traceback" not in gone.stderr and gone.stderr.count("\n") == 1
     assert "found Spark's JVM gone" in gone.stderr
+    pipe = subprocess.run([sys.executable, "-c", JVM_GONE, "pipe"], capture_output=True, text=True, timeout=60)
+    assert pipe.returncode == 1 and "Traceback" not in pipe.stderr and "found Spark's JVM gone" in pipe.stderr
     other = subprocess.run([sys.executable, "-c", JVM_GONE, "other"], capture_output=True, text=True, timeout=60)
     assert other.returncode == 1 and "Traceback" in other.stderr and "ValueError: something else" in other.stderr
