@@ -91,6 +91,7 @@ class RunRows:
     offsets: np.ndarray  # (rows, columns) int64
     nulls: np.ndarray  # (rows, columns) bool
     counts: np.ndarray  # rows per event
+    begins: np.ndarray  # per event: where it starts in `data` (its type byte)
 
 
 def _event_bounds(payload: bytes, ncols: int) -> int | None:
@@ -112,16 +113,39 @@ def _event_bounds(payload: bytes, ncols: int) -> int | None:
     return at + bitmap
 
 
+def _walk_plan(layouts: Sequence[tuple[int, int]]) -> list[tuple[int, int, np.ndarray | int]]:
+    """How a row image is walked: (first, last + 1, widths) for a group of fixed-width columns (their
+    offsets are one cumulative sum), (column, column + 1, -prefix) for a length-prefixed one."""
+    plan: list[tuple[int, int, np.ndarray | int]] = []
+    j = 0
+    while j < len(layouts):
+        if layouts[j][1]:
+            plan.append((j, j + 1, -layouts[j][1]))
+            j += 1
+            continue
+        k = j
+        while k < len(layouts) and not layouts[k][1]:
+            k += 1
+        plan.append((j, k, np.array([w for w, _ in layouts[j:k]], dtype=np.int64)))
+        j = k
+    return plan
+
+
 def decode_writes(payloads: Sequence[bytes], tm: Any) -> RunRows | None:
     """The value offsets of the rows of WRITE_ROWS events of TABLE_MAP table `tm` (framed: type byte
     + event without checksum), or None when `rows.py` would not decode them (a column type it leaves
-    to python-mysql-replication, a partial row image, a malformed event)."""
+    to python-mysql-replication, a partial row image, a malformed event).
+
+    The walk takes one step per row position, every event at once: a step reads each event's next
+    row's null bitmap, the offsets of a group of fixed-width columns as one cumulative sum of their
+    widths (0 for a NULL), and each length-prefixed column's length. A length that points past its
+    event's end shows after the row (offsets only grow within a row: reads stay inside the buffer)."""
     plan = plan_of(tm)
     if plan is None or not payloads:
         return None
     columns = tm.columns
     ncols = len(columns)
-    layouts = [_layout(c) for c in columns]
+    walk = _walk_plan([_layout(c) for c in columns])
     firsts = []
     for p in payloads:
         first = _event_bounds(p, ncols)
@@ -133,41 +157,64 @@ def decode_writes(payloads: Sequence[bytes], tm: Any) -> RunRows | None:
     starts = ends - sizes + np.array(firsts, dtype=np.int64)
     data = b"".join(payloads) + bytes(_PAD)
     buf = np.frombuffer(data, dtype=np.uint8)
+    last = len(data) - _PAD  # a read at or past this (a malformed length) is moved back to it
     bitmap = (ncols + 7) // 8
+    spread = np.arange(bitmap, dtype=np.int64)
     idx = np.nonzero(starts < ends)[0]
     pos, end = starts[idx], ends[idx]
-    events, rows, offsets, nulls = [], [], [], []
-    k = 0
+    events, offsets, nulls = [], [], []
     while len(idx):
         if (pos + bitmap > end).any():
             return None
-        null = np.empty((len(idx), ncols), dtype=bool)
-        for j in range(ncols):
-            null[:, j] = (buf[pos + j // 8] >> (j % 8)) & 1
+        null = np.unpackbits(buf[pos[:, None] + spread], axis=1, count=ncols, bitorder="little").view(bool)
         pos = pos + bitmap
         off = np.empty((len(idx), ncols), dtype=np.int64)
-        for j, (width, prefix) in enumerate(layouts):
-            off[:, j] = pos
-            step: np.ndarray | int = width
-            if prefix:
-                length = np.zeros(len(idx), dtype=np.int64)
-                for b in range(prefix):
-                    length |= buf[pos + b].astype(np.int64) << (8 * b)
-                step = prefix + length
-            pos = pos + np.where(null[:, j], 0, step)
-            if (pos > end).any():
-                return None
+        for first, stop, widths in walk:
+            if isinstance(widths, int):  # a length-prefixed column
+                off[:, first] = pos
+                at = np.minimum(pos, last)
+                length = buf[at].astype(np.int64)
+                for b in range(1, -widths):
+                    length |= buf[at + b].astype(np.int64) << (8 * b)
+                pos = pos + np.where(null[:, first], 0, length - widths)
+            elif stop == first + 1:
+                off[:, first] = pos
+                pos = pos + np.where(null[:, first], 0, widths[0])
+            else:
+                steps = np.where(null[:, first:stop], 0, widths).cumsum(axis=1)
+                off[:, first] = pos
+                off[:, first + 1:stop] = pos[:, None] + steps[:, :-1]
+                pos = pos + steps[:, -1]
+        if (pos > end).any():
+            return None
         events.append(idx)
-        rows.append(np.full(len(idx), k, dtype=np.int64))
         offsets.append(off)
         nulls.append(null)
         more = pos < end
         idx, pos, end = idx[more], pos[more], end[more]
-        k += 1
-    event, row = np.concatenate(events), np.concatenate(rows)
-    order = np.lexsort((row, event))
-    return RunRows(data, buf, event[order], row[order], np.concatenate(offsets)[order], np.concatenate(nulls)[order],
-                   np.bincount(event, minlength=len(payloads)))
+    counts = np.bincount(np.concatenate(events), minlength=len(payloads))
+    if len(events) == 1:  # one row an event: already in order
+        event = events[0]
+        return RunRows(data, buf, event, np.zeros(len(event), dtype=np.int64), offsets[0], nulls[0], counts,
+                       ends - sizes)
+    # rows were found step by step (row k of every event); in event order row k of event e goes to
+    # the event's first row + k
+    begin = np.cumsum(counts) - counts
+    dest = np.concatenate([begin[e] + k for k, e in enumerate(events)])
+    order = np.empty(len(dest), dtype=np.int64)
+    order[dest] = np.arange(len(dest), dtype=np.int64)
+    event = np.repeat(np.arange(len(payloads), dtype=np.int64), counts)
+    row = np.arange(len(dest), dtype=np.int64) - begin[event]
+    return RunRows(data, buf, event, row, np.concatenate(offsets)[order], np.concatenate(nulls)[order], counts,
+                   ends - sizes)
+
+
+def header_fields(rows: RunRows) -> tuple[np.ndarray, np.ndarray]:
+    """Each event's header timestamp (seconds) and server id, as int64."""
+    at = rows.begins + 1  # (after the type byte)
+    timestamp = np.ascontiguousarray(_gather(rows.buf, at, 4)).view("<u4").ravel()
+    server_id = np.ascontiguousarray(_gather(rows.buf, at + 5, 4)).view("<u4").ravel()
+    return timestamp.astype(np.int64), server_id.astype(np.int64)
 
 
 # ----------------------------------------------------------------------------- column kernels

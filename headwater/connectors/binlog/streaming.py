@@ -25,6 +25,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 from pymysql.protocol import MysqlPacket
 from pymysqlreplication import event as rep_event
 from pymysqlreplication import row_event
@@ -33,7 +34,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.images import ImageCheck
-from headwater.connectors.binlog.insert_runs import decode_writes, run_columns
+from headwater.connectors.binlog.insert_runs import decode_writes, header_fields, run_columns
 from headwater.connectors.binlog.positions import FILE_SHIFT, BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -44,6 +45,7 @@ from headwater.connectors.common.columnar import (
     decimal_text,
     encode_block,
     source_column,
+    text_json,
     typed_insert_block,
     typed_source_column,
 )
@@ -52,7 +54,7 @@ from headwater.connectors.common.planner import pack, unpack
 from headwater.connectors.common.records import TableRecords, TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
-from headwater.events.arrays import binary_array, int64_array, string_array
+from headwater.events.arrays import binary_array, int64_array, lit, string_array
 from headwater.events.batch import ArrowEvents, Events
 from headwater.events.typed import TypedEvents
 
@@ -226,11 +228,24 @@ class _WriteRun:
 
 
 def _json_per_row(values: list[Any], per_row: pa.Array) -> pa.Array | bytes:
-    """Each row's JSON of its event's value (`per_row`: each row's event), or the JSON all share."""
-    known = {v: orjson.dumps(v) for v in set(values)}
-    if len(known) == 1:
-        return next(iter(known.values()))
+    """Each row's JSON of its event's value (`per_row`: each row's event), or the JSON all share. Texts
+    (or None) that JSON need not escape are quoted column-wise."""
+    distinct = set(values)
+    if len(distinct) == 1:
+        return orjson.dumps(values[0])
+    if len(distinct) > 64 and all(v is None or v.__class__ is str for v in distinct):
+        quoted, escapes = text_json(string_array(values), 0)
+        if escapes is None:
+            return pc.coalesce(quoted, lit(b"null")).take(per_row)
+    known = {v: orjson.dumps(v) for v in distinct}
     return binary_array([known[v] for v in values]).take(per_row)
+
+
+def _ints_json_per_row(values: np.ndarray, event: np.ndarray) -> pa.Array | bytes:
+    """Each row's JSON of its event's integer (`event`: each row's event), or the JSON all share."""
+    if len(values) and (values == values[0]).all():
+        return b"%d" % values[0]
+    return decimal_text(values[event])
 
 
 def _optional_int64(values: list[int | None]) -> pa.Array:
@@ -267,6 +282,7 @@ class _Decoder:
             and "c" not in self.ctx.skipped
         self.run = _WriteRun()
         self.ready: list[Events] = []  # batches made by a run, for the slice to hand on
+        self.last_map, self.last_map_size = b"", 0  # the body (after the header) of the TABLE_MAP mapped last
 
     def segment(self, seg: Segment) -> None:
         self.seg = seg
@@ -296,12 +312,15 @@ class _Decoder:
 
     def message(self, pos: int, payload: bytes) -> None:
         kind = payload[0]
+        if kind == fr.TABLE_MAP and len(payload) == self.last_map_size and payload.endswith(self.last_map):
+            return  # the TABLE_MAP mapped last again (every transaction repeats its tables'): nothing changes
         if self.runs and kind in fr.WRITES and self._collect(pos, payload):
             return
         if self.run.events and self._breaks_run(pos, payload):
             self.flush()
         if kind == fr.TABLE_MAP:
             map_table(payload, self.table_map, self.ctl)
+            self.last_map, self.last_map_size = payload[1 + fr.HEADER_SIZE:], len(payload)
         elif kind in (fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY):
             if self.ctx.include_query:
                 self.query = fr.annotate(payload[1:])
@@ -430,28 +449,34 @@ class _Decoder:
         te, table = run.te, run.table
         assert te is not None and table is not None
         columns = run_columns(rows, run.tm, table, self.ctx.type_settings)
-        headers = [fr.header(e.payload, 1) for e in run.events]
+        timestamps, server_ids = header_fields(rows)
         per_row = int64_array(rows.event)
-        ts_us = np.array([h.timestamp for h in headers], dtype=np.int64)[rows.event] * 1_000_000
-        versions = np.array([e.seg.commit_pos for e in run.events], dtype=np.int64)[rows.event]
-        stream = np.array([e.pos for e in run.events], dtype=np.int64)
-        files = {i: split_pos(self.unit.file_like, i << FILE_SHIFT)[0] for i in set((stream >> FILE_SHIFT).tolist())}
+        ts_us = timestamps[rows.event] * 1_000_000
+        versions = np.fromiter((e.seg.commit_pos for e in run.events), dtype=np.int64, count=len(run.events))[rows.event]
+        stream = np.fromiter((e.pos for e in run.events), dtype=np.int64, count=len(run.events))
+        file_ids = stream >> FILE_SHIFT
+        files = {i: split_pos(self.unit.file_like, i << FILE_SHIFT)[0] for i in set(file_ids.tolist())}
         texts: dict[str, list[Any]] = {"gtid": [e.gtid for e in run.events],
-                                       "file": [files[i] for i in (stream >> FILE_SHIFT).tolist()],
+                                       "file": [files[i] for i in file_ids.tolist()] if len(files) > 1
+                                       else [next(iter(files.values()))],
                                        "query": [e.query for e in run.events]}
-        ints: dict[str, list[Any]] = {"server_id": [h.server_id for h in headers],
-                                      "pos": (stream & ((1 << FILE_SHIFT) - 1)).tolist(),
-                                      "thread": [e.thread for e in run.events]}
+        pos = stream & ((1 << FILE_SHIFT) - 1)
+        threads = [e.thread for e in run.events]
         if self.ctx.output != "json":
-            fields = {k: string_array(v).take(per_row) for k, v in texts.items()}
-            fields.update({k: _optional_int64(v).take(per_row) for k, v in ints.items()})
+            fields = {k: (string_array(v).take(per_row) if len(v) > 1 else pa.repeat(string_array(v)[0], len(per_row)))
+                      for k, v in texts.items()}
+            fields["server_id"] = int64_array(server_ids[rows.event])
+            fields["pos"] = int64_array(pos[rows.event])
+            fields["thread"] = _optional_int64(threads).take(per_row)
             fields["row"] = int64_array(rows.row)
             source = typed_source_column(self.maker, te, ts_us, fields)
             events: Events = TypedEvents([typed_insert_block(te, [], source, "c", versions, ts_us,
                                                              typed_of=lambda c, s: columns[c.index].typed(c, s))])
         else:
-            fields = {k: _json_per_row(vs, per_row) for k, vs in (*texts.items(), *ints.items()) if k != "pos"}
-            fields["pos"] = decimal_text(np.array(ints["pos"], dtype=np.int64)[rows.event])
+            fields = {k: _json_per_row(vs, per_row) for k, vs in texts.items()}
+            fields["thread"] = _json_per_row(threads, per_row)
+            fields["server_id"] = _ints_json_per_row(server_ids, rows.event)
+            fields["pos"] = _ints_json_per_row(pos, rows.event)
             fields["row"] = decimal_text(rows.row)
             source = source_column(self.maker, te, ts_us, {"sequence": b"null", **fields})
             events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,

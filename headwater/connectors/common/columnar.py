@@ -403,9 +403,14 @@ def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, field
     """The `source` blocks of streamed records: the commit time per row (`ts_us`) and the JSON of
     the connector's other open slots per row (`fields`: `sequence` and the tail's; bytes: the JSON
     of every row)."""
-    values = {"ts_ms": decimal_text(ts_us // 1000), "ts_us": decimal_text(ts_us),
-              "ts_ns": decimal_text(ts_us * 1000), **fields}
-    return join_parts([values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)])
+    if len(ts_us) and (ts_us == ts_us[0]).all():  # one commit time (a transaction's rows): its text once
+        t = int(ts_us[0])
+        times: dict[str, pa.Array | bytes] = {"ts_ms": b"%d" % (t // 1000), "ts_us": b"%d" % t, "ts_ns": b"%d" % (t * 1000)}
+    else:
+        times = {"ts_ms": decimal_text(ts_us // 1000), "ts_us": decimal_text(ts_us), "ts_ns": decimal_text(ts_us * 1000)}
+    values = {**times, **fields}
+    out = join_parts([values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)])
+    return out if isinstance(out, pa.Array) else pa.repeat(out, len(ts_us))  # (every field the same)
 
 
 def typed_source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array],
