@@ -34,7 +34,7 @@ from pymysqlreplication.packet import BinLogPacketWrapper
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.images import ImageCheck
-from headwater.connectors.binlog.insert_runs import decode_writes, header_fields, run_columns
+from headwater.connectors.binlog.insert_runs import RunRows, decode_writes, header_fields, run_columns
 from headwater.connectors.binlog.positions import FILE_SHIFT, BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -175,8 +175,7 @@ class BinlogSlice(SegmentsByColumn, WorkUnit):
             for _ in range(seg.count):
                 decoder.message(*next(messages))
                 if decoder.ready:
-                    yield from decoder.ready
-                    decoder.ready.clear()
+                    yield from decoder.drain()
                 check -= 1
                 if check <= 0:
                     check = 64
@@ -185,7 +184,7 @@ class BinlogSlice(SegmentsByColumn, WorkUnit):
                         out = maker.out
             decoder.end_segment()
         decoder.flush()
-        yield from decoder.ready
+        yield from decoder.drain()
         if len(maker.out):
             yield maker.take()
         # hand the blocks' buffers back to the system once the slice is decoded (Arrow's pool keeps freed
@@ -199,6 +198,10 @@ MIN_RUN_BYTES = 2048  # a shorter run of WRITE_ROWS events costs less row by row
 # of 8 MB of events (~115k rows, ~70 MB of JSON values) were each mapped and faulted in page by page
 # and unmapped again, ~40% of a task's CPU in the kernel; blocks this size reuse the heap's memory.
 MAX_RUN_BYTES = 1 << 20
+# The events of a run whose rows are found at once (`decode_writes` takes a step per row position, over
+# every event of the run: the more events, the fewer steps per row); its blocks are then made one after
+# the other, MAX_RUN_BYTES of events each, each as the slice hands the one before on.
+MAX_DECODE_BYTES = 8 << 20
 
 
 class _RunEvent(NamedTuple):
@@ -281,7 +284,7 @@ class _Decoder:
         self.runs = counters is None and not self.ctx.transaction_metadata and unit.keep is None \
             and "c" not in self.ctx.skipped
         self.run = _WriteRun()
-        self.ready: list[Events] = []  # batches made by a run, for the slice to hand on
+        self.ready: list[Events | Iterator[Events]] = []  # batches made by a run, for the slice to hand on
         self.last_map, self.last_map_size = b"", 0  # the body (after the header) of the TABLE_MAP mapped last
 
     def segment(self, seg: Segment) -> None:
@@ -378,7 +381,7 @@ class _Decoder:
         table_id = fr.framed_table_id(payload)
         tm = self.table_map.get(table_id)
         run = self.run
-        if run.events and tm is run.tm and table_id == run.table_id and run.nbytes < MAX_RUN_BYTES \
+        if run.events and tm is run.tm and table_id == run.table_id and run.nbytes < MAX_DECODE_BYTES \
                 and len(run.events) < self.ctx.batch_rows:  # the run's table as before (a DDL ends a run)
             run.events.append(_RunEvent(pos, payload, self.seg, self.gtid, self.thread, self.query))  # type: ignore[arg-type]
             run.nbytes += len(payload)
@@ -390,7 +393,7 @@ class _Decoder:
         if table is None or len(tm.columns) != len(table.columns) or not self._includes(key):
             return False
         if run.events and (table_id != run.table_id or tm is not run.tm or table is not run.table
-                           or run.nbytes >= MAX_RUN_BYTES or len(run.events) >= self.ctx.batch_rows):
+                           or run.nbytes >= MAX_DECODE_BYTES or len(run.events) >= self.ctx.batch_rows):
             self.flush()
         if not run.events:
             run.table_id, run.tm, run.table, run.te = table_id, tm, table, self._records(table)
@@ -411,57 +414,109 @@ class _Decoder:
             return pos in self.unit.steps
         return kind in fr.ROWS_EVENTS
 
+    def drain(self) -> Iterator[Events]:
+        """The batches in `ready` (a run's blocks made as they are asked for), in order; then none."""
+        for item in self.ready:
+            if isinstance(item, Iterator):
+                yield from item
+            else:
+                yield item
+        self.ready.clear()
+
     def flush(self) -> None:
         """The run's events: column-wise into `ready`, or row by row when it is short or the column-wise
         decoder does not take it (which then gets `rows.py`'s and the library's checks)."""
         run = self.run
         if not run.events:
             return
-        block = None
+        rows = None
         if run.nbytes >= MIN_RUN_BYTES:
             try:
-                block = self._run_block(run)
-            except (ValueError, IndexError, UnicodeDecodeError):
-                block = None
-        if block is None:
-            state = (self.seg, self.gtid, self.thread, self.query)
-            for e in run.events:
-                self.seg, self.gtid, self.thread, self.query = e.seg, e.gtid, e.thread, e.query
-                self._rows(e.pos, e.payload)
-                if len(self.maker.out) >= self.ctx.batch_rows:
-                    self.ready.append(self.maker.take())
-            self.seg, self.gtid, self.thread, self.query = state
+                rows = decode_writes([e.payload for e in run.events], run.tm)
+            except (ValueError, IndexError):
+                rows = None
+        if rows is None or not len(rows.event):
+            self.ready.extend(self._row_by_row(run.events))
         else:
-            events, last_row = block
             if len(self.maker.out):
                 self.ready.append(self.maker.take())
-            self.ready.append(events)
-            if last_row is not None:
-                self.row = last_row
+            taken = _WriteRun()
+            taken.__dict__.update(run.__dict__)  # (the run is cleared below; the blocks are made later)
+            self.ready.append(self._run_blocks(taken, rows))
+            nonempty = np.nonzero(rows.counts)[0]
+            self.row = int(rows.counts[nonempty[-1]]) - 1
         run.clear()
 
-    def _run_block(self, run: _WriteRun) -> tuple[Events, int | None] | None:
-        """The run's create events as one block (JSON rows or typed), and Debezium's `source.row` of its
-        last row; None when the column-wise decoder does not take the events."""
-        rows = decode_writes([e.payload for e in run.events], run.tm)
-        if rows is None or not len(rows.event):
-            return None
+    def _row_by_row(self, events: list[_RunEvent]) -> list[Events]:
+        """A run's events decoded one by one (as any rows event), into the maker; the batches it filled."""
+        out = []
+        state = (self.seg, self.gtid, self.thread, self.query)
+        for e in events:
+            self.seg, self.gtid, self.thread, self.query = e.seg, e.gtid, e.thread, e.query
+            self._rows(e.pos, e.payload)
+            if len(self.maker.out) >= self.ctx.batch_rows:
+                out.append(self.maker.take())
+        self.seg, self.gtid, self.thread, self.query = state
+        return out
+
+    def _run_blocks(self, run: _WriteRun, rows: RunRows) -> Iterator[Events]:
+        """The blocks of a decoded run, MAX_RUN_BYTES of its events each, made as they are asked for (the
+        decoder has moved on: a block the column-wise encoder does not take is decoded row by row with
+        the run's table and a maker of its own, as the run's events were when they came)."""
+        begin = np.concatenate([[0], np.cumsum(rows.counts)])
+        sizes = np.fromiter((len(e.payload) for e in run.events), dtype=np.int64, count=len(run.events))
+        cuts = np.searchsorted(np.cumsum(sizes), np.arange(MAX_RUN_BYTES, int(sizes.sum()), MAX_RUN_BYTES),
+                               side="left") + 1
+        bounds = [0, *sorted(set(cuts.tolist()) - {0, len(run.events)}), len(run.events)]
+        for e0, e1 in zip(bounds, bounds[1:], strict=False):
+            r0, r1 = int(begin[e0]), int(begin[e1])
+            if r0 == r1:
+                continue  # (events without rows)
+            part = replace(rows, event=rows.event[r0:r1] - e0, row=rows.row[r0:r1], offsets=rows.offsets[r0:r1],
+                           nulls=rows.nulls[r0:r1], counts=rows.counts[e0:e1], begins=rows.begins[e0:e1])
+            events = run.events[e0:e1]
+            try:
+                block = self._run_block(run, events, part)
+            except (ValueError, IndexError, UnicodeDecodeError):
+                yield from self._aside(run, events)
+                continue
+            yield block
+
+    def _aside(self, run: _WriteRun, events: list[_RunEvent]) -> Iterator[Events]:
+        """`_row_by_row` of a run's events after the decoder has moved on: with the run's table map and
+        table, into a maker of its own (the decoder's holds the records of later events)."""
+        assert run.table is not None
+        saved = (self.maker, self.table_map, self.tables, self.row)
+        self.maker = BinlogMaker(self.ctx)
+        self.table_map = {run.table_id: run.tm}
+        self.tables = {(run.tm.schema, run.tm.table): run.table}
+        try:
+            batches = self._row_by_row(events)
+            if len(self.maker.out):
+                batches.append(self.maker.take())
+        finally:
+            self.maker, self.table_map, self.tables, self.row = saved
+        yield from batches
+
+    def _run_block(self, run: _WriteRun, run_events: list[_RunEvent], rows: RunRows) -> Events:
+        """The create events of `run_events` (of `run`; their rows decoded: `rows`) as one block (JSON
+        rows or typed)."""
         te, table = run.te, run.table
         assert te is not None and table is not None
         columns = run_columns(rows, run.tm, table, self.ctx.type_settings)
         timestamps, server_ids = header_fields(rows)
         per_row = int64_array(rows.event)
         ts_us = timestamps[rows.event] * 1_000_000
-        versions = np.fromiter((e.seg.commit_pos for e in run.events), dtype=np.int64, count=len(run.events))[rows.event]
-        stream = np.fromiter((e.pos for e in run.events), dtype=np.int64, count=len(run.events))
+        versions = np.fromiter((e.seg.commit_pos for e in run_events), dtype=np.int64, count=len(run_events))[rows.event]
+        stream = np.fromiter((e.pos for e in run_events), dtype=np.int64, count=len(run_events))
         file_ids = stream >> FILE_SHIFT
         files = {i: split_pos(self.unit.file_like, i << FILE_SHIFT)[0] for i in set(file_ids.tolist())}
-        texts: dict[str, list[Any]] = {"gtid": [e.gtid for e in run.events],
+        texts: dict[str, list[Any]] = {"gtid": [e.gtid for e in run_events],
                                        "file": [files[i] for i in file_ids.tolist()] if len(files) > 1
                                        else [next(iter(files.values()))],
-                                       "query": [e.query for e in run.events]}
+                                       "query": [e.query for e in run_events]}
         pos = stream & ((1 << FILE_SHIFT) - 1)
-        threads = [e.thread for e in run.events]
+        threads = [e.thread for e in run_events]
         if self.ctx.output != "json":
             fields = {k: (string_array(v).take(per_row) if len(v) > 1 else pa.repeat(string_array(v)[0], len(per_row)))
                       for k, v in texts.items()}
@@ -481,8 +536,7 @@ class _Decoder:
             source = source_column(self.maker, te, ts_us, {"sequence": b"null", **fields})
             events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,
                                               json_of=lambda c: columns[c.index].json(c)))
-        nonempty = np.nonzero(rows.counts)[0]
-        return events, int(rows.counts[nonempty[-1]]) - 1 if len(nonempty) else None
+        return events
 
     def _rows(self, pos: int, payload: bytes) -> None:
         tm = self.table_map.get(fr.framed_table_id(payload))
