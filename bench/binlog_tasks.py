@@ -41,9 +41,9 @@ def stream_properties(server: Any) -> dict[str, str]:
             "snapshot.mode": "never"}
 
 
-def one_round(props: dict[str, str], work: Path, rows: int) -> tuple[int, float, float, float]:
-    """(events, CPU seconds, of which the kernel's, wall seconds) of reading every partition that holds
-    the `rows` rows."""
+def one_round(props: dict[str, str], work: Path, rows: int) -> tuple[int, float, float, int, float]:
+    """(events, CPU seconds, of which the kernel's, page faults, wall seconds) of reading every partition
+    that holds the `rows` rows."""
     from headwater.pipeline_config import parse_config
     from headwater.spark.pipeline import source_options
     from headwater.spark.source import HeadwaterStreamReader
@@ -71,17 +71,18 @@ def one_round(props: dict[str, str], work: Path, rows: int) -> tuple[int, float,
             time.sleep(0.2)
         task = pickle.loads(pickle.dumps(reader))  # what an executor gets
         events = 0
-        cpu0, sys0, wall0 = cpu_seconds(), resource.getrusage(resource.RUSAGE_SELF).ru_stime, time.perf_counter()
+        usage0, cpu0, wall0 = resource.getrusage(resource.RUSAGE_SELF), cpu_seconds(), time.perf_counter()
         for p in pickle.loads(pickle.dumps(plans)):
             for batch in task.read(p):
                 written = batch.column(0)
                 if written.null_count < len(written):  # the task's last row: its FileCommit
                     events += json.loads(written.drop_null()[0].as_py())["rows"]
         cpu, wall = cpu_seconds() - cpu0, time.perf_counter() - wall0
-        kernel = resource.getrusage(resource.RUSAGE_SELF).ru_stime - sys0
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        kernel, faults = usage.ru_stime - usage0.ru_stime, usage.ru_minflt - usage0.ru_minflt
         if events != rows:
             raise RuntimeError(f"{events} events written, {rows} rows loaded")
-        return events, cpu, kernel, wall
+        return events, cpu, kernel, faults, wall
     finally:
         reader.stop()
 
@@ -103,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.rounds):
             work = Path(tempfile.mkdtemp(prefix="binlog-tasks-"))
             try:
-                events, cpu, kernel, wall = one_round(props, work, rows)
+                events, cpu, kernel, faults, wall = one_round(props, work, rows)
             finally:
                 shutil.rmtree(work, ignore_errors=True)
-            print(json.dumps({"round": i, "events": events, "cpu_s": round(cpu, 2), "kernel_s": round(kernel, 2),
+            print(json.dumps({"round": i, "events": events, "cpu_s": round(cpu, 2), "user_s": round(cpu - kernel, 2), "kernel_s": round(kernel, 2), "page_faults": faults,
                               "wall_s": round(wall, 2), "cpu_us_per_event": round(cpu / max(events, 1) * 1e6, 3),
                               "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}), flush=True)
     finally:

@@ -155,7 +155,7 @@ def decode_writes(payloads: Sequence[bytes], tm: Any) -> RunRows | None:
     sizes = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
     ends = np.cumsum(sizes)
     starts = ends - sizes + np.array(firsts, dtype=np.int64)
-    data = b"".join(payloads) + bytes(_PAD)
+    data = b"".join([*payloads, bytes(_PAD)])
     buf = np.frombuffer(data, dtype=np.uint8)
     last = len(data) - _PAD  # a read at or past this (a malformed length) is moved back to it
     bitmap = (ncols + 7) // 8

@@ -11,6 +11,7 @@ scenarios also pass with every run column-wise.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -94,6 +95,49 @@ def test_column_wise_runs_equal_row_by_row(mariadb_server, mariadb_db, monkeypat
     assert got["columns"] == got["rows"]
 
 
+@pytest.mark.parametrize("output", ["json", "typed"])
+def test_a_runs_blocks_are_made_later_and_refused_ones_row_by_row(mariadb_server, mariadb_db, monkeypatch, output):
+    """A run's rows are found at once and its blocks (MAX_RUN_BYTES of events each) made as the slice hands
+    them on, after the decoder has moved past the run (past an ALTER TABLE of the run's table, here); a block
+    the column-wise encoder refuses is decoded row by row with the run's table as it was. Events equal the
+    row-by-row path's."""
+    db = mariadb_db
+    mariadb_server.execute("SET SESSION sql_mode = ''; " + DECODED.format(db=db) + "; " + OTHER.format(db=db))
+    props = _props(mariadb_server, db, {})
+    engines = {mode: Engine(validate_connector({**props, "database.server.id": server_id}), output=output)
+               for mode, server_id in (("rows", "6126"), ("columns", "6127"))}
+    real = streaming._Decoder._run_block
+    calls = {"made": 0, "refused": 0}
+
+    def every_other_refused(self, run, events, rows):
+        if (calls["made"] + calls["refused"]) % 2:
+            calls["refused"] += 1
+            raise ValueError("refused by the test")
+        calls["made"] += 1
+        return real(self, run, events, rows)
+
+    try:
+        for engine in engines.values():
+            list(engine.events(once=True))
+        mariadb_server.execute(_workload(db))
+        got = {}
+        for mode, engine in engines.items():
+            with monkeypatch.context() as m:
+                if mode == "columns":
+                    m.setattr(streaming, "MIN_RUN_BYTES", 0)
+                    m.setattr(streaming, "MAX_RUN_BYTES", 60_000)
+                    m.setattr(streaming._Decoder, "_run_block", every_other_refused)
+                else:
+                    m.setattr(streaming, "MIN_RUN_BYTES", 1 << 62)
+                got[mode] = [_comparable(e) for e in engine.events(once=True)]
+    finally:
+        for engine in engines.values():
+            engine.close()
+    assert calls["made"] >= 10 and calls["refused"] >= 10
+    assert len(got["rows"]) >= 190
+    assert got["columns"] == got["rows"]
+
+
 def test_runs_are_column_wise(mariadb_server, mariadb_db, monkeypatch):
     """The column-wise decoder takes the workload's runs (the test above would pass vacuously otherwise)."""
     db = mariadb_db
@@ -143,3 +187,94 @@ def test_recorded_scenarios_with_every_run_column_wise(golden_server, name, outp
     expected = read_jsonl(test_golden.REFERENCE / name / "events.jsonl")
     message = events_diff(normalize_binlog(expected), normalize_binlog(actual))
     assert message is None, message
+
+
+# ----------------------------------------------------------------------------- the walk, without a server
+
+def _table_map() -> Any:
+    """A TABLE_MAP's table as python-mysql-replication gives it: BIGINT, VARCHAR(300) utf8mb4, INT, DECIMAL(12,2), TINYINT."""
+    from types import SimpleNamespace
+
+    from pymysqlreplication.constants import FIELD_TYPE
+
+    cols = [SimpleNamespace(type=FIELD_TYPE.LONGLONG, unsigned=False),
+            SimpleNamespace(type=FIELD_TYPE.VARCHAR, max_length=1200, character_set_name="utf8mb4"),
+            SimpleNamespace(type=FIELD_TYPE.LONG, unsigned=False),
+            SimpleNamespace(type=FIELD_TYPE.NEWDECIMAL, precision=12, decimals=2),
+            SimpleNamespace(type=FIELD_TYPE.TINY, unsigned=False)]
+    return SimpleNamespace(columns=cols, schema="db", table="t")
+
+
+def _row(values: tuple[Any, ...]) -> bytes:
+    """A row image of `_table_map`'s columns (None: NULL)."""
+    nulls = sum(1 << i for i, v in enumerate(values) if v is None)
+    out = bytes([nulls])
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        if i == 0:
+            out += v.to_bytes(8, "little", signed=True)
+        elif i == 1:
+            raw = v.encode()
+            out += len(raw).to_bytes(2, "little") + raw
+        elif i == 2:
+            out += v.to_bytes(4, "little", signed=True)
+        elif i == 3:  # DECIMAL(12,2) of a non-negative number: 10 integral digits (1 + 4 bytes), 2 decimals (1 byte)
+            whole, cents = divmod(v, 100)
+            raw = bytearray(whole.to_bytes(5, "big") + bytes([cents]))
+            raw[0] |= 0x80
+            out += bytes(raw)
+        else:
+            out += v.to_bytes(1, "little", signed=True)
+    return out
+
+
+def _write_rows(rows: list[bytes]) -> bytes:
+    """A framed WRITE_ROWS_V1 event (type byte + header + body) of table id 7 holding `rows`."""
+    body = (7).to_bytes(6, "little") + b"\0\0" + bytes([5, 0x1F]) + b"".join(rows)
+    header = struct.pack("<IBIIIH", 1_700_000_000, 23, 1, 19 + len(body), 0, 0)
+    return bytes([23]) + header + body
+
+
+ROW_VALUES = [(1, "a", 10, 123, 1), (2, None, None, 0, None), (3, "héllo" * 30, -5, 99_999_999_999, -1),
+              (4, "", 0, 1, 0), (None, "x", 7, None, 3), (6, "z" * 250, 2**31 - 1, 5, 127)]
+
+
+def test_the_walk_finds_every_value_of_runs_of_events(monkeypatch):
+    """Events of 1 to 4 rows (NULLs, texts of every length prefix) read column-wise as `rows.py` reads them."""
+    from headwater.connectors.binlog.rows import rows_of
+
+    tm = _table_map()
+    sizes = [1, 4, 2, 3, 1, 1]
+    payloads, at = [], 0
+    for n in sizes:
+        payloads.append(_write_rows([_row(ROW_VALUES[(at + k) % len(ROW_VALUES)]) for k in range(n)]))
+        at += n
+    rows = insert_runs.decode_writes(payloads, tm)
+    assert rows is not None
+    assert rows.counts.tolist() == sizes
+    assert rows.event.tolist() == [e for e, n in enumerate(sizes) for _ in range(n)]
+    assert rows.row.tolist() == [k for n in sizes for k in range(n)]
+    expected = [image for p in payloads for (image,) in rows_of(p, {7: tm})]
+    plan = insert_runs.plan_of(tm)
+    for j in range(len(tm.columns)):
+        got = [None if rows.nulls[i, j] else plan[j](rows.data, int(rows.offsets[i, j]))[0] for i in range(len(expected))]
+        assert got == [image[j] for image in expected]
+    assert rows.data[rows.begins[2]] == 23  # each event's start: its type byte
+
+
+@pytest.mark.parametrize("damage", ["text past its event", "text past every event", "value cut"])
+def test_a_malformed_run_is_left_to_the_row_by_row_decoder(damage):
+    """A length or a cut that does not fit its event: no offsets (the caller decodes the events one by one,
+    whose checks then fail with the library's error), never offsets into another event."""
+    tm = _table_map()
+    good = _write_rows([_row(ROW_VALUES[0]), _row(ROW_VALUES[2])])
+    if damage == "value cut":
+        payloads = [good, _write_rows([_row(ROW_VALUES[0])])[:-3]]
+    else:
+        bad = bytearray(_write_rows([_row(ROW_VALUES[0]), _row(ROW_VALUES[3])]))
+        at = len(bad) - len(_row(ROW_VALUES[3])) + 1 + 8  # the second row's text length
+        bad[at:at + 2] = (40 if damage == "text past its event" else 65000).to_bytes(2, "little")
+        payloads = [bytes(bad), good] if damage == "text past its event" else [good, bytes(bad)]
+    assert insert_runs.decode_writes(payloads, tm) is None
+    assert insert_runs.decode_writes([good, good], tm) is not None
