@@ -248,7 +248,7 @@ def _ints_json_per_row(values: np.ndarray, event: np.ndarray) -> pa.Array | byte
     """Each row's JSON of its event's integer (`event`: each row's event), or the JSON all share."""
     if len(values) and (values == values[0]).all():
         return b"%d" % values[0]
-    return decimal_text(values[event])
+    return decimal_text(values).take(int64_array(event))  # (an event's text once)
 
 
 def _optional_int64(values: list[int | None]) -> pa.Array:
@@ -532,7 +532,7 @@ class _Decoder:
             fields["thread"] = _json_per_row(threads, per_row)
             fields["server_id"] = _ints_json_per_row(server_ids, rows.event)
             fields["pos"] = _ints_json_per_row(pos, rows.event)
-            fields["row"] = decimal_text(rows.row)
+            fields["row"] = _ints_json_per_row(np.arange(int(rows.row.max()) + 1), rows.row)  # (each number once)
             source = source_column(self.maker, te, ts_us, {"sequence": b"null", **fields})
             events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,
                                               json_of=lambda c: columns[c.index].json(c)))
