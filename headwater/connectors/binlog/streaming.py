@@ -201,8 +201,9 @@ MAX_RUN_BYTES = 1 << 20
 # The events of a run whose rows are found at once (`decode_writes` takes a step per row position, over
 # every event of the run: the more events, the fewer steps per row); its blocks are then made one after
 # the other, MAX_RUN_BYTES of events each, each as the slice hands the one before on. (The 1M-row
-# transaction's task CPU per row was the same at 4 and 8 MB, ~5 % more at 2 MB, ~30 % more at 1 MB; a
-# window costs ~5x its size in memory while its blocks are made: the events, one copy end to end, the offsets.)
+# transaction's task CPU per row, `bench.binlog_tasks`: the same at 4 and 8 MB, ~10 % more at 2 MB, ~15 %
+# more at 1 MB; a window holds a few times its size while its blocks are made: the events, one copy of
+# them end to end, the offsets.)
 MAX_DECODE_BYTES = 4 << 20
 
 
