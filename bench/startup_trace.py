@@ -1,21 +1,25 @@
 """Where a stream's first event after launch goes: a `/proc` trace of the process tree, process by process.
 
-    python -m bench.startup_trace [--source postgres|mariadb] [--singles N | --snapshot N] [--rounds R]
+    python -m bench.startup_trace [--source postgres|mariadb ...] [--singles N | --snapshot N] [--rounds R]
         [--checkout DIR ...] [--interval S]
 
 PostgreSQL (the default): loads N single-row transactions (default 100,000, as `pg_stream_singles`)
 into a fresh PostgreSQL server, once per run into a slot of its own made before the load, and streams
-them with `snapshot.mode: no_data`. MariaDB (`--source mariadb`, the MariaDB benchmarks' set-up,
+them with `snapshot.mode: no_data`. MariaDB (`--source mariadb`, the MariaDB benchmarks' set-up:
 `bench.mariadb_data` and `bench.headwater_contenders.mariadb_properties`): loads the N single-row
-transactions once into a fresh MariaDB server and every run streams them from the oldest binlog
+transactions once into a fresh MariaDB server, and every run streams them from the oldest binlog
 (`snapshot.mode: never`, as `mariadb_stream_singles`); with `--snapshot N`, N rows in one transaction
 instead, each run taking them as the default (lock-free) initial snapshot (as `mariadb_snapshot`).
-Then launches `bench/headwater_driver.py` (the real pipeline into the jsonl sink on `local[2]`) of
-each checkout (default this one) in turn, R rounds interleaved, while sampling `/proc` every
-`--interval` seconds. For each run it prints every process of the tree: when it started (from
-`/proc/PID/stat`, seconds after launch), its role (`bench.cpu`'s names), and its CPU time when last
-seen; and the first event's time after launch (the driver's own result). Nothing is written but the
-table; the server and its files are removed at the end.
+`--source` twice traces both, interleaved. Each round launches `bench/headwater_driver.py` (the real
+pipeline into the jsonl sink on `local[2]`) of each source and each checkout (default this one) in
+turn, while sampling `/proc` every `--interval` seconds. For each run it prints every process of the
+tree: when it started (from `/proc/PID/stat`, seconds after launch), its role (`bench.cpu`'s names),
+and its CPU time when last seen; the first micro-batches (rows, start, Spark's phases); and the first
+event's time after launch (the driver's own result). At the end, per source and checkout, the median
+over the rounds of each step: the session ready, the first process of each of Spark's Python roles
+(data source lookup, creation, streaming source runner, read planning, task workers), the first and
+last events, and the CPU of the whole tree. Nothing is written but the table; the servers and their
+files are removed at the end.
 """
 
 from __future__ import annotations
@@ -99,7 +103,7 @@ STEPS = (("session ready", None), ("data source lookup", "pyspark.sql.worker.loo
          ("creation", "pyspark.sql.worker.create_data_source"),
          ("streaming source runner", "pyspark.sql.streaming.python_streaming_source_runner"),
          ("read planning", "pyspark.sql.worker.plan_data_source_read"), ("task workers", "pyspark.worker"),
-         ("first event", None))
+         ("first event", None), ("last event", None), ("CPU of the tree (s)", None))
 
 
 class PostgresRuns:
@@ -217,14 +221,18 @@ def run(checkout: Path, r: int, props: dict, run_dir: Path, expect: int, interva
 
 
 def step_times(launched: float, seen: dict[int, Seen], ledger: CpuLedger, res: dict) -> dict[str, float]:
-    """Seconds after launch of each of `STEPS`: the session ready, the first process of each role, the first event."""
+    """Seconds after launch of each of `STEPS`: the session ready, the first process of each role, the first and
+    last events; and the CPU seconds of the whole process tree."""
     out: dict[str, float] = {}
     for step, role in STEPS:
         if role is not None:
             starts = [s.started for s in seen.values() if ledger.roles.get(s.pid) == role]
             at = min(starts) if starts else None
+        elif step.startswith("CPU"):
+            out[step] = ledger.total()
+            continue
         else:
-            at = res.get("spark_started" if step == "session ready" else "first")
+            at = res.get({"session ready": "spark_started", "first event": "first", "last event": "last"}[step])
         if at is not None:
             out[step] = at - launched
     return out
@@ -232,7 +240,7 @@ def step_times(launched: float, seen: dict[int, Seen], ledger: CpuLedger, res: d
 
 def summary(steps: dict[tuple[str, Path], list[dict[str, float]]]) -> None:
     """Per source and checkout, each step's median seconds after launch over the rounds (and every round's)."""
-    print("\nsteps, seconds after launch: median (each round)")
+    print("\nsteps, seconds after launch (the CPU in seconds): median (each round)")
     for (source, checkout), runs in steps.items():
         print(f"  {source} {checkout}:")
         for step, _ in STEPS:
