@@ -97,6 +97,10 @@ from headwater.events.batch import Events
 
 log = logging.getLogger(__name__)
 CHUNKS = "chunks"  # the offset's phase while chunks remain
+# The first batch's chunks (those of the first table) hold at most this many rows: nothing overlaps that
+# batch's reads on the driver, nor its tasks (on Spark, the first row comes when they end); from its
+# chunks on, the next batch's are read ahead while a batch's tasks run.
+FIRST_CHUNK_ROWS = 25_000
 TableKey = tuple[str, str]
 Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)
 _WINDOWS: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # the chunks' windows read here, by run
@@ -475,14 +479,17 @@ class LockFreeSnapshot:
                             if src.context.filters.includes(t.database, t.name)]
                 overrides = select_overrides(self.config)
                 spans: dict[str, list[KeyRange]] = {}
+                chunk_rows = self.config["headwater.snapshot.chunk.rows"]
+                small = self._per_batch(max_events)  # the first batch's chunks: of FIRST_CHUNK_ROWS at most
                 for t in snapshot_tables(captured, name_of, self.config):
                     order = self._order(t)
                     if order is None or name_of(t) in overrides:
                         spans[name_of(t)] = [KeyRange(None, None)]
                     else:
                         ck = ChunkKey(tuple(c.name for c in order.columns), tuple(False for _ in order.columns))
-                        spans[name_of(t)] = key_ranges(cur, DIALECT, table_ref(t), ck,
-                                                       self.config["headwater.snapshot.chunk.rows"])
+                        spans[name_of(t)] = key_ranges(cur, DIALECT, table_ref(t), ck, chunk_rows,
+                                                       (small, min(chunk_rows, FIRST_CHUNK_ROWS)))
+                    small = max(0, small - len(spans[name_of(t)]))
         finally:
             with contextlib.suppress(Exception):
                 conn.close()

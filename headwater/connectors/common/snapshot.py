@@ -156,8 +156,10 @@ def order_by(key: ChunkKey, dialect: KeyDialect) -> str:
                      for c, n in zip(key.columns, key.nullable, strict=True))
 
 
-def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chunk_rows: int) -> list[KeyRange]:
-    """Ranges of about `chunk_rows` rows covering `table` (an SQL table reference) by `key`, in order.
+def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chunk_rows: int,
+               first: tuple[int, int] = (0, 0)) -> list[KeyRange]:
+    """Ranges of about `chunk_rows` rows covering `table` (an SQL table reference) by `key`, in order;
+    with `first` = (n, rows), the first n ranges of about `rows` rows instead.
 
     Each boundary is the key of the row `chunk_rows` rows after the previous boundary, read with one
     query through `cursor` (a DB-API cursor). A key value held by more than `chunk_rows` rows (a
@@ -168,7 +170,7 @@ def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chun
     columns = ", ".join(dialect.quote(c) for c in key.columns)
     ordered = order_by(key, dialect)
 
-    def first(where: tuple[str | None, list[Any]], offset: int) -> tuple[Any, ...] | None:
+    def first_key(where: tuple[str | None, list[Any]], offset: int) -> tuple[Any, ...] | None:
         """The key `offset` rows into the rows matching `where`, in key order."""
         cond, params = where
         query = f"SELECT {columns} FROM {table}" + (f" WHERE {cond}" if cond else "") + f" ORDER BY {ordered}"
@@ -179,12 +181,12 @@ def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chun
     bounds: list[tuple[Any, ...]] = []
     while True:
         start = KeyRange(bounds[-1] if bounds else None, None).where(key, dialect)
-        bound = first(start, chunk_rows)
+        bound = first_key(start, first[1] if len(bounds) < first[0] and first[1] else chunk_rows)
         if bound is None:
             break
-        if bound == (bounds[-1] if bounds else first(start, 0)):
+        if bound == (bounds[-1] if bounds else first_key(start, 0)):
             # the whole chunk holds one key value: end this range at the next larger key
-            bound = first(_compare(key, dialect, bound, below=False, strict=True), 0)
+            bound = first_key(_compare(key, dialect, bound, below=False, strict=True), 0)
             if bound is None:
                 break
         bounds.append(bound)

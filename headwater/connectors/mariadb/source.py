@@ -3,19 +3,9 @@ names and `source.connector` `mariadb`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 from headwater.connectors.binlog.gtid import GtidFormat, MariaGtids
-from headwater.connectors.binlog.records import BinlogContext, binlog_source_schema
 from headwater.connectors.binlog.source import BinlogSource
-from headwater.events.connect import Schema
-
-
-@dataclass(frozen=True, kw_only=True)
-class MariaDbContext(BinlogContext):
-    connector: ClassVar[str] = "mariadb"
-    source_schema: ClassVar[Schema] = binlog_source_schema("mariadb")
+from headwater.connectors.mariadb.context import MariaDbContext
 
 
 class MariaDbSource(BinlogSource):

@@ -8,25 +8,15 @@ binlog package that MariaDB verifies."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import ClassVar
-
 import pymysql
 
 from headwater.connectors.base import Offset
 from headwater.connectors.binlog.connection import variables
 from headwater.connectors.binlog.gtid import MySqlGtids
-from headwater.connectors.binlog.records import BinlogContext, binlog_source_schema
 from headwater.connectors.binlog.source import BinlogSource
 from headwater.connectors.common.signals import READ_ONLY
 from headwater.connectors.errors import SourceError
-from headwater.events.connect import Schema
-
-
-@dataclass(frozen=True, kw_only=True)
-class MySqlContext(BinlogContext):
-    connector: ClassVar[str] = "mysql"
-    source_schema: ClassVar[Schema] = binlog_source_schema("mysql")
+from headwater.connectors.mysql.context import MySqlContext
 
 
 class MySqlSource(BinlogSource):
@@ -44,9 +34,11 @@ class MySqlSource(BinlogSource):
         binlog position of a consistent snapshot), so they need GTIDs, as Debezium's do."""
         mode = variables(conn, ("gtid_mode",)).get("gtid_mode", "OFF")
         if mode.upper() != "ON":
-            raise SourceError(f"read-only incremental snapshots (read.only / {READ_ONLY}) need gtid_mode=ON "
-                              f"(the server has {mode}): set gtid_mode=ON and enforce_gtid_consistency=ON, or let "
-                              "incremental snapshots write watermarks to signal.data.collection")
+            raise SourceError(
+                f"read-only incremental snapshots (read.only / {READ_ONLY}) need gtid_mode=ON "
+                f"(the server has {mode}): set gtid_mode=ON and enforce_gtid_consistency=ON, or let "
+                "incremental snapshots write watermarks to signal.data.collection"
+            )
 
     def position_unavailable(self, offset: Offset) -> str | None:
         """With GTIDs in the offset, whether the server (this one or another of the cluster) still holds every

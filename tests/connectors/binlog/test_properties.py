@@ -128,3 +128,25 @@ def test_configuration_based_takes_its_properties():
     assert cfg["snapshot.mode.configuration.based.start.stream"] is False
     assert "snapshot.mode.configuration.based.start.stream" in errors(
         "mysql", snapshot__mode__configuration__based__start__stream="maybe")
+
+
+def test_a_spark_worker_validating_and_unpickling_a_mariadb_work_units_context_imports_no_ddl_parser():
+    """Every Python process of a Spark pipeline validates the properties, and task workers unpickle the
+    connector's context with each work unit: neither may import the DDL parser, sqlglot or the driver-side
+    source (~0.1 s of each process's start, on the first batch's critical path)."""
+    import pickle
+
+    from headwater.connectors.mariadb.context import MariaDbContext
+
+    cfg = validate_connector(props("mariadb"))
+    context = pickle.dumps(MariaDbContext.from_config(cfg))
+    heavy = ("sqlglot", "headwater.connectors.binlog.ddl", "headwater.connectors.binlog.source",
+             "headwater.connectors.mariadb.source")
+    code = ("import pickle, sys\n"
+            "from headwater.connectors.registry import validate_connector\n"
+            f"validate_connector({props('mariadb')!r})\n"
+            "ctx = pickle.loads(sys.stdin.buffer.read())\n"
+            "print(type(ctx).connector, *[m for m in " + repr(heavy) + " if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], input=context, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.decode().split() == ["mariadb"]

@@ -167,6 +167,11 @@ def test_empty_table_and_one_chunk(pg_server, pg_db, cursor):
     assert key_ranges(cursor, KeyDialect(), "s", key, 10) == [KeyRange(None, None)]
     assert key_ranges(cursor, KeyDialect(), "s", key, 9) == [KeyRange(None, None)]
     assert key_ranges(cursor, KeyDialect(), "s", key, 8) == [KeyRange(None, (9,)), KeyRange((9,), None)]
+    # the first ranges smaller (the lock-free snapshot's first batch), then ranges of chunk_rows again
+    assert key_ranges(cursor, KeyDialect(), "s", key, 4, first=(2, 1)) == [
+        KeyRange(None, (2,)), KeyRange((2,), (3,)), KeyRange((3,), (7,)), KeyRange((7,), None)]
+    assert key_ranges(cursor, KeyDialect(), "s", key, 10, first=(2, 4)) == [
+        KeyRange(None, (5,)), KeyRange((5,), (9,)), KeyRange((9,), None)]
 
 
 def test_skewed_single_key(pg_server, pg_db, cursor):

@@ -434,10 +434,22 @@ def _spy_plans(monkeypatch: Any) -> list[bool | None]:
     return adopted
 
 
+@pytest.mark.parametrize("first_chunk_rows", [None, 4])
 def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_server, tables, folded, monkeypatch,
-                                                                     tmp_path):
+                                                                     tmp_path, first_chunk_rows):
     """Every chunk batch after the first is read while the one before it is delivered (its chunks are those
-    read ahead), and the events still replay to the table under writes."""
+    read ahead), and the events still replay to the table under writes; also when the first batch's chunks
+    are smaller than the others (`FIRST_CHUNK_ROWS`; the default is above this table's chunk size)."""
+    if first_chunk_rows is not None:
+        monkeypatch.setattr(lockfree, "FIRST_CHUNK_ROWS", first_chunk_rows)
+    ranges: list[int] = []
+    cut = lockfree.key_ranges
+
+    def counting(*args: Any) -> Any:
+        got = cut(*args)
+        ranges.append(len(got))
+        return got
+    monkeypatch.setattr(lockfree, "key_ranges", counting)
     adopted = _spy_plans(monkeypatch)
     writes_in_every_window(monkeypatch)
     replay = Replay()
@@ -455,6 +467,9 @@ def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_s
     assert len(adopted) >= 3 and adopted[0] is None and all(adopted[1:])
     assert len(set(replay.snapshot_keys)) == len(replay.snapshot_keys)
     assert replay.rows == table_rows(mariadb_server, tables)
+    # t's 100 rows in chunks of 12: 9 ranges; the first batch is k's one chunk (k comes first) and t's first
+    # two, which with FIRST_CHUNK_ROWS = 4 hold 4 rows each: 2 + 8 ranges
+    assert ranges == [9 if first_chunk_rows is None else 10]
 
 
 def test_chunks_read_ahead_for_another_batch_are_discarded_unpublished(mariadb_server, tables, monkeypatch, tmp_path):
