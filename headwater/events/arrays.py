@@ -12,6 +12,7 @@ leaves pandas unimported.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -141,11 +142,28 @@ def byte_spans(data: bytes | bytearray, first: np.ndarray, length: np.ndarray, n
     return out
 
 
+# Making a scalar from its buffers costs ~20 us of Python and numpy calls, and a snapshot's encoding and
+# jsonl lines ask for the same few dozen literals (the schemas' JSON, separators, topic, op) on every
+# batch: ~8 % of a snapshot task's samples (py-spy). Arrow scalars are immutable, so the ones of short
+# values are kept (the most recently used `_SCALARS_KEPT`).
+_SCALARS_KEPT = 1024
+_SCALAR_BYTES_KEPT = 1 << 16
+
+
+@functools.lru_cache(maxsize=_SCALARS_KEPT)
+def _kept_scalar(v: bytes | str) -> pa.Scalar:
+    return binary_array([v])[0] if isinstance(v, bytes) else string_array([v])[0]
+
+
 def binary_scalar(b: bytes) -> pa.Scalar:
+    if len(b) <= _SCALAR_BYTES_KEPT:
+        return _kept_scalar(bytes(b))
     return binary_array([b])[0]
 
 
 def string_scalar(s: str) -> pa.Scalar:
+    if len(s) <= _SCALAR_BYTES_KEPT:
+        return _kept_scalar(str(s))
     return string_array([s])[0]
 
 

@@ -33,11 +33,19 @@ CONVERTERS_OPTION = "headwater.converters"
 def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
     """One line per event, built column-wise in Arrow: {"topic", "key", "value"[, "headers"]} with key
     and value embedded as JSON (they already are JSON text)."""
+    return join_line_parts(jsonl_line_parts(batch))
+
+
+def jsonl_line_parts(batch: pa.RecordBatch) -> list[pa.Array | pa.Scalar]:
+    """What `jsonl_lines` joins element-wise (columns of `batch` and scalars), worked out once for a
+    batch whose lines are then made a slice at a time (`sliced_parts`)."""
     topic = batch.column("topic")
     if _has_quote_or_backslash(topic):
         topic = pc.replace_substring(pc.replace_substring(topic, "\\", "\\\\"), '"', '\\"')
-    key = pc.coalesce(batch.column("key"), lit("null"))
-    value = pc.coalesce(batch.column("value"), lit("null"))
+    key = batch.column("key")
+    key = pc.coalesce(key, lit("null")) if key.null_count else key
+    value = batch.column("value")
+    value = pc.coalesce(value, lit("null")) if value.null_count else value
     headers = batch.column("headers")
     extra: pa.Array | str
     if headers.null_count == len(headers):
@@ -46,8 +54,21 @@ def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
         extra = headers_json_members(headers.slice(0, 1))[0].as_py()
     else:
         extra = headers_json_members(headers)
-    parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", ""]
-    return pc.binary_join_element_wise(*(lit(p) for p in parts))
+    if isinstance(extra, str):  # the constant text between value and the next line's topic, as one scalar
+        parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra + "}\n", ""]
+    else:
+        parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", ""]
+    return [lit(p) for p in parts]
+
+
+def sliced_parts(parts: list[pa.Array | pa.Scalar], start: int, rows: int) -> list[pa.Array | pa.Scalar]:
+    """`parts` with their columns cut to rows `start`..`start + rows` (zero-copy)."""
+    return [p.slice(start, rows) if isinstance(p, pa.Array) else p for p in parts]
+
+
+def join_line_parts(parts: list[pa.Array | pa.Scalar]) -> pa.Array:
+    """The lines `parts` make (the last part is the empty separator)."""
+    return pc.binary_join_element_wise(*parts)
 
 
 def _has_quote_or_backslash(texts: pa.Array) -> bool:
@@ -61,18 +82,22 @@ def _has_quote_or_backslash(texts: pa.Array) -> bool:
 
 # Rows whose lines are made at once: the lines of a larger batch (~600 bytes a row of the benchmark's
 # table) were each a fresh allocation the system allocator maps, faults in page by page and unmaps
-# again (a 115k-row batch: ~0.5 s of a task's CPU per 1M rows in the kernel); slices this size reuse
-# the heap's memory.
-LINES_AT_ONCE = 16384
+# again (a 115k-row batch: ~0.5 s of a task's CPU per 1M rows in the kernel); and lines that still sit
+# in the CPU's cache when `write` copies them to the page cache cost that copy less: 16k lines
+# (~10 MB) at a time, the kernel's copy was ~30 % of a snapshot task's CPU (perf); 2k lines (~1.2 MB)
+# took the task's kernel CPU from 0.56-1.27 to 0.36-0.48 us an event (`bench.snapshot_tasks`, 1M rows,
+# interleaved rounds on a loaded machine), its user CPU unchanged.
+LINES_AT_ONCE = 2048
 
 
-def row_slices(batch: pa.RecordBatch, rows: int) -> Iterator[pa.RecordBatch]:
-    """`batch` in slices of at most `rows` rows (zero-copy)."""
+def sliced_lines(batch: pa.RecordBatch, rows: int) -> Iterator[pa.Array]:
+    """`jsonl_lines(batch)` made and handed out `rows` lines at a time."""
+    parts = jsonl_line_parts(batch)
     if len(batch) <= rows:
-        yield batch
+        yield join_line_parts(parts)
         return
     for start in range(0, len(batch), rows):
-        yield batch.slice(start, rows)
+        yield join_line_parts(sliced_parts(parts, start, rows))
 
 
 def write_lines(f, lines: pa.Array) -> None:
@@ -98,7 +123,7 @@ class JsonlStreamWriter(FileStreamWriter):
         return bool(self.options.get(CONVERTERS_OPTION))
 
     def write_rows(self, batches: Iterator[pa.RecordBatch]) -> FileCommit:
-        return self._write(jsonl_lines(part) for batch in batches for part in row_slices(batch, LINES_AT_ONCE))
+        return self._write(lines for batch in batches for lines in sliced_lines(batch, LINES_AT_ONCE))
 
     def write_blocks(self, blocks: Iterator[TypedBlock]) -> FileCommit:
         converters = self.options.get(CONVERTERS_OPTION)

@@ -86,7 +86,7 @@ def test_jsonl_lines_of_a_large_batch_are_made_in_slices(tmp_path, monkeypatch):
                  headers=[("h", f'"{i}"')] if i % 4 else None)
     batch = b.to_arrow()
     monkeypatch.setattr(sinks, "LINES_AT_ONCE", 3)
-    assert [len(s) for s in sinks.row_slices(batch, 3)] == [3, 3, 3, 1]
+    assert [len(s) for s in sinks.sliced_lines(batch, 3)] == [3, 3, 3, 1]
     commit = JsonlStreamWriter(str(tmp_path)).write_rows(iter([batch]))
     assert Path(commit.files[0][0]).read_bytes() == b"".join(s.encode() for s in jsonl_lines(batch).to_pylist())
 
