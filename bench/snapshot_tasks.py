@@ -1,6 +1,6 @@
-"""The PostgreSQL snapshot's task work without Spark: CPU per event of what a task worker does.
+"""The snapshot's task work without Spark: CPU per event of what a task worker does.
 
-    .venv/bin/python -m bench.snapshot_tasks [--rows 1000000] [--rounds 3] [--port P]
+    .venv/bin/python -m bench.snapshot_tasks [--rows 1000000] [--rounds 3] [--mariadb]
 
 A `headwater run` snapshot's Spark tasks each read a chunk (`COPY`), encode its events column-wise
 and write them to the `jsonl` sink's temporary files themselves (the source's `files` layout). This
@@ -12,6 +12,11 @@ CPU time per event for each round (the COPY thread included; PostgreSQL's own CP
 changes to the task path can be compared by CPU rather than by a noisy wall time. With `--port` it
 uses a running server holding `bench.data`'s table, else it starts one and loads `--rows` rows.
 Run it under `py-spy record --native` for a profile of the task path alone.
+
+With `--mariadb` it does the same for MariaDB's default (lock-free) snapshot of `bench.mariadb_data`'s
+table on a fresh server: the reader's offsets are planned until the snapshot's every chunk is read (on
+the driver's side, not timed: the chunks' SELECTs and their text rows), then each partition (the chunks'
+rows pickled, as Spark sends them) goes through `read()` as above, timed.
 """
 
 from __future__ import annotations
@@ -24,10 +29,12 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from bench import data
+from bench import mariadb_data as md
 from headwater.devservers.postgres import PostgresServer
 
 
@@ -70,11 +77,86 @@ def one_round(props: dict[str, str], work: Path, slot: str) -> tuple[int, float,
         reader.stop()
 
 
+def mariadb_properties(server: Any) -> dict[str, str]:
+    """The connector's properties for the default snapshot of `bench.mariadb_data`'s table."""
+    from bench.headwater_contenders import MARIADB_SERVER_ID
+
+    return {"connector.class": "mariadb", **server.connector_properties(md.DBNAME),
+            "database.server.id": MARIADB_SERVER_ID, "topic.prefix": "bench",
+            "table.include.list": f"{md.DBNAME}.{md.TABLE}", "include.schema.changes": "false",
+            "snapshot.mode": "initial"}
+
+
+def mariadb_round(props: dict[str, str], work: Path, rows: int) -> tuple[int, float, float]:
+    """(events, CPU seconds, wall seconds) of reading every partition of one MariaDB snapshot."""
+    from headwater.pipeline_config import parse_config
+    from headwater.spark.pipeline import source_options
+    from headwater.spark.source import HeadwaterStreamReader
+
+    cfg = parse_config({"name": "bench", "source": props,
+                        "sink": {"type": "jsonl", "path": str(work / "sink")},
+                        "spark": {"master": "local[2]", "checkpoint": str(work / "checkpoint")}})
+    reader = HeadwaterStreamReader(source_options(cfg, 2, str(work / "checkpoint")))
+    try:
+        start = reader.initialOffset()
+        plans: list[Any] = []
+        deadline = time.monotonic() + 600
+        quiet = 0
+        while quiet < 3:  # plan batches until the snapshot is read and nothing more comes
+            end = reader.latestOffset(start, ReadAllAvailable())
+            if end != start:
+                plans.extend(reader.partitions(start, end))
+                start, quiet = end, 0
+                continue
+            quiet += 1
+            if time.monotonic() > deadline:
+                raise TimeoutError("the snapshot was not planned in time")
+            time.sleep(0.3)
+        task = pickle.loads(pickle.dumps(reader))  # what an executor gets
+        pickled = pickle.dumps(plans)
+        events = 0
+        cpu0, wall0 = cpu_seconds(), time.perf_counter()
+        for p in pickle.loads(pickled):
+            for batch in task.read(p):
+                written = batch.column(0)
+                if written.null_count < len(written):  # the task's last row: its FileCommit
+                    events += json.loads(written.drop_null()[0].as_py())["rows"]
+        cpu, wall = cpu_seconds() - cpu0, time.perf_counter() - wall0
+        if events != rows:
+            raise RuntimeError(f"{events} events written, {rows} rows loaded")
+        return events, cpu, wall
+    finally:
+        reader.stop()
+
+
+def main_mariadb(args: argparse.Namespace) -> int:
+    server = md.new_server(**{"innodb-buffer-pool-size": "2G"})
+    try:
+        md.load_rows(server, args.rows)
+        server.execute(f"ANALYZE TABLE {md.TABLE}", md.DBNAME)
+        props = mariadb_properties(server)
+        for i in range(args.rounds):
+            work = Path(tempfile.mkdtemp(prefix="snapshot-tasks-"))
+            try:
+                events, cpu, wall = mariadb_round(props, work, args.rows)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            print(json.dumps({"round": i, "events": events, "cpu_s": round(cpu, 2), "wall_s": round(wall, 2),
+                              "cpu_us_per_event": round(cpu / max(events, 1) * 1e6, 3),
+                              "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}), flush=True)
+    finally:
+        server.stop()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--mariadb", action="store_true", help="MariaDB's lock-free snapshot instead of PostgreSQL's")
     args = ap.parse_args(argv)
+    if args.mariadb:
+        return main_mariadb(args)
     server = data.new_server()
     data.load_snapshot_table(server, args.rows)
     props = snapshot_properties(server)
