@@ -20,7 +20,7 @@ import pyarrow as pa
 
 from headwater.connectors.binlog.records import BinlogMaker
 from headwater.connectors.binlog.textrows import TextRows
-from headwater.connectors.common.columnar import SnapshotBlockEncoder, column_json, typed_column
+from headwater.connectors.common.columnar import SnapshotBlockEncoder, column_json_parts, typed_column
 from headwater.connectors.common.records import TableRecords, ValueColumn
 from headwater.connectors.common.snapshot import marker
 from headwater.events.arrays import binary_array
@@ -74,10 +74,11 @@ class _Block:
                 if texts else None
         return values, self.text[index]
 
-    def json(self, col: ValueColumn) -> pa.Array:
+    def json(self, col: ValueColumn) -> pa.Array | list:
+        """The column's JSON (valid UTF-8: from Arrow strings, or written by orjson), as parts for a join."""
         values, text = self._column(col.index)
         if text is not None:
-            return column_json(text, col, self.te.ctx.text_kernels)
+            return column_json_parts(text, col, self.te.ctx.text_kernels)
         dumps = orjson.dumps
         return binary_array([dumps(v) for v in _converted(values, col)])
 
@@ -125,7 +126,7 @@ def snapshot_events(te: TableRecords, maker: BinlogMaker, rows: Iterable[tuple] 
         if encoder is not None:
             b = _Block(te, text=block) if isinstance(block, TextRows) else _Block(te, block)
             yield encoder.encode([], {i: m for i, m in marks.items() if m != default}, default, rows=n,
-                                 json_of=b.json, typed_of=b.typed)
+                                 json_of=b.json, typed_of=b.typed, utf8_json=True)
         else:
             tuples = block.tuples() if isinstance(block, TextRows) else block
             for i, values in enumerate(tuples):

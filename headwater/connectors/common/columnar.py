@@ -34,6 +34,7 @@ from headwater.events.arrays import (
     bool_values,
     int64_array,
     lit,
+    ragged_binary,
     string_layout,
     string_scalar,
     utf8_view,
@@ -68,6 +69,17 @@ def column_json(values: pa.Array, col: ValueColumn, kernels: Mapping[str, TextKe
     if values.null_count:
         out = pc.if_else(pc.is_null(values), binary_scalar(null_json), out)
     return out
+
+
+def column_json_parts(values: pa.Array, col: ValueColumn, kernels: Mapping[str, TextKernel]) -> list:
+    """`column_json`'s JSON as parts for `join_parts`: a text column without a null or a value to escape
+    is its values between two quotes (the quotes then merge with the literals around them: one pass over
+    the text fewer), any other column its `column_json`."""
+    kind = col.text_kind[0] if col.text_kind else None
+    if kind == "text" and kernels.get(kind) is text_json and values.type == pa.string() and not values.null_count \
+            and not _any_escapable(values):
+        return [b'"', values.cast(pa.binary()), b'"']
+    return [column_json(values, col, kernels)]
 
 
 def integer_json(values: pa.Array, _: int) -> tuple[pa.Array, None]:
@@ -147,38 +159,32 @@ _SIZE_BOUNDS = np.array([1 << (8 * k - 1) for k in range(1, 8)], dtype=np.int64)
 
 
 def base64_twos_complement(v: np.ndarray) -> pa.Array:
-    """'"<base64>"' of each int64's minimal two's-complement big-endian bytes."""
+    """'"<base64>"' of each int64's minimal two's-complement big-endian bytes: every row laid out in one
+    matrix as wide as the longest needs, each value then its row's first 4 * groups + 2 bytes."""
     n = len(v)
     size = 1 + np.searchsorted(_SIZE_BOUNDS, v ^ (v >> 63), side="right")  # bytes of the minimal form
     # the minimal bytes moved to the front (zeros behind them: base64's padding bits)
     front = (v.view(np.uint64) << (64 - 8 * size).astype(np.uint64)).astype(">u8").view(np.uint8).reshape(n, 8)
     groups = (size + 2) // 3  # base64 groups: 3 bytes -> 4 characters
-    counts = np.bincount(groups, minlength=4)
-    pieces, order = [], []
-    for k in np.nonzero(counts)[0].tolist():
-        rows = np.nonzero(groups == k)[0] if counts[k] < n else np.arange(n)
-        b = front[rows] if counts[k] < n else front
-        text = np.empty((len(rows), 4 * k + 2), np.uint8)
-        for i in range(k):
-            b0, b1 = b[:, 3 * i], b[:, 3 * i + 1]
-            b2 = b[:, 3 * i + 2] if 3 * i + 2 < 8 else np.uint8(0)
-            text[:, 1 + 4 * i] = b0 >> 2
-            text[:, 2 + 4 * i] = ((b0 & 3) << 4) | (b1 >> 4)
-            text[:, 3 + 4 * i] = ((b1 & 15) << 2) | (b2 >> 6)
-            text[:, 4 + 4 * i] = b2 & 63
-        text[:, 1:-1] = _B64.take(text[:, 1:-1])
-        text[:, 0] = text[:, -1] = ord('"')
-        rest = size[rows] % 3  # 1: two '=', 2: one
-        text[rest == 1, -3] = ord("=")
-        text[rest != 0, -2] = ord("=")
-        pieces.append(pa.Array.from_buffers(pa.binary(4 * k + 2), len(rows), [None, pa.py_buffer(text)])
-                      .cast(pa.binary()))
-        order.append(rows)
-    if len(pieces) == 1:
-        return pieces[0]
-    back = np.empty(n, dtype=np.int64)  # where each row's text is among the pieces
-    back[np.concatenate(order)] = np.arange(n)
-    return pa.concat_arrays(pieces).take(int64_array(back))
+    k = int(groups.max()) if n else 0
+    text = np.empty((n, 4 * k + 2), np.uint8)
+    for i in range(k):
+        b0, b1 = front[:, 3 * i], front[:, 3 * i + 1]
+        b2 = front[:, 3 * i + 2] if 3 * i + 2 < 8 else np.uint8(0)
+        text[:, 1 + 4 * i] = b0 >> 2
+        text[:, 2 + 4 * i] = ((b0 & 3) << 4) | (b1 >> 4)
+        text[:, 3 + 4 * i] = ((b1 & 15) << 2) | (b2 >> 6)
+        text[:, 4 + 4 * i] = b2 & 63
+    text[:, 1:-1] = _B64.take(text[:, 1:-1])
+    text[:, 0] = ord('"')
+    rows, last = np.arange(n), 4 * groups  # the row's last base64 character
+    rest = size % 3  # 1: two '=', 2: one
+    pad = np.nonzero(rest == 1)[0]
+    text[pad, last[pad] - 1] = ord("=")
+    pad = np.nonzero(rest != 0)[0]
+    text[pad, last[pad]] = ord("=")
+    text[rows, last + 1] = ord('"')
+    return ragged_binary(text, last + 2)
 
 
 def text_layouts(layouts: dict[int, bytes]) -> dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -207,12 +213,13 @@ def matching(words: np.ndarray, masks: tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 # timestamptz in UTC as PostgreSQL writes it, by length: no fraction, or 1 to 6 digits of it
-def _struct_json(parts: list, fragments: list[tuple[str, pa.Array]]) -> None:
-    """Append `{"name":<json>,...}` pieces for a struct's fields to `parts` (for one join)."""
+def _struct_json(parts: list, fragments: list[tuple[str, list]]) -> None:
+    """Append `{"name":<json>,...}` pieces for a struct's fields (each field's JSON as parts) to `parts`
+    (for one join)."""
     parts.append(b"{")
     for i, (name, frag) in enumerate(fragments):
         parts.append((b"," if i else b"") + orjson.dumps(name) + b":")
-        parts.append(frag)
+        parts.extend(frag)
     parts.append(b"}")
 
 
@@ -227,31 +234,36 @@ def join_parts(parts: list) -> pa.Array:
     return pc.binary_join_element_wise(*(lit(p) for p in merged), lit(b""))
 
 
-#: a connector's own column-wise values: a column's JSON per row (binary), or its typed values
-ColumnJson = Callable[[ValueColumn], pa.Array]
+#: a connector's own column-wise values: a column's JSON per row (binary; or, as `column_json_parts`
+#: gives it, a list of parts joined element-wise), or its typed values
+ColumnJson = Callable[[ValueColumn], "pa.Array | list"]
 ColumnTyped = Callable[[ValueColumn, dict], pa.Array]
 
 
 def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array, op: str,
-                 version: int | np.ndarray, ts_us: int | np.ndarray, json_of: ColumnJson | None = None) -> pa.RecordBatch:
+                 version: int | np.ndarray, ts_us: int | np.ndarray, json_of: ColumnJson | None = None,
+                 utf8_json: bool = False) -> pa.RecordBatch:
     """Insert-shaped events (no before image) for rows whose values, in the table's layout order,
     are `columns` (text, made JSON by `column_json`), with each row's `source` block JSON, commit
     version and commit time. A connector that makes each column's JSON itself passes `json_of`
-    (and no `columns`)."""
+    (and no `columns`), and `utf8_json` if that JSON is known to be valid UTF-8 (else it is checked)."""
     n = len(source)
     kernels = te.ctx.text_kernels
-    cache: dict[tuple[int, bool], pa.Array] = {}
+    cache: dict[tuple[int, bool], list] = {}
     # JSON made by `column_json` from string columns (valid UTF-8, as Arrow holds them) and the source
     # block's is valid UTF-8: taken as text without checking it again; a connector's own JSON is checked
-    trusted = json_of is None and all(c.type == pa.string() for c in columns) and source.type == pa.binary()
+    # unless it says it is valid
+    trusted = (utf8_json if json_of is not None else all(c.type == pa.string() for c in columns)) \
+        and source.type == pa.binary()
 
     def as_text(joined: pa.Array) -> pa.Array:
         return utf8_view(joined) if trusted else joined.cast(pa.string())
 
-    def frag(c: ValueColumn) -> pa.Array:
+    def frag(c: ValueColumn) -> list:
         k = (c.index, bool(c.maskers))
         if k not in cache:
-            cache[k] = json_of(c) if json_of is not None else column_json(columns[c.index], c, kernels)
+            got = json_of(c) if json_of is not None else column_json_parts(columns[c.index], c, kernels)
+            cache[k] = got if isinstance(got, list) else [got]
         return cache[k]
 
     key = None
@@ -296,11 +308,11 @@ class SnapshotBlockEncoder:
 
     def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], default: str = "true", *,
                rows: int | None = None, json_of: ColumnJson | None = None,
-               typed_of: ColumnTyped | None = None) -> Events:
+               typed_of: ColumnTyped | None = None, utf8_json: bool = False) -> Events:
         """Events for rows whose values (in the table's layout order) are `columns` (text), or, for
-        a connector that makes each column's JSON or typed values itself (`json_of`, `typed_of`), `rows`
-        rows; `markers` gives the `source.snapshot` value of the rows that are not `default` (first
-        and last rows)."""
+        a connector that makes each column's JSON or typed values itself (`json_of`, `typed_of`;
+        `utf8_json`: that JSON is valid UTF-8), `rows` rows; `markers` gives the `source.snapshot` value
+        of the rows that are not `default` (first and last rows)."""
         which = np.full(len(columns[0]) if columns else rows or 0, MARKERS.index(default), dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
@@ -311,7 +323,7 @@ class SnapshotBlockEncoder:
             return TypedEvents([typed_insert_block(self.te, columns, sources.take(int64_array(which)), "r",
                                                    self.version, self.ts_us, typed_of)])
         return ArrowEvents(encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r",
-                                        self.version, self.ts_us, json_of))
+                                        self.version, self.ts_us, json_of, utf8_json))
 
 
 def typed_column(values: pa.Array, col: ValueColumn, schema: dict, kernels: Mapping[str, TextKernel]) -> pa.Array:
