@@ -39,9 +39,11 @@ def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
 def jsonl_line_parts(batch: pa.RecordBatch) -> list[pa.Array | pa.Scalar]:
     """What `jsonl_lines` joins element-wise (columns of `batch` and scalars), worked out once for a
     batch whose lines are then made a slice at a time (`sliced_parts`)."""
-    topic = batch.column("topic")
+    topic: pa.Array | str = batch.column("topic")
     if _has_quote_or_backslash(topic):
         topic = pc.replace_substring(pc.replace_substring(topic, "\\", "\\\\"), '"', '\\"')
+    if _one_value(topic):  # (a block's events are one table's): its text once, in the line's first literal
+        topic = topic[0].as_py()
     key = batch.column("key")
     key = pc.coalesce(key, lit("null")) if key.null_count else key
     value = batch.column("value")
@@ -54,10 +56,11 @@ def jsonl_line_parts(batch: pa.RecordBatch) -> list[pa.Array | pa.Scalar]:
         extra = headers_json_members(headers.slice(0, 1))[0].as_py()
     else:
         extra = headers_json_members(headers)
+    head: list = ['{"topic":"' + topic + '","key":'] if isinstance(topic, str) else ['{"topic":"', topic, '","key":']
     if isinstance(extra, str):  # the constant text between value and the next line's topic, as one scalar
-        parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra + "}\n", ""]
+        parts = [*head, key, ',"value":', value, extra + "}\n", ""]
     else:
-        parts = ['{"topic":"', topic, '","key":', key, ',"value":', value, extra, "}\n", ""]
+        parts = [*head, key, ',"value":', value, extra, "}\n", ""]
     return [lit(p) for p in parts]
 
 
@@ -69,6 +72,18 @@ def sliced_parts(parts: list[pa.Array | pa.Scalar], start: int, rows: int) -> li
 def join_line_parts(parts: list[pa.Array | pa.Scalar]) -> pa.Array:
     """The lines `parts` make (the last part is the empty separator)."""
     return pc.binary_join_element_wise(*parts)
+
+
+def _one_value(texts: pa.Array) -> bool:
+    """Whether the strings (no nulls) are all the same, and there is at least one."""
+    if not len(texts) or texts.null_count:
+        return False
+    starts, lengths, data = string_layout(texts)
+    width = int(lengths[0])
+    if (lengths != width).any():
+        return False
+    used = data[starts[0]:starts[0] + width * len(texts)]  # (equal lengths: the values follow each other)
+    return bool((used.reshape(len(texts), width) == used[:width]).all()) if width else True
 
 
 def _has_quote_or_backslash(texts: pa.Array) -> bool:
