@@ -39,11 +39,11 @@ def jsonl_lines(batch: pa.RecordBatch) -> pa.Array:
 def jsonl_line_parts(batch: pa.RecordBatch) -> list[pa.Array | pa.Scalar]:
     """What `jsonl_lines` joins element-wise (columns of `batch` and scalars), worked out once for a
     batch whose lines are then made a slice at a time (`sliced_parts`)."""
-    topic: pa.Array | str = batch.column("topic")
-    if _has_quote_or_backslash(topic):
-        topic = pc.replace_substring(pc.replace_substring(topic, "\\", "\\\\"), '"', '\\"')
-    if _one_value(topic):  # (a block's events are one table's): its text once, in the line's first literal
-        topic = topic[0].as_py()
+    topics = batch.column("topic")
+    if _has_quote_or_backslash(topics):
+        topics = pc.replace_substring(pc.replace_substring(topics, "\\", "\\\\"), '"', '\\"')
+    # (a block's events are one table's): its text once, in the line's first literal
+    topic: pa.Array | str = topics[0].as_py() if _one_value(topics) else topics
     key = batch.column("key")
     key = pc.coalesce(key, lit("null")) if key.null_count else key
     value = batch.column("value")
