@@ -240,21 +240,22 @@ ColumnJson = Callable[[ValueColumn], "pa.Array | list"]
 ColumnTyped = Callable[[ValueColumn, dict], pa.Array]
 
 
-def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array, op: str,
+def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array | bytes, op: str,
                  version: int | np.ndarray, ts_us: int | np.ndarray, json_of: ColumnJson | None = None,
-                 utf8_json: bool = False) -> pa.RecordBatch:
+                 utf8_json: bool = False, rows: int | None = None) -> pa.RecordBatch:
     """Insert-shaped events (no before image) for rows whose values, in the table's layout order,
-    are `columns` (text, made JSON by `column_json`), with each row's `source` block JSON, commit
-    version and commit time. A connector that makes each column's JSON itself passes `json_of`
-    (and no `columns`), and `utf8_json` if that JSON is known to be valid UTF-8 (else it is checked)."""
-    n = len(source)
+    are `columns` (text, made JSON by `column_json`), with each row's `source` block JSON (or, as
+    bytes, every row's: then `rows` rows), commit version and commit time. A connector that makes each
+    column's JSON itself passes `json_of` (and no `columns`), and `utf8_json` if that JSON is known to
+    be valid UTF-8 (else it is checked)."""
+    n = len(source) if isinstance(source, pa.Array) else rows or 0
     kernels = te.ctx.text_kernels
     cache: dict[tuple[int, bool], list] = {}
     # JSON made by `column_json` from string columns (valid UTF-8, as Arrow holds them) and the source
     # block's is valid UTF-8: taken as text without checking it again; a connector's own JSON is checked
     # unless it says it is valid
     trusted = (utf8_json if json_of is not None else all(c.type == pa.string() for c in columns)) \
-        and source.type == pa.binary()
+        and (isinstance(source, bytes) or source.type == pa.binary())
 
     def as_text(joined: pa.Array) -> pa.Array:
         return utf8_view(joined) if trusted else joined.cast(pa.string())
@@ -281,7 +282,8 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
               % (op.encode(), ms, us, ns)]
     if te.value_out.schemas:
         parts.append(b"}")
-    value = as_text(join_parts(parts))
+    joined = join_parts(parts)
+    value = as_text(joined if isinstance(joined, pa.Array) else pa.repeat(joined, n))  # (no column: one text)
     return pa.RecordBatch.from_arrays([
         pa.repeat(string_scalar(te.topic), n),
         key if key is not None else pa.nulls(n, pa.string()),
@@ -304,7 +306,6 @@ class SnapshotBlockEncoder:
         self.maker = maker
         self.ts_us, self.version = ts_us, version
         self.source_json = [maker.snapshot_source(te, ts_us, m, position) for m in MARKERS]
-        self.sources = binary_array(self.source_json)
 
     def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], default: str = "true", *,
                rows: int | None = None, json_of: ColumnJson | None = None,
@@ -322,8 +323,34 @@ class SnapshotBlockEncoder:
             sources = pa.array([convert(orjson.loads(s)) for s in self.source_json], type=typ)
             return TypedEvents([typed_insert_block(self.te, columns, sources.take(int64_array(which)), "r",
                                                    self.version, self.ts_us, typed_of)])
-        return ArrowEvents(encode_block(self.te, columns, pc.take(self.sources, int64_array(which)), "r",
-                                        self.version, self.ts_us, json_of, utf8_json))
+        # every row with the default's source block, written as a literal of the join (no column of
+        # sources taken and copied again); then the few rows with a marker of their own get theirs
+        default_json = self.source_json[MARKERS.index(default)]
+        batch = encode_block(self.te, columns, default_json, "r", self.version, self.ts_us, json_of, utf8_json,
+                             rows=len(which))
+        if markers:
+            batch = _with_sources(batch, default_json, {row: self.source_json[MARKERS.index(m)]
+                                                        for row, m in markers.items()})
+        return ArrowEvents(batch)
+
+
+def _with_sources(batch: pa.RecordBatch, default: bytes, sources: dict[int, bytes]) -> pa.RecordBatch:
+    """`batch` (of `encode_block`, every row's source block `default`) with the source block of each row
+    of `sources` replaced by its own: the envelope's `"source":` is the last one of the value (a column's
+    JSON holds that text only inside a JSON string, where its quotes are escaped)."""
+    values = batch.column("value")
+    rows = sorted(sources)
+    fixed = []
+    for row in rows:
+        text = values[row].as_py().encode()
+        head, sep, tail = text.rpartition(b',"source":' + default)
+        if not sep:
+            raise AssertionError("an event's value without its source block")
+        fixed.append(head + b',"source":' + sources[row] + tail)
+    mask = np.zeros(len(values), dtype=bool)
+    mask[rows] = True
+    value = pc.replace_with_mask(values, bool_array(mask), binary_array(fixed, pa.string()))
+    return batch.set_column(batch.schema.get_field_index("value"), "value", value)
 
 
 def typed_column(values: pa.Array, col: ValueColumn, schema: dict, kernels: Mapping[str, TextKernel]) -> pa.Array:
