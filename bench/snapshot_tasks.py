@@ -9,8 +9,8 @@ with the options `headwater run` gives it (`spark.pipeline.source_options`, `loc
 parallelism), plans the snapshot on a fresh slot, and each partition goes through the reader's
 `read()` (pickled first, as Spark sends it) into a throwaway sink directory. It prints this process's
 CPU time per event for each round (the COPY thread included; PostgreSQL's own CPU not), so that
-changes to the task path can be compared by CPU rather than by a noisy wall time. With `--port` it
-uses a running server holding `bench.data`'s table, else it starts one and loads `--rows` rows.
+changes to the task path can be compared by CPU rather than by a noisy wall time. It starts a server
+and loads `--rows` rows.
 Run it under `py-spy record --native` for a profile of the task path alone.
 
 With `--mariadb` it does the same for MariaDB's default (lock-free) snapshot of `bench.mariadb_data`'s
