@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.codec import Retrying, StreamCodec, StreamReader
+from headwater.connectors.common.gcpolicy import streaming_process
 from headwater.connectors.common.messages import InTxn, Message, Segment
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
@@ -100,6 +101,7 @@ class Planner(Generic[P]):
         self.position: P | None = None  # where the buffer's head is
         self.last_heartbeat = 0.0  # the first heartbeat is due at once (Debezium sends one after the snapshot)
         self.last_action = time.monotonic()
+        streaming_process()  # (full garbage collections kept rare: see gcpolicy)
 
     # ---- end of the next batch
     def latest(self, start: P, max_events: int | None, target: int | None) -> P | None:
