@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.codec import Retrying, StreamCodec, StreamReader
+from headwater.connectors.common.gcpolicy import streaming_process
 from headwater.connectors.common.messages import InTxn, Message, Segment
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
@@ -100,6 +101,7 @@ class Planner(Generic[P]):
         self.position: P | None = None  # where the buffer's head is
         self.last_heartbeat = 0.0  # the first heartbeat is due at once (Debezium sends one after the snapshot)
         self.last_action = time.monotonic()
+        streaming_process()  # (full garbage collections kept rare: see gcpolicy)
 
     # ---- end of the next batch
     def latest(self, start: P, max_events: int | None, target: int | None) -> P | None:
@@ -318,9 +320,13 @@ class Planner(Generic[P]):
                 msgs, at_start = t.msgs[skip - di:upto - di], layouts
             elif not skip and not di and commit and t.spill is None:  # a whole transaction: its messages as they are
                 msgs, at_start = t.msgs, layouts
-                changed = [p for _, p in msgs if p[0] == layout_kind]
-                if changed:
-                    layouts = {**layouts, **{layout_id(p): p for p in changed}}
+                for m in msgs:  # (a loop, not comprehensions: one or two messages, most often)
+                    p = m[1]
+                    if p[0] == layout_kind:
+                        if not changed:
+                            layouts = dict(layouts)  # (a new map: those handed out are never changed)
+                        changed.append(p)
+                        layouts[layout_id(p)] = p
             elif t.spill is not None:  # read from the checkpoint before the part's start
                 msgs, at_start, layouts, changed = t.spill.part(skip, upto, layouts)
             else:
@@ -367,7 +373,8 @@ class Planner(Generic[P]):
                 counters = self._start_counters(t, pc.skip) if pc.skip else {}
             msgs, part_layouts, begin = pc.msgs, pc.layouts, pc.skip == 0
             cut = left = 0  # where the current part starts in `msgs`; data messages in the parts cut
-            for at, ndata, layouts in self._cuts(pc, target - slicer.size, target):
+            need = target - slicer.size
+            for at, ndata, layouts in self._cuts(pc, need, target) if pc.upto - pc.skip > need else ():
                 part = msgs[cut:at]
                 slicer.add(t, part, ndata, part_layouts, begin, False, counters)
                 slicer.flush()

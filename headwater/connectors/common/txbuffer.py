@@ -277,17 +277,23 @@ class StreamBuffer:
         """Drop what has been handed out: the transactions ending by `commit`, and the first
         data messages of the next one that `inside` names."""
         with self.cond:
-            done = 0  # complete transactions at the head that end by `commit` (dropped at once at the end)
-            for t in self.txns:
-                if not t.ends_by(commit):
+            done = freed = 0  # complete transactions at the head that end by `commit` (dropped at once at the end)
+            head_layouts = self.head_layouts
+            layout_kind, layout_id = self.kinds.layout_kind, self.kinds.layout_id
+            for t in self.txns:  # (`ends_by`, `only_data` and `_absorb_layouts` inlined: this runs per transaction)
+                end = t.end_pos
+                if end is None or end > commit:
                     break
                 done += 1
                 if t.spill is not None:
-                    self.head_layouts.update(t.spill.layouts)
+                    head_layouts.update(t.spill.layouts)
                     t.spill.discard()
-                elif not t.only_data():
-                    self._absorb_layouts(t.msgs)
-                self.nbytes -= t.nbytes
+                elif len(t.msgs) != t.n_data - t.first_index:  # (not only data messages)
+                    for _, p in t.msgs:
+                        if p[0] == layout_kind:
+                            head_layouts[layout_id(p)] = p
+                freed += t.nbytes
+            self.nbytes -= freed
             del self.txns[:done]
             head = self.txns[0] if self.txns else None
             if head is not None and inside is not None and head.xid == inside.xid and head.spill is None:
