@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +25,7 @@ HEAVY = ("numpy", "pyarrow", "headwater.pipeline_config", "headwater.connectors.
          "headwater.spark.source")
 MARK = "HEADWATER_TEST_EARLY"
 
-GOOD = {
+GOOD: dict[str, Any] = {
     "name": "t",
     "source": {"connector.class": "postgres", "database.hostname": "127.0.0.1", "database.user": "u",
                "database.dbname": "d", "topic.prefix": "p"},
@@ -49,7 +50,8 @@ def test_the_early_view_is_the_spark_block_name_and_sink_type(monkeypatch):
     view = early_view({**GOOD, "spark": {**GOOD["spark"], "master": "${HEADWATER_TEST_MASTER}"}})
     assert view is not None
     assert (view.name, view.sink.type, view.spark.master, view.spark.checkpoint) == ("t", "jsonl", "local[3]", "ckpt")
-    assert early_view({**GOOD, "spark": None}).spark.master == "local[*]"  # the default block
+    default = early_view({**GOOD, "spark": None})
+    assert default is not None and default.spark.master == "local[*]"  # the default block
     # not valid itself: no early start (the validation reports it)
     monkeypatch.delenv("HEADWATER_TEST_MASTER")
     assert early_view({**GOOD, "spark": {"master": "${HEADWATER_TEST_MASTER}"}}) is None
