@@ -5,41 +5,20 @@ schema (one process each at a query's start, on the first event's path): with th
 `headwater.spark.source` each imported the connectors, the transformation chain, NumPy and Arrow
 (~0.24 s) to answer `schema()`. Here the class needs PySpark's data source module alone; its reader
 (`headwater.spark.source.HeadwaterStreamReader`) is imported when Spark asks for it, in the streaming
-source runner. The schemas are copies of `headwater.events.batch.SPARK_SCHEMA_DDL` and
-`headwater.spark.filesink.WRITTEN_SCHEMA_DDL`, and `SINK_OPTION` of `filesink`'s (a test keeps them equal).
+source runner. The layouts and their schemas are `headwater.spark.layouts`'.
 """
 
 from __future__ import annotations
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 
-OUTPUT_OPTION = "headwater.output"
-TOPIC_OPTION = "headwater.topic"
-ROW_SCHEMA_OPTION = "headwater.row.schema"
-SINK_OPTION = "headwater.sink"  # = headwater.spark.filesink.SINK_OPTION
-OUTPUT_LAYOUTS = ("json", "blocks", "table", "files")
-BLOCKS_SCHEMA_DDL = "topic STRING, block BINARY"
-EVENTS_SCHEMA_DDL = (  # = headwater.events.batch.SPARK_SCHEMA_DDL
-    "topic STRING, key STRING, value STRING, op STRING, "
-    "headers ARRAY<STRUCT<key: STRING, value: STRING>>, _change_type STRING, "
-    "_commit_version BIGINT, _commit_timestamp TIMESTAMP"
+from headwater.spark.layouts import (
+    BLOCKS_SCHEMA_DDL,
+    EVENTS_SCHEMA_DDL,
+    FILES_SCHEMA_DDL,
+    OUTPUT_OPTION,
+    output_layout,
 )
-FILES_SCHEMA_DDL = "written STRING, facts STRING"  # = headwater.spark.filesink.WRITTEN_SCHEMA_DDL
-
-
-def output_layout(options: dict[str, str]) -> str:
-    """The `headwater.output` option, checked."""
-    layout = str(options.get(OUTPUT_OPTION, "json")).lower()
-    if layout not in OUTPUT_LAYOUTS:
-        raise ValueError(f"{OUTPUT_OPTION}={layout!r} is not a layout of the headwater source: use one of "
-                         f"{', '.join(OUTPUT_LAYOUTS)}")
-    if layout == "table" and not (options.get(TOPIC_OPTION) and options.get(ROW_SCHEMA_OPTION)):
-        raise ValueError(f"{OUTPUT_OPTION}=table needs {TOPIC_OPTION} and {ROW_SCHEMA_OPTION}: "
-                         "use headwater.spark.tables.table_changes")
-    if layout == "files" and not options.get(SINK_OPTION):
-        raise ValueError(f"{OUTPUT_OPTION}=files needs {SINK_OPTION}, the file sink to write: "
-                         "use headwater.spark.sinks.sink_spec")
-    return layout
 
 
 class HeadwaterDataSource(DataSource):
@@ -64,3 +43,11 @@ class HeadwaterDataSource(DataSource):
             raise ValueError(f"{OUTPUT_OPTION}=table reads the row images of change events: transformations do "
                              "not apply to it; remove transforms from the properties of table_changes")
         return HeadwaterStreamReader(dict(self.options))
+
+
+def register(spark) -> None:
+    """Register the `headwater` source and the headwater sinks with a SparkSession."""
+    from headwater.spark.sinks import register_sinks
+
+    spark.dataSource.register(HeadwaterDataSource)
+    register_sinks(spark)

@@ -141,7 +141,7 @@ def spark_session(cfg: PipelineConfig, dump_classes_to: str | None = None, debug
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(log_level.upper())
-    from headwater.spark.source import register
+    from headwater.spark.datasource import register
 
     register(spark)
     return spark

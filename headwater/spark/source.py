@@ -1,6 +1,6 @@
 """The `headwater` Spark data source: change events as a Spark stream.
 
-    spark.dataSource.register(HeadwaterDataSource)
+    spark.dataSource.register(HeadwaterDataSource)  # headwater.spark.datasource
     df = spark.readStream.format("headwater").options(**connector_properties).load()
 
 Options are the connector's properties (Debezium's names) plus `maxEventsPerTrigger`,
@@ -65,16 +65,15 @@ from headwater.events.batch import Events
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents, ipc_bytes
 from headwater.spark.columns import spark_columns
-from headwater.spark.datasource import (  # noqa: F401 - here as before
+from headwater.spark.filesink import SINK_OPTION, partition_blocks, written_rows
+from headwater.spark.layouts import (  # noqa: F401 - here as before
     BLOCKS_SCHEMA_DDL,
     OUTPUT_LAYOUTS,
     OUTPUT_OPTION,
     ROW_SCHEMA_OPTION,
     TOPIC_OPTION,
-    HeadwaterDataSource,
     output_layout,
 )
-from headwater.spark.filesink import SINK_OPTION, partition_blocks, written_rows
 from headwater.spark.observing import (
     OBSERVE_OPTION,
     Carrier,
@@ -328,11 +327,3 @@ def block_rows(batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
         seen += len(batch)
         if blocks:
             yield pa.RecordBatch.from_arrays([string_array(topics), binary_array(blocks)], names=["topic", "block"])
-
-
-def register(spark) -> None:
-    """Register the `headwater` source and the headwater sinks with a SparkSession."""
-    from headwater.spark.sinks import register_sinks
-
-    spark.dataSource.register(HeadwaterDataSource)
-    register_sinks(spark)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from headwater.events.typed import BlockBuilder, from_ipc
-from headwater.spark.source import HeadwaterDataSource, block_rows, output_layout
+from headwater.spark.datasource import HeadwaterDataSource, output_layout
+from headwater.spark.source import block_rows
 
 PROPS = {"connector.class": "postgres", "database.hostname": "h", "database.user": "u", "database.dbname": "d",
          "topic.prefix": "p"}
@@ -32,7 +33,8 @@ def test_the_light_data_source_module_keeps_the_schemas_and_imports_no_connector
     import sys
 
     from headwater.events.batch import SPARK_SCHEMA_DDL
-    from headwater.spark import datasource, filesink
+    from headwater.spark import filesink
+    from headwater.spark import layouts as datasource
 
     assert datasource.EVENTS_SCHEMA_DDL == SPARK_SCHEMA_DDL
     assert datasource.FILES_SCHEMA_DDL == filesink.WRITTEN_SCHEMA_DDL
