@@ -16,6 +16,7 @@ from headwater.cli.main import cli
 
 
 def test_keyboard_interrupt_while_the_session_starts_is_a_stop(tmp_path: Path, monkeypatch) -> None:
+    import headwater.spark.pipeline  # noqa: F401 - imported first, its `spark_session` stays the real one
     import headwater.spark.session as session
 
     def interrupted(*args, **kwargs):
