@@ -132,17 +132,25 @@ class Goal:
 
 def run_spark(props: dict, args, out: dict) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from headwater.pipeline_config import parse_config
-    from headwater.spark.listener import json_listener
-    from headwater.spark.pipeline import spark_session, start_query
+    from headwater.spark.session import EarlySession
 
     work = Path(args.workdir)
     sink = work / "sink"
-    cfg = parse_config({"name": "bench", "source": props, "sink": {"type": "jsonl", "path": str(sink)},
-                        "spark": {"master": args.master, "checkpoint": str(work / "checkpoint"),
-                                  "trigger.interval": "0 seconds",
-                                  "conf": dict(c.split("=", 1) for c in args.conf)}})
-    spark = spark_session(cfg)
+    document = {"name": "bench", "source": props, "sink": {"type": "jsonl", "path": str(sink)},
+                "spark": {"master": args.master, "checkpoint": str(work / "checkpoint"),
+                          "trigger.interval": "0 seconds", "conf": dict(c.split("=", 1) for c in args.conf)}}
+    early = EarlySession(document)  # the JVM starts while the configuration is validated, as `headwater run`'s
+    try:
+        from headwater.pipeline_config import parse_config
+
+        cfg = parse_config(document)
+    except BaseException:
+        early.stop()
+        raise
+    from headwater.spark.listener import json_listener
+    from headwater.spark.pipeline import start_query
+
+    spark = early.get(cfg)
     out["spark_started"] = time.time()
     counts: dict[int, int] = {}
     cycles: list[dict] = []  # each micro-batch's rows and Spark's durationMs of its phases

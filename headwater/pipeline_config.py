@@ -12,8 +12,6 @@ here, above `config/` and `connectors/`, not in `config/`, which imports no conn
 from __future__ import annotations
 
 import difflib
-import os
-import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,6 +19,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from headwater.config.errors import ConfigError, ConfigErrors
+from headwater.config.pipeline_file import (  # noqa: F401 - here as before
+    ENV_REF,
+    TABLE_NAME_PLACEHOLDERS,
+    SparkConfig,
+    resolve_env,
+)
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.registry import validate_connector
 from headwater.events.formats.converters import JSON, ConverterSpec, parse_converters, plain_json
@@ -28,8 +32,6 @@ from headwater.events.formats.json import JsonOptions
 from headwater.sinks.jdbc.config import JdbcSinkConfig, parse_jdbc_sink
 from headwater.sinks.lake_config import LAKE_SINKS, DeltaOptions, IcebergOptions, parse_lake_sink
 
-TABLE_NAME_PLACEHOLDERS = ("topic",)  # what a sink's table.name.format fills in, unless the environment has it
-ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 TOP_LEVEL = ("name", "source", "transforms", "sink", "spark")
 SECTION_KEYS = {
     "sink": ["type", "path", "schemas.enable", "replace.null.with.default", "key.converter", "value.converter",
@@ -72,18 +74,6 @@ class SinkConfig(BaseModel):
         return plain_json(self.key_converter, self.value_converter)
 
 
-class SparkConfig(BaseModel):
-    """How Spark runs the pipeline."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    master: str = "local[*]"
-    checkpoint: str = "state/checkpoint"
-    app_name: str | None = Field(None, alias="app.name")
-    trigger_interval: str = Field("0 seconds", alias="trigger.interval")
-    max_events_per_trigger: int | None = Field(None, alias="maxEventsPerTrigger", gt=0)
-    conf: dict[str, str] = Field(default_factory=dict)
-
-
 class PipelineConfig(BaseModel):
     """A validated configuration file."""
 
@@ -99,32 +89,6 @@ class PipelineConfig(BaseModel):
         """A path from the file, relative to the directory the command runs in."""
         return Path(path).expanduser()
 
-
-
-def resolve_env(value: Any, where: str, errors: list[ConfigError]) -> Any:
-    """Replace ${VAR} references in strings (recursively) from the environment. In a transformation's
-    option (`source.transforms.*`) a reference to a variable that is not set stays as written: it is
-    a group of a Java regex replacement (the outbox router's `${routedByValue}`)."""
-    if isinstance(value, str):
-        def sub(m: re.Match[str]) -> str:
-            var, default = m.group(1), m.group(2)
-            if var in os.environ:
-                return os.environ[var]
-            if where.endswith("table.name.format") and var in TABLE_NAME_PLACEHOLDERS:
-                return m.group(0)  # filled in per table by the sink
-            if default is not None:
-                return default
-            if where.startswith("source.transforms."):  # Java's group reference, e.g. ${routedByValue}
-                return m.group(0)
-            errors.append(ConfigError(where, f"environment variable {var} is not set",
-                                      f"export {var}=... or write ${{{var}:-default}}"))
-            return ""
-        return ENV_REF.sub(sub, value)
-    if isinstance(value, dict):
-        return {k: resolve_env(v, f"{where}.{k}" if where else str(k), errors) for k, v in value.items()}
-    if isinstance(value, list):
-        return [resolve_env(v, f"{where}[{i}]", errors) for i, v in enumerate(value)]
-    return value
 
 
 def _pydantic_errors(section: str, exc: ValidationError) -> list[ConfigError]:

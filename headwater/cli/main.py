@@ -23,13 +23,14 @@ from rich.text import Text
 from headwater import __version__
 from headwater.cli.failures import DropPy4J, source_error, summary
 from headwater.config import ConfigErrors
-from headwater.pipeline_config import load_config
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 out = Console(highlight=False, soft_wrap=True)
 
 
 def _load(path: str):
+    from headwater.pipeline_config import load_config  # the connectors, the transformation chain: ~0.3 s
+
     try:
         return load_config(path)
     except ConfigErrors as exc:
@@ -38,6 +39,16 @@ def _load(path: str):
             err.print(f"  [bold]{e.property}[/bold]: {e.message}" + (f"\n      fix: {e.hint}" if e.hint else ""),
                       markup=True)
         sys.exit(2)
+
+
+def _document(path: str):
+    """The file's YAML document, or None when it cannot be read (`_load` then says why)."""
+    import yaml
+
+    try:
+        return yaml.safe_load(Path(path).read_text())
+    except (OSError, yaml.YAMLError):
+        return None
 
 
 def _fail(exc: BaseException, debug: bool) -> None:
@@ -92,9 +103,7 @@ def validate(config: str) -> None:
 @click.pass_context
 def run(ctx: click.Context, config: str, once: bool) -> None:
     """Run the pipeline until stopped (SIGINT/SIGTERM stop it after the batch in flight)."""
-    cfg = _load(config)
     debug = ctx.obj["debug"]
-    from headwater.cli.progress import Progress
 
     stop = threading.Event()
     running = threading.Event()  # start-up is over: a second signal stops at once
@@ -113,11 +122,24 @@ def run(ctx: click.Context, config: str, once: bool) -> None:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    # Spark's JVM starts (in a thread) from the file's spark block while the rest is imported and
+    # validated here; a configuration refused stops it again (exit status 2, as before)
+    from headwater.spark.session import EarlySession
+
+    early = EarlySession(_document(config), debug=debug)
+    try:
+        cfg = _load(config)
+    except SystemExit:
+        with contextlib.suppress(BaseException):
+            early.stop()
+        raise
+    from headwater.cli.progress import Progress
+
     spark = None
     try:
-        from headwater.spark.pipeline import query_observer, spark_session, start_query
+        from headwater.spark.pipeline import query_observer, start_query
 
-        spark = spark_session(cfg, debug=debug)
+        spark = early.get(cfg)
         signal.signal(signal.SIGINT, on_signal)  # PySpark's SparkContext installed its own
         if stop.is_set():
             raise Stopped

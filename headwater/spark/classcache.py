@@ -54,8 +54,15 @@ def archive_path() -> Path | None:
     java = _java()
     if java is None:
         return None
+    # the jars directory's time changes when pyspark is installed again (its jars written anew): the
+    # JVM refuses an archive whose class path's jars are newer than it (silently, `-Xshare:auto`), and
+    # as the name stayed the same nothing rebuilt it (a main checkout's driver JVM: ~6.5 s of CPU at
+    # start instead of ~3.7 s, until the archive was removed by hand)
+    jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
+    with contextlib.suppress(OSError):
+        jars += "@" + str(os.stat(jars).st_mtime_ns)
     ident = "|".join([java, str(os.stat(java).st_mtime_ns), os.path.dirname(pyspark.__file__),
-                      pyspark.__version__, WORKLOAD])
+                      pyspark.__version__, WORKLOAD, jars])
     digest = hashlib.sha256(ident.encode()).hexdigest()[:16]
     return cache_dir() / f"spark-{pyspark.__version__}-{digest}.jsa"
 

@@ -1,6 +1,6 @@
 """The `headwater` Spark data source: change events as a Spark stream.
 
-    spark.dataSource.register(HeadwaterDataSource)
+    spark.dataSource.register(HeadwaterDataSource)  # headwater.spark.datasource
     df = spark.readStream.format("headwater").options(**connector_properties).load()
 
 Options are the connector's properties (Debezium's names) plus `maxEventsPerTrigger`,
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -61,11 +61,19 @@ from headwater.connectors.registry import canonical_names, create_source, valida
 from headwater.engine.startup import open_connector
 from headwater.events.arrays import binary_array, string_array
 from headwater.events.arrow import RowImages
-from headwater.events.batch import SPARK_SCHEMA_DDL, Events
+from headwater.events.batch import Events
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents, ipc_bytes
 from headwater.spark.columns import spark_columns
-from headwater.spark.filesink import SINK_OPTION, WRITTEN_SCHEMA_DDL, partition_blocks, written_rows
+from headwater.spark.filesink import SINK_OPTION, partition_blocks, written_rows
+from headwater.spark.layouts import (  # noqa: F401 - here as before
+    BLOCKS_SCHEMA_DDL,
+    OUTPUT_LAYOUTS,
+    OUTPUT_OPTION,
+    ROW_SCHEMA_OPTION,
+    TOPIC_OPTION,
+    output_layout,
+)
 from headwater.spark.observing import (
     OBSERVE_OPTION,
     Carrier,
@@ -84,11 +92,6 @@ log = logging.getLogger("headwater.spark")
 # as one JSON option instead.
 PROPERTIES_OPTION = "headwater.properties"
 
-OUTPUT_OPTION = "headwater.output"
-TOPIC_OPTION = "headwater.topic"
-ROW_SCHEMA_OPTION = "headwater.row.schema"
-OUTPUT_LAYOUTS = ("json", "blocks", "table", "files")
-BLOCKS_SCHEMA_DDL = "topic STRING, block BINARY"
 ROW_OPS = ("c", "u", "d", "r")  # the events with a row image (not truncates, not tombstones)
 
 READER_OPTIONS = ("maxeventspertrigger", "schemas.enable", "replace.null.with.default", "parallelism",
@@ -113,21 +116,6 @@ def connector_config(options: dict[str, str]) -> ConnectorConfig:
 def _flag(options: dict[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     return default if value is None else str(value).lower() == "true"
-
-
-def output_layout(options: dict[str, str]) -> str:
-    """The `headwater.output` option, checked."""
-    layout = str(options.get(OUTPUT_OPTION, "json")).lower()
-    if layout not in OUTPUT_LAYOUTS:
-        raise ValueError(f"{OUTPUT_OPTION}={layout!r} is not a layout of the headwater source: use one of "
-                         f"{', '.join(OUTPUT_LAYOUTS)}")
-    if layout == "table" and not (options.get(TOPIC_OPTION) and options.get(ROW_SCHEMA_OPTION)):
-        raise ValueError(f"{OUTPUT_OPTION}=table needs {TOPIC_OPTION} and {ROW_SCHEMA_OPTION}: "
-                         "use headwater.spark.tables.table_changes")
-    if layout == "files" and not options.get(SINK_OPTION):
-        raise ValueError(f"{OUTPUT_OPTION}=files needs {SINK_OPTION}, the file sink to write: "
-                         "use headwater.spark.sinks.sink_spec")
-    return layout
 
 
 class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -339,33 +327,3 @@ def block_rows(batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
         seen += len(batch)
         if blocks:
             yield pa.RecordBatch.from_arrays([string_array(topics), binary_array(blocks)], names=["topic", "block"])
-
-
-class HeadwaterDataSource(DataSource):
-    """`spark.readStream.format("headwater")`: change events from a headwater connector."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "headwater"
-
-    def schema(self) -> str:
-        layout = output_layout({k.lower(): v for k, v in self.options.items()})
-        if layout == "table":
-            raise ValueError(f"{OUTPUT_OPTION}=table takes the schema of the query: use "
-                             "headwater.spark.tables.table_changes")
-        return {"blocks": BLOCKS_SCHEMA_DDL, "files": WRITTEN_SCHEMA_DDL}.get(layout, SPARK_SCHEMA_DDL)
-
-    def streamReader(self, schema) -> DataSourceStreamReader:
-        config = connector_config(dict(self.options))  # refuse bad properties before the query starts
-        if config.transforms.get("transforms") and output_layout({k.lower(): v for k, v in self.options.items()}) == "table":
-            raise ValueError(f"{OUTPUT_OPTION}=table reads the row images of change events: transformations do "
-                             "not apply to it; remove transforms from the properties of table_changes")
-        return HeadwaterStreamReader(dict(self.options))
-
-
-def register(spark) -> None:
-    """Register the `headwater` source and the headwater sinks with a SparkSession."""
-    from headwater.spark.sinks import register_sinks
-
-    spark.dataSource.register(HeadwaterDataSource)
-    register_sinks(spark)

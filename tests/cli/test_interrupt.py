@@ -16,12 +16,13 @@ from headwater.cli.main import cli
 
 
 def test_keyboard_interrupt_while_the_session_starts_is_a_stop(tmp_path: Path, monkeypatch) -> None:
-    import headwater.spark.pipeline as pipeline
+    import headwater.spark.pipeline  # noqa: F401 - imported first, its `spark_session` stays the real one
+    import headwater.spark.session as session
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline, "spark_session", interrupted)
+    monkeypatch.setattr(session, "spark_session", interrupted)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
         "name": "t",

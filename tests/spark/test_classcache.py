@@ -103,3 +103,21 @@ def test_this_java_maps_an_archive_where_it_was_dumped():
     log = out.stdout + out.stderr
     assert "Mapped static  region #0" in log
     assert "alternative address" not in log
+
+
+def test_a_pyspark_installed_again_gets_a_new_archive(tmp_path, monkeypatch):
+    """Installed again, pyspark's jars are newer than an archive made before: the JVM refuses that
+    archive (silently), so the name changes and a new one is built."""
+    import os
+
+    import pyspark
+
+    fake = tmp_path / "pyspark"
+    (fake / "jars").mkdir(parents=True)
+    monkeypatch.setattr(pyspark, "__file__", str(fake / "__init__.py"))
+    before = classcache.archive_path()
+    if before is None:
+        pytest.skip("no java")
+    assert classcache.archive_path() == before
+    os.utime(fake / "jars", ns=(1, 1))
+    assert classcache.archive_path() != before

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from headwater.events.typed import BlockBuilder, from_ipc
-from headwater.spark.source import HeadwaterDataSource, block_rows, output_layout
+from headwater.spark.datasource import HeadwaterDataSource, output_layout
+from headwater.spark.source import block_rows
 
 PROPS = {"connector.class": "postgres", "database.hostname": "h", "database.user": "u", "database.dbname": "d",
          "topic.prefix": "p"}
@@ -23,6 +24,29 @@ def test_layouts_are_checked_and_name_the_fix():
     with pytest.raises(ValueError, match="table_changes"):
         HeadwaterDataSource({**PROPS, "headwater.output": "table", "headwater.topic": "p.s.t",
                              "headwater.row.schema": "{}"}).schema()
+
+
+def test_the_light_data_source_module_keeps_the_schemas_and_imports_no_connector():
+    """`headwater.spark.datasource` (what Spark's creation step unpickles) copies the schemas and the sink
+    option; they stay equal to the originals, and it imports no connector, NumPy or Arrow."""
+    import subprocess
+    import sys
+
+    from headwater.events.batch import SPARK_SCHEMA_DDL
+    from headwater.spark import filesink
+    from headwater.spark import layouts as datasource
+
+    assert datasource.EVENTS_SCHEMA_DDL == SPARK_SCHEMA_DDL
+    assert datasource.FILES_SCHEMA_DDL == filesink.WRITTEN_SCHEMA_DDL
+    assert datasource.SINK_OPTION == filesink.SINK_OPTION
+    heavy = ("numpy", "pyarrow", "headwater.connectors.registry", "headwater.spark.source", "headwater.transforms")
+    code = ("import sys\n"
+            "from headwater.spark.datasource import HeadwaterDataSource\n"
+            f"HeadwaterDataSource({PROPS!r}).schema()\n"
+            f"print(*[m for m in {heavy!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == []
 
 
 def test_block_rows_count_the_order_across_batches():

@@ -50,7 +50,7 @@ def test_on_a_dataframe_of_blocks(spark):
 def test_the_table_layout_refuses_transformations():
     import json
 
-    from headwater.spark.source import HeadwaterDataSource
+    from headwater.spark.datasource import HeadwaterDataSource
     props = {"connector.class": "postgres", "database.hostname": "127.0.0.1", "database.user": "u",
              "database.dbname": "d", "topic.prefix": "p", **unwrap()}
     options = {"headwater.properties": json.dumps(props), "headwater.output": "table", "headwater.topic": "p.public.t",
