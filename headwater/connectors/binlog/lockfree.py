@@ -1,8 +1,10 @@
-"""The binlog connectors' lock-free snapshot: key chunks read without a lock, each merged with its binlog window.
+"""The binlog connectors' lock-free snapshot: key chunks read without a lock where the units run, each rolled
+back with its binlog window to the batch's low.
 
 The default when `snapshot.locking.mode` is not set (Debezium's `minimal`, `extended` and `none` take
-its locking snapshot, `snapshot.py`). The database-independent core is `common/chunkmerge.py` (the merge
-and why it is right) and `common/chunkprogress.py` (the progress and the stream filter).
+its locking snapshot, `snapshot.py`). The database-independent core is `common/chunkmerge.py` (the
+roll-back, the forward merge, and why they are right) and `common/chunkprogress.py` (the progress and
+the stream filter).
 
 Phases of the offset (the `snapshot` key; `pending`, `completed`, `streaming` are the shared lifecycle's):
 
@@ -10,41 +12,53 @@ Phases of the offset (the `snapshot` key; `pending`, `completed`, `streaming` ar
   (MariaDB's `binlog_snapshot_file/position`), the schema history starts there, every captured table
   is cut into primary-key chunks, and the first batch of chunks is planned with low = P0;
 - `chunks` -> `chunks`: each batch of chunks is one batch of the engine (one Spark micro-batch); the
-  offset holds the `Progress` (every chunk's range, low, high), the chunks of this batch and their
-  `low`, an exact position read when the batch was planned (before any of its SELECTs starts);
+  offset holds the `Progress` (every chunk's range and position), the chunks of this batch, their
+  `low` L, and `next_low`, an exact position read when this offset was planned: the next batch's low.
+  The driver reads no rows: when a batch ends its chunks are recorded at its L (known in advance), and
+  the batch after it is planned from the offset alone, so planning it again (after a crash, or Spark
+  replaying its last planned batch) gives the same batch at the same low;
 - `chunks` -> `completed`: every chunk is done; streaming starts at the lowest low, and the stream
-  filter (carried in the streaming offsets until the stream passes the last high) drops every change
-  a chunk's records already hold.
+  filter (carried in the streaming offsets until the stream passes the last low) drops, per chunk,
+  the changes at or before its low: the chunk's records hold them.
 
-A chunk (`LockFreeChunk`, one work unit) SELECTs its key range (autocommit, no lock), reads its high
-(SHOW MASTER STATUS), reads the binlog of (low, high] for its table, merges (`merge_chunk`) and emits
-`r` records of the chunk as it stood at its high: `source.file`/`pos` are that high (on a quiet server,
-the position Debezium's locking snapshot reads), `_commit_version` its stream integer. A primary key of
-integer and CHAR/VARCHAR columns is cut into ranges by the server's ORDER BY, and the merge and the
-stream filter order its keys as the server does (`keyorder.py`: text by its collation's weights). A
-table without such a key (no key, a temporal, decimal or binary key column, or one with a
-`snapshot.select.statement.overrides`) is one chunk read inside a consistent snapshot at its exact
-position (low = high: an empty window). A batch holds at least two chunks (more when
-`headwater.max.batch.events` / `headwater.snapshot.chunk.rows` or the source's parallelism say so);
-they are read side by side on driver threads, each on its own connection, from when the batch is
-planned; their records are built where the units run (the engine, or Spark executors). Once a batch's
-chunks are read, the next batch's are read ahead (`Ahead`) while the batch's records are built and
-written: a fresh exact low, then their SELECTs and windows; `_next` plans that batch at that low and
-`plan` hands out those chunks, for that batch's first read only (otherwise they are discarded, their
-windows never published, and the batch is read as before). A batch not read ahead (the first, or one
-planned otherwise) starts its reads when its offset is planned (`_read_now`), before Spark writes its
-offset log and plans the query.
+A chunk (`LockFreeChunk`, one work unit: table, key range, L) is read where the unit runs (a Spark
+executor, or the engine's process): it SELECTs its key range (autocommit, no lock; started after L
+was read, so everything at or before L is visible to it), reads H (SHOW MASTER STATUS: everything the
+SELECT saw is in the binlog before H), reads the binlog of (L, H] for its table (`read_window`) and
+rolls the chunk back to L (`roll_back_chunk`): with full row images, a key no change of the window
+touches held the same row from L to H, so the SELECT read it as it stood at L whenever it saw it; a
+touched key held at L the before image of its first change in the window (nothing if that change
+wrote the key: an insert, or a key change into it; a key change is a delete of the old key and an
+insert of the new one). So the result is the range at L whatever moment, or moments, the SELECT saw.
+Its `r` records carry `source.file`/`pos` = L (on a quiet server, the position Debezium's locking
+snapshot reads) and `_commit_version` L's stream integer; the same chunk read again, at any time,
+gives the same records. A primary key of integer and CHAR/VARCHAR columns is cut into ranges by the
+server's ORDER BY, and the roll-back and the stream filter order its keys as the server does
+(`keyorder.py`: text by its collation's weights).
 
-The chunks' windows reach the driver through this process's `_WINDOWS` (a chunk pickled for a Spark
-executor has been read on the driver). A batch whose windows the driver does not know for sure (planned
-before a restart, or read twice) may have reached the sink as copies merged to unknown highs, all after
-its low: its chunks are recorded as (low, low), and the batch after it, which may have been delivered
-before a crash too, is read from that same low and recorded the same way. The stream then replays the
-changes after that low onto whichever copy the sink holds; a change sets or removes its key whatever
-the key held, so nothing is lost, and those changes may arrive twice. A batch planned before a restart
-(Spark runs its last planned batch again) is planned from its offset alone: the tables at P0 and the
-snapshot's schema change records come back from the statements the history file holds at P0
-(`SchemaHistoryTracker.resume_snapshot`).
+A table without such a key (no key, a temporal, decimal or binary key column) or with a
+`snapshot.select.statement.overrides` is one chunk, read inside a consistent snapshot at its exact
+position P (>= L); the window is (L, P]. A keyless table is rolled back as a multiset of rows
+(`roll_back_keyless`: each change undone, last first). An override's rows cannot be rolled back (the
+statement may filter or reshape them): when its window holds changes of the table, its records are
+the table at P, and the stream, filtering at L, replays (L, P] onto them (a change sets or removes its
+key whatever the key held: those changes may arrive twice, nothing is lost; a keyless override table
+may see a replayed insert double a row).
+
+NOBLOB images (`complete_images`, `images.py`): a before image lacks every BLOB/TEXT column that is
+not part of the key, an after image those the change did not set. `fill_first_images` takes such a
+column's value at L from the row's later life: while the row's changes leave it out of their after
+images it did not change, so a later before image that holds it, or the SELECT's row of the key the
+row ends under (when the SELECT cannot have seen another row there), has its value at L. When a change
+set it (or the row was deleted first), its value at L is in no image: the chunk is then merged forward
+to H as before (`merge_chunk`, absent columns from the row the key held before each change) and its
+records carry H; the stream replays (L, H] onto them as for an override.
+
+A batch holds at least two chunks (more when `headwater.max.batch.events` /
+`headwater.snapshot.chunk.rows` or the source's parallelism say so); the first batch's chunks hold at
+most `FIRST_CHUNK_ROWS` rows (the first rows come sooner). A batch planned before a restart is planned
+from its offset alone: the tables at P0 and the snapshot's schema change records come back from the
+statements the history file holds at P0 (`SchemaHistoryTracker.resume_snapshot`).
 
 MySQL has no exact low position without a watermark write (`chunkmerge` point 1): only MariaDB
 takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the mode is not set.
@@ -93,9 +107,8 @@ from headwater.events.batch import Events
 
 log = logging.getLogger(__name__)
 CHUNKS = "chunks"  # the offset's phase while chunks remain
-# The first batch's chunks (those of the first table) hold at most this many rows: nothing overlaps that
-# batch's reads on the driver, nor its tasks (on Spark, the first row comes when they end); from its
-# chunks on, the next batch's are read ahead while a batch's tasks run.
+# The first batch's chunks (those of the first table) hold at most this many rows: on Spark, the first row
+# comes when that batch's tasks end.
 FIRST_CHUNK_ROWS = 25_000
 TableKey = tuple[str, str]
 Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)

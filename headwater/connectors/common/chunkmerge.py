@@ -3,7 +3,10 @@
 A table is cut into key chunks (`snapshot.key_ranges`). Each chunk is read by a plain SELECT, without
 a lock, between two log positions: `low`, read before the SELECT starts, and `high`, read after it
 ends. `merge_chunk` folds the log's row changes of (low, high] into the SELECT's rows and gives the
-chunk's rows as they stood at `high`: the chunk's snapshot records (`r`). `chunkprogress` keeps each
+chunk's rows as they stood at `high`; `roll_back_chunk` undoes them instead and gives the rows as they
+stood at `low` (the position the planner chose before any read: the same records whenever, and however
+often, the chunk is read; its argument is in its docstring). Either is the chunk's snapshot records
+(`r`). `chunkprogress` keeps each
 chunk's range, low and high as an offset piece and gives the stream filter that drops, for each
 chunk, the changes already folded into it. The connector supplies the reads (a chunk's rows, the
 log between two positions) and how positions and keys are ordered; everything here is
