@@ -1,8 +1,10 @@
-"""The binlog connectors' lock-free snapshot: key chunks read without a lock, each merged with its binlog window.
+"""The binlog connectors' lock-free snapshot: key chunks read without a lock where the units run, each rolled
+back with its binlog window to the batch's low.
 
 The default when `snapshot.locking.mode` is not set (Debezium's `minimal`, `extended` and `none` take
-its locking snapshot, `snapshot.py`). The database-independent core is `common/chunkmerge.py` (the merge
-and why it is right) and `common/chunkprogress.py` (the progress and the stream filter).
+its locking snapshot, `snapshot.py`). The database-independent core is `common/chunkmerge.py` (the
+roll-back, the forward merge, and why they are right) and `common/chunkprogress.py` (the progress and
+the stream filter).
 
 Phases of the offset (the `snapshot` key; `pending`, `completed`, `streaming` are the shared lifecycle's):
 
@@ -10,41 +12,53 @@ Phases of the offset (the `snapshot` key; `pending`, `completed`, `streaming` ar
   (MariaDB's `binlog_snapshot_file/position`), the schema history starts there, every captured table
   is cut into primary-key chunks, and the first batch of chunks is planned with low = P0;
 - `chunks` -> `chunks`: each batch of chunks is one batch of the engine (one Spark micro-batch); the
-  offset holds the `Progress` (every chunk's range, low, high), the chunks of this batch and their
-  `low`, an exact position read when the batch was planned (before any of its SELECTs starts);
+  offset holds the `Progress` (every chunk's range and position), the chunks of this batch, their
+  `low` L, and `next_low`, an exact position read when this offset was planned: the next batch's low.
+  The driver reads no rows: when a batch ends its chunks are recorded at its L (known in advance), and
+  the batch after it is planned from the offset alone, so planning it again (after a crash, or Spark
+  replaying its last planned batch) gives the same batch at the same low;
 - `chunks` -> `completed`: every chunk is done; streaming starts at the lowest low, and the stream
-  filter (carried in the streaming offsets until the stream passes the last high) drops every change
-  a chunk's records already hold.
+  filter (carried in the streaming offsets until the stream passes the last low) drops, per chunk,
+  the changes at or before its low: the chunk's records hold them.
 
-A chunk (`LockFreeChunk`, one work unit) SELECTs its key range (autocommit, no lock), reads its high
-(SHOW MASTER STATUS), reads the binlog of (low, high] for its table, merges (`merge_chunk`) and emits
-`r` records of the chunk as it stood at its high: `source.file`/`pos` are that high (on a quiet server,
-the position Debezium's locking snapshot reads), `_commit_version` its stream integer. A primary key of
-integer and CHAR/VARCHAR columns is cut into ranges by the server's ORDER BY, and the merge and the
-stream filter order its keys as the server does (`keyorder.py`: text by its collation's weights). A
-table without such a key (no key, a temporal, decimal or binary key column, or one with a
-`snapshot.select.statement.overrides`) is one chunk read inside a consistent snapshot at its exact
-position (low = high: an empty window). A batch holds at least two chunks (more when
-`headwater.max.batch.events` / `headwater.snapshot.chunk.rows` or the source's parallelism say so);
-they are read side by side on driver threads, each on its own connection, from when the batch is
-planned; their records are built where the units run (the engine, or Spark executors). Once a batch's
-chunks are read, the next batch's are read ahead (`Ahead`) while the batch's records are built and
-written: a fresh exact low, then their SELECTs and windows; `_next` plans that batch at that low and
-`plan` hands out those chunks, for that batch's first read only (otherwise they are discarded, their
-windows never published, and the batch is read as before). A batch not read ahead (the first, or one
-planned otherwise) starts its reads when its offset is planned (`_read_now`), before Spark writes its
-offset log and plans the query.
+A chunk (`LockFreeChunk`, one work unit: table, key range, L) is read where the unit runs (a Spark
+executor, or the engine's process): it SELECTs its key range (autocommit, no lock; started after L
+was read, so everything at or before L is visible to it), reads H (SHOW MASTER STATUS: everything the
+SELECT saw is in the binlog before H), reads the binlog of (L, H] for its table (`read_window`) and
+rolls the chunk back to L (`roll_back_chunk`): with full row images, a key no change of the window
+touches held the same row from L to H, so the SELECT read it as it stood at L whenever it saw it; a
+touched key held at L the before image of its first change in the window (nothing if that change
+wrote the key: an insert, or a key change into it; a key change is a delete of the old key and an
+insert of the new one). So the result is the range at L whatever moment, or moments, the SELECT saw.
+Its `r` records carry `source.file`/`pos` = L (on a quiet server, the position Debezium's locking
+snapshot reads) and `_commit_version` L's stream integer; the same chunk read again, at any time,
+gives the same records. A primary key of integer and CHAR/VARCHAR columns is cut into ranges by the
+server's ORDER BY, and the roll-back and the stream filter order its keys as the server does
+(`keyorder.py`: text by its collation's weights).
 
-The chunks' windows reach the driver through this process's `_WINDOWS` (a chunk pickled for a Spark
-executor has been read on the driver). A batch whose windows the driver does not know for sure (planned
-before a restart, or read twice) may have reached the sink as copies merged to unknown highs, all after
-its low: its chunks are recorded as (low, low), and the batch after it, which may have been delivered
-before a crash too, is read from that same low and recorded the same way. The stream then replays the
-changes after that low onto whichever copy the sink holds; a change sets or removes its key whatever
-the key held, so nothing is lost, and those changes may arrive twice. A batch planned before a restart
-(Spark runs its last planned batch again) is planned from its offset alone: the tables at P0 and the
-snapshot's schema change records come back from the statements the history file holds at P0
-(`SchemaHistoryTracker.resume_snapshot`).
+A table without such a key (no key, a temporal, decimal or binary key column) or with a
+`snapshot.select.statement.overrides` is one chunk, read inside a consistent snapshot at its exact
+position P (>= L); the window is (L, P]. A keyless table is rolled back as a multiset of rows
+(`roll_back_keyless`: each change undone, last first). An override's rows cannot be rolled back (the
+statement may filter or reshape them): when its window holds changes of the table, its records are
+the table at P, and the stream, filtering at L, replays (L, P] onto them (a change sets or removes its
+key whatever the key held: those changes may arrive twice, nothing is lost; a keyless override table
+may see a replayed insert double a row).
+
+NOBLOB images (`complete_images`, `images.py`): a before image lacks every BLOB/TEXT column that is
+not part of the key, an after image those the change did not set. `fill_first_images` takes such a
+column's value at L from the row's later life: while the row's changes leave it out of their after
+images it did not change, so a later before image that holds it, or the SELECT's row of the key the
+row ends under (when the SELECT cannot have seen another row there), has its value at L. When a change
+set it (or the row was deleted first), its value at L is in no image: the chunk is then merged forward
+to H as before (`merge_chunk`, absent columns from the row the key held before each change) and its
+records carry H; the stream replays (L, H] onto them as for an override.
+
+A batch holds at least two chunks (more when `headwater.max.batch.events` /
+`headwater.snapshot.chunk.rows` or the source's parallelism say so); the first batch's chunks hold at
+most `FIRST_CHUNK_ROWS` rows (the first rows come sooner). A batch planned before a restart is planned
+from its offset alone: the tables at P0 and the snapshot's schema change records come back from the
+statements the history file holds at P0 (`SchemaHistoryTracker.resume_snapshot`).
 
 MySQL has no exact low position without a watermark write (`chunkmerge` point 1): only MariaDB
 takes the lock-free snapshot; a MySQL source keeps Debezium's `minimal` when the mode is not set.
@@ -55,13 +69,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
-import threading
 import time
-import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -81,7 +91,7 @@ from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, SchemaSna
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.textrows import TextRows, read_text_rows
 from headwater.connectors.binlog.values import replication_values
-from headwater.connectors.common.chunkmerge import Change, merge_chunk, null_first
+from headwater.connectors.common.chunkmerge import Bounds, Change, merge_chunk, roll_back_chunk
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
 from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, SNAPSHOT_PENDING, STREAMING, epoch, phase
 from headwater.connectors.common.snapshot import (
@@ -97,14 +107,11 @@ from headwater.events.batch import Events
 
 log = logging.getLogger(__name__)
 CHUNKS = "chunks"  # the offset's phase while chunks remain
-# The first batch's chunks (those of the first table) hold at most this many rows: nothing overlaps that
-# batch's reads on the driver, nor its tasks (on Spark, the first row comes when they end); from its
-# chunks on, the next batch's are read ahead while a batch's tasks run.
+# The first batch's chunks (those of the first table) hold at most this many rows: on Spark, the first row
+# comes when that batch's tasks end.
 FIRST_CHUNK_ROWS = 25_000
 TableKey = tuple[str, str]
 Row = tuple[str, tuple[Any, ...]]  # ("s", a SELECT row as text) or ("b", a binlog image)
-_WINDOWS: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}  # the chunks' windows read here, by run
-_PUBLISHING = threading.Lock()  # a chunk's window published to `_WINDOWS`, or its read-ahead discarded
 
 
 def lock_free(config: ConnectorConfig, dbms: str) -> bool:
@@ -223,25 +230,100 @@ def complete_images(rows: list[Row], window: list[Change[Row]],
     return out
 
 
+def fill_first_images(rows: list[Row], window: list[Change[Row]], span: KeyRange,
+                      row_key: Callable[[Row], tuple[Any, ...]], order: Callable[[tuple[Any, ...]], Any]
+                      ) -> list[Change[Row]] | None:
+    """The window with the BLOB/TEXT columns a NOBLOB before image leaves out filled in, for the changes the
+    roll-back takes its rows at low from (each range key's first change); None when such a value is not
+    known. A NOBLOB before image leaves out every such column (changed or not); an after image leaves out
+    those the change did not set. So a column a change leaves out of both images held before the change
+    what it holds after it: follow the row (through its key changes) while its changes leave the column out
+    of their after images, to a before image that carries it, or to the window's end, where the row's value
+    is the SELECT's row of the key it ends under, if the SELECT cannot have seen another row there (the row
+    held that key since low, or the key was untouched in the window until the row moved in: empty before,
+    so the SELECT saw this row or nothing). A change that sets the column (its after image carries it), a
+    delete, or no SELECT row leaves the value at low unknown."""
+    if not any(c.before is not None and any(v is ABSENT for v in c.before[1]) for c in window):
+        return window
+    bounds = Bounds(span, order)
+    kb = [None if c.before is None else order(row_key(c.before)) for c in window]
+    ka = [None if c.after is None else order(row_key(c.after)) for c in window]
+    selected: dict[Any, Row] | None = None
+    seen: set[Any] = set()
+    out = list(window)
+    for i, change in enumerate(window):
+        k = kb[i]
+        if change.before is not None and k not in seen and bounds.holds(k) \
+                and any(v is ABSENT for v in change.before[1]):
+            values = list(change.before[1])
+            need = {j for j, v in enumerate(values) if v is ABSENT}
+            cur, arrived, n = k, -1, i
+            while need:
+                if n == len(window):
+                    break
+                if kb[n] == cur:
+                    before, after = window[n].before, window[n].after
+                    assert before is not None
+                    for j in [j for j in need if before[1][j] is not ABSENT]:
+                        values[j] = before[1][j]
+                        need.discard(j)
+                    if need and (after is None or any(after[1][j] is not ABSENT for j in need)):
+                        return None  # deleted, or the column set: its value before is in no image
+                    if ka[n] != cur:
+                        cur, arrived = ka[n], n
+                n += 1
+            if need:
+                if any(kb[j] == cur or ka[j] == cur for j in range(max(arrived, 0))):
+                    return None
+                if selected is None:
+                    selected = {order(row_key(r)): r for r in rows}
+                row = selected.get(cur)
+                if row is None:
+                    return None
+                values = [row[1][j] if j in need else v for j, v in enumerate(values)]
+            out[i] = Change(change.position, ("b", tuple(values)), change.after)
+        seen.update(x for x in (k, ka[i]) if x is not None)
+    return out
+
+
+def roll_back_keyless(rows: list[Row], window: list[Change[Row]], fingerprint: Callable[[Row], bytes]
+                      ) -> list[Row] | None:
+    """A keyless table's rows at low from its rows at P (read in a consistent snapshot at P) and the
+    changes of (low, P], undone last first: an undone change removes one row equal to its after image and
+    puts back its before image (the table is a multiset of rows, equal rows interchangeable). None when an
+    image is partial or an after image is not there to remove (then the caller falls back)."""
+    bag: dict[bytes, list[Row]] = {}
+    for r in rows:
+        bag.setdefault(fingerprint(r), []).append(r)
+    for change in reversed(window):
+        if any(img is not None and any(v is ABSENT for v in img[1]) for img in (change.before, change.after)):
+            return None
+        if change.after is not None:
+            same_rows = bag.get(fingerprint(change.after))
+            if not same_rows:
+                return None
+            same_rows.pop()
+        if change.before is not None:
+            bag.setdefault(fingerprint(change.before), []).append(change.before)
+    return [r for group in bag.values() for r in group]
+
+
 @dataclass
 class LockFreeChunk(WorkUnit):
-    """One key range of one table (or a whole table, read exactly), read without a lock and merged."""
+    """One key range of one table (or a whole table), read without a lock where the unit runs and rolled
+    back to the batch's low."""
 
-    run: str  # the `_WINDOWS` entry of this snapshot run
     params: ConnectionParams
     ctx: BinlogContext
     table: Table
     index: int
-    order: ChunkOrder | None  # the chunk key's columns and order; None: one exact chunk
+    order: ChunkOrder | None  # the chunk key's columns and order; None: one chunk read in a consistent snapshot
     span: KeyRange
     override: str | None
     low: int  # the batch's low (stream integer)
     file_like: str
     ts_us: int
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
-    read_rows: tuple[TextRows, int, int, list[Change[Row]]] | None = field(default=None, repr=False)
-    reading: Future[Any] | None = field(default=None, repr=False)  # the read started on the driver's threads
-    discarded: bool = field(default=False, repr=False)  # read ahead for a batch planned otherwise: not published
 
     def describe(self) -> str:
         return f"lock-free snapshot of {name_of(self.table)} keys [{self.span.lo}, {self.span.hi})"
@@ -258,46 +340,37 @@ class LockFreeChunk(WorkUnit):
         return (f"SELECT {', '.join(columns + self.order.weight_columns())} FROM {table_ref(t)}"
                 + (f" WHERE {where}" if where else "") + f" ORDER BY {order_by(key, DIALECT)}"), args
 
-    def _read(self) -> tuple[TextRows, int, int, list[Change[Row]]]:
-        """The chunk's rows (as the server sent them), its low and high, and the binlog changes of its window."""
-        if self.reading is not None:
-            self.reading.result()
-        return self._fetch()
-
-    def _fetch(self) -> tuple[TextRows, int, int, list[Change[Row]]]:
-        """`_read`'s work (once), the window recorded for the driver."""
-        if self.read_rows is None:
-            sql, args = self._select()
-            conn = connect(self.params, conv=TEXT_VALUES)
-            try:
-                with conn.cursor() as cur:
-                    order = self.order
-                    if order is None:
-                        at = exact_position(cur)
-                        rows = read_text_rows(conn, sql, args)
-                        cur.execute("COMMIT")
-                        low = high = at.stream
-                        window: list[Change[Row]] = []
-                    else:
-                        rows = read_text_rows(conn, sql, args)
-                        if order.text:
-                            n = len(self.table.columns)
-                            for r in rows.tuples():
-                                order.learn(order.key_of(r[:n], True), r[n:])
-                        low, high = self.low, master_position(cur)
-                        window = read_window(self.params, self.table, self.file_like, low, high)
-                        self._check(window)
-                        # the weights of the window's keys and the range's bounds, for the merge
-                        order.prefetch([self.span.lo, self.span.hi, *(order.key_of(r[1], False) for c in window
-                                                                      for r in (c.before, c.after) if r)], cur)
-            finally:
-                with contextlib.suppress(Exception):
-                    conn.close()
-            with _PUBLISHING:
-                if not self.discarded:
-                    _WINDOWS.setdefault(self.run, {})[(name_of(self.table), self.index)] = (low, high)
-            self.read_rows = (rows, low, high, window)
-        return self.read_rows
+    def _fetch(self) -> tuple[TextRows, int, list[Change[Row]]]:
+        """The chunk's rows (as the server sent them), the end of its window (H: SHOW MASTER STATUS after
+        the SELECT; P: the consistent snapshot's position for one chunk read in one), and the binlog changes
+        of its table in (low, end]."""
+        sql, args = self._select()
+        conn = connect(self.params, conv=TEXT_VALUES)
+        try:
+            with conn.cursor() as cur:
+                order = self.order
+                if order is None:
+                    at = exact_position(cur)
+                    rows = read_text_rows(conn, sql, args)
+                    cur.execute("COMMIT")
+                    high = max(at.stream, self.low)
+                else:
+                    rows = read_text_rows(conn, sql, args)
+                    if order.text:
+                        n = len(self.table.columns)
+                        for r in rows.tuples():
+                            order.learn(order.key_of(r[:n], True), r[n:])
+                    high = master_position(cur)
+                window = read_window(self.params, self.table, self.file_like, self.low, high)
+                if order is not None and window:
+                    self._check(window)
+                    # the weights of the window's keys and the range's bounds, for the roll-back
+                    order.prefetch([self.span.lo, self.span.hi, *(order.key_of(r[1], False) for c in window
+                                                                  for r in (c.before, c.after) if r)], cur)
+        finally:
+            with contextlib.suppress(Exception):
+                conn.close()
+        return rows, high, window
 
     def _check(self, window: list[Change[Row]]) -> None:
         """Refuse a partial image lacking a column that has no placeholder (or a key column)."""
@@ -307,10 +380,6 @@ class LockFreeChunk(WorkUnit):
             file, pos = split_pos(self.file_like, change.position)
             check.check([[img[1] for img in (change.before, change.after) if img is not None]],
                         f"in the transaction ending at {file}:{pos} for {name_of(self.table)}")
-
-    def __getstate__(self) -> dict[str, Any]:
-        self._read()  # pickled for a Spark executor: read here, where the driver finds the window
-        return {**self.__dict__, "reading": None, "discarded": False}
 
     def _row_key(self) -> Callable[[Row], tuple[Any, ...]] | None:
         order = self.order
@@ -322,37 +391,54 @@ class LockFreeChunk(WorkUnit):
             return order.key_of(values, kind == "s")
         return row_key
 
+    def _rows_at(self, text: TextRows, high: int, window: list[Change[Row]], kinds: dict[str, Any]
+                 ) -> tuple[list[Row] | None, int]:
+        """The chunk's rows at its position, and that position: (None, low) when the SELECT's rows are the
+        chunk at low as they are; else the rows rolled back to low, or (fallback, when that is not known
+        exactly) merged forward to the window's end, at that end."""
+        t = self.table
+        rows: list[Row] = [("s", values) for values in text.tuples(len(t.columns))]
+        row_key, order = self._row_key(), self.order
+        if order is not None and row_key is not None:
+            filled = fill_first_images(rows, window, self.span, row_key, order.order)
+            if filled is not None:
+                back = roll_back_chunk(rows, filled, self.span, low=self.low, high=high, row_key=row_key,
+                                       order=order.order)
+                return back, self.low
+            forward = complete_images(rows, window, row_key, order.order)
+            return merge_chunk(rows, forward, self.span, low=self.low, high=high, row_key=row_key,
+                               order=order.order), high
+        if self.override is None:
+            def fingerprint(row: Row) -> bytes:
+                return orjson.dumps(kinds[row[0]].row(row[1]), default=repr,
+                                    option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+            back = roll_back_keyless(rows, window, fingerprint)
+            if back is not None:
+                return back, self.low
+        return rows, high  # an override's rows at P: the stream replays (low, P] onto them
+
     def read(self) -> Iterator[Events]:
-        text, low, high, window = self._read()
+        text, high, window = self._fetch()
         t, ctx = self.table, self.ctx
         kinds = {"s": records_of(ctx, t, streaming=False), "b": records_of(ctx, t, streaming=True)}
         maker = BinlogMaker(ctx)
         ts_us = self.ts_us // 1_000_000 * 1_000_000  # Debezium's snapshot rows carry whole seconds
-        file, pos = split_pos(self.file_like, high)
         first_table, last_table, first_chunk, last_chunk = self.ends
-        if not window:  # nothing to merge: the SELECT's rows, column-wise from the server's text
-            yield from snapshot_events(kinds["s"], maker, text, ts_us=ts_us, version=high,
-                                       position={"file": file, "pos": pos}, ends=self.ends)
-            return
-        rows: list[Row] = [("s", values) for values in text.tuples(len(t.columns))]
-        row_key = self._row_key()
-        if row_key is not None and self.order is not None:
-            window = complete_images(rows, window, row_key, self.order.order)
-        merged = merge_chunk(rows, window, self.span, low=low, high=high, row_key=row_key,
-                             order=self.order.order if self.order is not None else null_first)
-        if all(kind == "s" for kind, _ in merged):  # no change in the window touched the range
-            yield from snapshot_events(kinds["s"], maker, [values for _, values in merged], ts_us=ts_us, version=high,
-                                       position={"file": file, "pos": pos}, ends=self.ends)
+        rows, at = (None, self.low) if not window else self._rows_at(text, high, window, kinds)
+        file, pos = split_pos(self.file_like, at)
+        if rows is None or all(kind == "s" for kind, _ in rows):  # the SELECT's rows, column-wise
+            yield from snapshot_events(kinds["s"], maker, text if rows is None else [values for _, values in rows],
+                                       ts_us=ts_us, version=at, position={"file": file, "pos": pos}, ends=self.ends)
             return
         sources: dict[str, orjson.Fragment] = {}
-        for i, (kind, values) in enumerate(merged):
-            mark = marker(first_table, last_table, first_chunk and i == 0, last_chunk and i == len(merged) - 1)
+        for i, (kind, values) in enumerate(rows):
+            mark = marker(first_table, last_table, first_chunk and i == 0, last_chunk and i == len(rows) - 1)
             src = sources.get(mark)
             if src is None:
                 src = sources[mark] = orjson.Fragment(maker.snapshot_source(kinds["s"], ts_us, mark,
                                                                             {"file": file, "pos": pos}))
             te = kinds[kind]
-            maker.emit(te, "r", te.key(values), None, te.row(values), src, None, high, ts_us)
+            maker.emit(te, "r", te.key(values), None, te.row(values), src, None, at, ts_us)
             if len(maker.out) >= ctx.batch_rows:
                 yield maker.take()
         if len(maker.out):
@@ -385,33 +471,15 @@ class ChunkFilter:
                 order.close()
 
 
-@dataclass
-class Ahead:
-    """The chunks of the batch after the one ending at `after` (an offset's key), read ahead from `low`."""
-
-    after: str
-    batch: list[list[Any]]
-    units: list[LockFreeChunk]
-    low: int = 0
-    started: Future[None] | None = None  # the low read and the chunks' reads started
-    end: str | None = None  # the key of the offset of the batch these chunks are (`_next` or `_read_now` sets it)
-    early: bool = True  # read while the batch before was written (else from when the batch was planned)
-
-
 class LockFreeSnapshot:
     """The driver's side: plans the chunk batches, keeps the progress in the offsets, filters the stream."""
 
     def __init__(self, source: Any):
         self.source = source  # the BinlogSource
-        self.run = uuid.uuid4().hex
         self.planned: dict[str, Any] = {}  # the offset planned from a start, by the start's JSON
-        self.produced: set[str] = set()  # the chunk batches planned here, by their offset's JSON
-        self.reads: Counter[str] = Counter()  # how often each chunk batch was planned (read) here
         self.filter_of: tuple[str, ChunkFilter] | None = None
         self.schema_at: int | None = None  # the position of the snapshot whose schema history the tracker holds
         self.key_columns: dict[str, tuple[Table, tuple[KeyColumn, ...] | None]] = {}  # by table name
-        self.max_events: int | None = None  # the batch size asked for last
-        self.ahead: Ahead | None = None  # the next batch's chunks, read ahead
 
     @property
     def config(self) -> ConnectorConfig:
@@ -422,7 +490,6 @@ class LockFreeSnapshot:
         src = self.source
         ph = phase(start)
         key = _key(start)
-        self.max_events = max_events
         if key in self.planned:
             return self.planned[key]
         if ph == SNAPSHOT_PENDING or src.resnapshot:
@@ -439,7 +506,6 @@ class LockFreeSnapshot:
                 src.end_snapshot()
                 end = self._begin(epoch(end), max_events)
                 self.planned[key] = end
-                self.produced.add(_key(end))
                 return end
             if phase(end) == STREAMING and CHUNKS in start and self.filter_of is not None:
                 horizon = self.filter_of[1].horizon
@@ -447,9 +513,6 @@ class LockFreeSnapshot:
                     end = {**end, CHUNKS: start[CHUNKS]}
             return end
         self.planned[key] = end
-        self.produced.add(_key(end))
-        if phase(end) == CHUNKS and (self.ahead is None or self.ahead.end != _key(end)):
-            self._read_now(start, end)
         return end
 
     def _order(self, t: Table) -> ChunkOrder | None:
@@ -465,7 +528,6 @@ class LockFreeSnapshot:
     def _begin(self, n: int, max_events: int | None) -> Offset:
         """Snapshot number `n`: its schema position P0, the history there, the chunks, the first batch."""
         src = self.source
-        self._discard_ahead()
         conn = connect(src.params)
         try:
             with conn.cursor() as cur:
@@ -499,11 +561,12 @@ class LockFreeSnapshot:
         progress = Progress(spans)
         offset = {"snapshot": CHUNKS, **p0.to_offset(), "epoch": n, "ts_us": time.time_ns() // 1000,
                   "progress": progress.to_json(), "batch": [], "low": p0.stream}
-        return self._batch(offset, progress, p0.stream, max_events, first=True)
+        return self._batch(offset, progress, p0.stream, p0.stream, max_events, first=True)
 
-    def _batch(self, offset: Offset, progress: Progress, low: int, max_events: int | None, first: bool = False,
-               cautious: bool = False) -> Offset:
-        """The offset of the next batch of chunks from `offset` (its progress updated), at `low`."""
+    def _batch(self, offset: Offset, progress: Progress, low: int, next_low: int, max_events: int | None,
+               first: bool = False) -> Offset:
+        """The offset of the next batch of chunks from `offset` (its progress updated), at `low`; the batch
+        after it is read at `next_low`."""
         remaining = progress.remaining()
         batch = [[table, i] for table, i, _ in remaining[:self._per_batch(max_events)]]
         if not batch:
@@ -511,8 +574,8 @@ class LockFreeSnapshot:
             start = BinlogPosition(*split_pos(offset["file"], low if lowest is None else lowest))
             return {"snapshot": SNAPSHOT_COMPLETED, **start.to_offset(), "epoch": offset["epoch"],
                     CHUNKS: progress.to_json()}
-        return {**offset, "progress": progress.to_json(), "batch": batch, "low": low, "first": first,
-                "cautious": cautious}
+        return {**offset, "progress": progress.to_json(), "batch": batch, "low": low, "next_low": next_low,
+                "first": first}
 
     def _per_batch(self, max_events: int | None) -> int:
         """Chunks a batch holds."""
@@ -520,58 +583,33 @@ class LockFreeSnapshot:
         return max(2, self.source.parallelism, cap // self.config["headwater.snapshot.chunk.rows"])
 
     def _next(self, start: Offset, max_events: int | None) -> Offset:
-        """After the batch that ended at `start`: its chunks' windows recorded, the next batch.
-
-        A batch planned and read once here has its chunks' windows in `_WINDOWS`. Any other (planned
-        before a restart, read again, or `cautious`) may have reached the sink as copies merged to highs
-        this process does not know, all after the batch's low: its chunks are recorded as (low, low), so
-        the stream replays every change after that low onto whichever copy the sink holds (idempotent:
-        nothing lost; those changes may arrive twice). The batch after such a batch may have been read
-        and delivered before a crash too, at a low read after `start` was planned: it is read from
-        `start`'s low, and is `cautious` as well."""
+        """After the batch that ended at `start`: its chunks recorded at the batch's low (their records are
+        the chunks as they stood there, whichever run of the batch reached the sink), then the next batch at
+        the low `start` holds (`next_low`, read when `start` was planned: the batch planned again from
+        `start`, after a crash, is read at the low of any earlier run of it), and a fresh exact position for
+        the batch after it."""
         progress = Progress.from_json(start["progress"])
-        known = _key(start) in self.produced and self.reads[_key(start)] == 1 and not start.get("cautious")
-        windows = _WINDOWS.get(self.run, {}) if known else {}
         for table, i in start["batch"]:
-            low, high = windows.get((table, i), (start["low"], start["low"]))
-            progress.finish(table, i, low, high)
-        if _key(start) not in self.produced:
-            self._discard_ahead()
-            return self._batch(start, progress, int(start["low"]), max_events, cautious=True)
-        ahead = self.ahead
-        if ahead is not None and ahead.after == _key(start) and ahead.started is not None:
-            try:
-                ahead.started.result()
-            except Exception:  # noqa: BLE001 - the batch is read again below, at a fresh low
-                log.debug("reading ahead failed", exc_info=True)
-            else:
-                end = self._batch(start, progress, ahead.low, max_events)
-                if end.get("batch") == ahead.batch:
-                    ahead.end = _key(end)
-                    return end
-        self._discard_ahead()
+            progress.finish(table, i, start["low"], start["low"])
         conn = connect(self.source.params)
         try:
             with conn.cursor() as cur:
-                low = exact_position(cur).stream
+                next_low = exact_position(cur).stream
                 cur.execute("COMMIT")
         finally:
             with contextlib.suppress(Exception):
                 conn.close()
-        return self._batch(start, progress, low, max_events)
+        return self._batch(start, progress, int(start["next_low"] if "next_low" in start else start["low"]), next_low, max_events)
 
     # ------------------------------------------------------------------ planning
     def plan(self, start: Offset, end: Offset) -> list[WorkUnit] | None:
         """The units of a chunk batch; None for other batches (after setting the stream filter)."""
         if phase(end) != CHUNKS:
-            self._discard_ahead()
             if phase(start) == CHUNKS:
-                return []  # the last batch's windows were collected when this end was planned
+                return []  # the last batch's chunks were recorded when this end was planned
             self.set_filter(start)
             return None
         src = self.source
-        key = _key(end)
-        self.reads[key] += 1  # read again (a retried batch): which copy reached the sink is unknown
         progress = Progress.from_json(end["progress"])
         p0 = BinlogPosition.from_offset(end)
         if self.schema_at != p0.stream:  # planned before a restart: the snapshot's history and schema records again
@@ -582,18 +620,7 @@ class LockFreeSnapshot:
             units.append(SchemaSnapshotUnit(src.context, src.snapshot_changes, end["file"], end["pos"],
                                             stream_pos(end["file"], end["pos"]), end["ts_us"],
                                             last=not progress.tables))
-        ahead = self.ahead
-        if ahead is not None and ahead.end == key and self.reads[key] == 1:
-            self.ahead = None
-            chunked = ahead.units  # read ahead while the batch before was written: their reads are under way
-        else:
-            if ahead is not None and ahead.after != key:  # not the batch after this one (a retry keeps it)
-                self._discard_ahead()
-            chunked = self._chunks(end, progress, end["batch"], int(end["low"]))
-            self._start_reads(chunked)
-        if key in self.produced and self.reads[key] == 1:
-            self._read_ahead(end, progress, chunked)
-        return units + chunked
+        return units + self._chunks(end, progress, end["batch"], int(end["low"]))
 
     def _chunks(self, end: Offset, progress: Progress, batch: Sequence[Sequence[Any]], low: int
                 ) -> list[LockFreeChunk]:
@@ -605,79 +632,11 @@ class LockFreeSnapshot:
         for table, i in batch:
             t = tables[table]
             chunks = progress.tables[table]
-            units.append(LockFreeChunk(self.run, self.source.params, self.source.context, t, i,
-                                       None if len(chunks) == 1 and chunks[0].span == KeyRange(None, None)
-                                       else self._order(t), chunks[i].span, overrides.get(table), low, end["file"],
-                                       int(end["ts_us"]), (table == order[0], table == order[-1], i == 0,
-                                                           i == len(chunks) - 1)))
+            units.append(LockFreeChunk(self.source.params, self.source.context, t, i,
+                                       None if table in overrides else self._order(t), chunks[i].span,
+                                       overrides.get(table), low, end["file"], int(end["ts_us"]),
+                                       (table == order[0], table == order[-1], i == 0, i == len(chunks) - 1)))
         return units
-
-    def _start_reads(self, chunked: list[LockFreeChunk]) -> None:
-        """The chunks' SELECTs and windows read side by side on driver threads, each on its own connection."""
-        if chunked:
-            pool = ThreadPoolExecutor(min(len(chunked), max(2, self.source.parallelism)),
-                                      thread_name_prefix="lock-free")
-            for unit in chunked:
-                unit.reading = pool.submit(unit._fetch)
-            pool.shutdown(wait=False)
-
-    def _read_ahead(self, end: Offset, progress: Progress, current: list[LockFreeChunk]) -> None:
-        """Start reading the chunks of the batch that will follow `end`'s (the chunks `_next` picks unless the
-        batch size changes) once `end`'s own chunks are read: while `end`'s records are built and written
-        (by Spark's tasks, or the engine's caller), the next batch's SELECTs and windows are read. Their low
-        is an exact position read after `end`'s chunks are read and before their SELECTs start (`_next`
-        plans the batch at that low); `_next` and `plan` use them only for that batch, read once."""
-        for table, i in end["batch"]:
-            progress.finish(table, i, end["low"], end["low"])  # done, for `remaining` only
-        batch = [[table, i] for table, i, _ in progress.remaining()[:self._per_batch(self.max_events)]]
-        if not batch:
-            return
-        units = self._chunks(end, progress, batch, int(end["low"]))  # here: key orders may ask the server
-        ahead = Ahead(_key(end), batch, units)
-
-        def start() -> None:
-            for unit in current:
-                if unit.reading is not None:
-                    with contextlib.suppress(Exception):  # the batch's own read reports its error
-                        unit.reading.result()
-            conn = connect(self.source.params)
-            try:
-                with conn.cursor() as cur:
-                    low = exact_position(cur).stream
-                    cur.execute("COMMIT")
-            finally:
-                with contextlib.suppress(Exception):
-                    conn.close()
-            for unit in units:
-                unit.low = low
-            ahead.low = low
-            self._start_reads(units)
-
-        self._discard_ahead()
-        self.ahead = ahead
-        runner = ThreadPoolExecutor(1, thread_name_prefix="lock-free-ahead")
-        ahead.started = runner.submit(start)
-        runner.shutdown(wait=False)
-
-    def _read_now(self, start: Offset, end: Offset) -> None:
-        """Start reading the chunks of the batch just planned (`end`, not read ahead) at once: during Spark's
-        offset log write and query planning, before `plan` asks for them."""
-        if self.schema_at != BinlogPosition.from_offset(end).stream:
-            return  # a restart's first batch: `plan` reads the history at P0 first
-        self._discard_ahead()
-        units = self._chunks(end, Progress.from_json(end["progress"]), end["batch"], int(end["low"]))
-        self._start_reads(units)
-        done: Future[None] = Future()
-        done.set_result(None)
-        self.ahead = Ahead(_key(start), end["batch"], units, int(end["low"]), done, _key(end), early=False)
-
-    def _discard_ahead(self) -> None:
-        """Drop the chunks read ahead: their windows are never published (the batch was planned otherwise)."""
-        ahead, self.ahead = self.ahead, None
-        if ahead is not None:
-            with _PUBLISHING:
-                for unit in ahead.units:
-                    unit.discarded = True
 
     def set_filter(self, start: Offset) -> None:
         """The stream filter of a streaming batch from `start` (none once the stream passed every high)."""

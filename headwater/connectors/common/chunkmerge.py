@@ -3,7 +3,10 @@
 A table is cut into key chunks (`snapshot.key_ranges`). Each chunk is read by a plain SELECT, without
 a lock, between two log positions: `low`, read before the SELECT starts, and `high`, read after it
 ends. `merge_chunk` folds the log's row changes of (low, high] into the SELECT's rows and gives the
-chunk's rows as they stood at `high`: the chunk's snapshot records (`r`). `chunkprogress` keeps each
+chunk's rows as they stood at `high`; `roll_back_chunk` undoes them instead and gives the rows as they
+stood at `low` (the position the planner chose before any read: the same records whenever, and however
+often, the chunk is read; its argument is in its docstring). Either is the chunk's snapshot records
+(`r`). `chunkprogress` keeps each
 chunk's range, low and high as an offset piece and gives the stream filter that drops, for each
 chunk, the changes already folded into it. The connector supplies the reads (a chunk's rows, the
 log between two positions) and how positions and keys are ordered; everything here is
@@ -180,3 +183,59 @@ def merge_chunk(rows: Iterable[R], changes: Iterable[Change[R]], span: KeyRange,
         else:
             merged[k] = row_at_high
     return [merged[k] for k in sorted(merged)]
+
+
+def roll_back_chunk(rows: Iterable[R], changes: Iterable[Change[R]], span: KeyRange, *, low: Any, high: Any,
+                    row_key: Callable[[R], Key], order: KeyOrder = null_first,
+                    position: PositionOrder = same) -> list[R] | None:
+    """The rows of `span` as they stood at `low`, from `rows` (the chunk's SELECT, read between `low` and
+    `high`) and `changes` (the log's changes of the chunk's table in (low, high], in log order, full
+    images, any key: those outside the span are skipped). None when no change of the window touches the
+    span (the SELECT's rows are the chunk at `low` as they are); else the rows in key order.
+
+    Why it is right (`low` exact and `high` late enough, points 1, 2 and 4 above): for a key k of the
+    range, let c be the first change of (low, high] that touches k (as its before image's key or its
+    after image's). No change between `low` and c touches k, so just before c, k held T(low)[k]: c's
+    before image when c removes or updates a row under k, and nothing when c writes k (a write needs the
+    key free: an insert, or a key change into k). A key no change touches held the same row from `low`
+    to `high`, and the SELECT, whichever moment of [low, high] it saw k in (each row at its own), saw
+    T(low)[k]. The result is T(low) on the range, whatever the SELECT saw of a touched key."""
+    low_at, high_at = position(low), position(high)
+    if high_at < low_at:
+        raise ChunkMergeError(f"the chunk's high position {high!r} is before its low position {low!r}")
+    bounds = Bounds(span, order)
+    first: dict[Any, R | None] = {}  # a touched key -> its row at low (None: absent)
+    last = low_at
+    for change in changes:
+        at = position(change.position)
+        if not low_at < at <= high_at:
+            raise ChunkMergeError(f"a change at {change.position!r} is outside the chunk's window "
+                                  f"({low!r}, {high!r}]")
+        if at < last:
+            raise ChunkMergeError(f"the changes are not in log order: {change.position!r} after a later one")
+        last = at
+        if change.before is not None and bounds.holds(k := order(row_key(change.before))) and k not in first:
+            first[k] = change.before
+        if change.after is not None and bounds.holds(k := order(row_key(change.after))) and k not in first:
+            first[k] = None
+    if not first:
+        return None
+    out: dict[Any, R] = {}
+    for row in rows:
+        k = order(row_key(row))
+        if not bounds.holds(k):
+            raise ChunkMergeError(f"the SELECT of the range {span.lo!r}..{span.hi!r} returned the key "
+                                  f"{row_key(row)!r}, which the key order places outside it: the order "
+                                  "differs from the database's collation (pass one that matches, or read "
+                                  "the table as one chunk)")
+        if k in out:
+            raise ChunkMergeError(f"two rows of the chunk have the key {row_key(row)!r}: the key columns are "
+                                  "not unique (name a unique key in message.key.columns, or read the table "
+                                  "as one keyless chunk)")
+        out[k] = row
+    for k, row_at_low in first.items():
+        if row_at_low is None:
+            out.pop(k, None)
+        else:
+            out[k] = row_at_low
+    return [out[k] for k in sorted(out)]

@@ -33,6 +33,10 @@ table's state: the changes of (high, high'] may reach the sink twice, none is lo
 round would lose changes: with high' recorded and only the copy at high delivered, the changes of
 (high, high'] are dropped (a row deleted there would stay forever).
 
+A chunk rolled back to its low (`roll_back_chunk`) is recorded as (low, low): every copy of it, read
+at any time, is T(low), so a chunk read again delivers the same rows, and the stream from low drops
+exactly the changes they hold.
+
 Key values go into the JSON offset as themselves when JSON holds them (int, float, str, bool, null)
 and tagged otherwise (`{"bytes": base64}`, `{"decimal": "1.50"}`, `{"datetime": iso}`, `{"date": iso}`,
 `{"time": iso}`, `{"timedelta_us": n}`). Positions go in as the caller gives them (JSON dicts, as

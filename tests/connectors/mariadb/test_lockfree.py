@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from headwater.connectors.binlog import lockfree
-from headwater.connectors.binlog.source import BinlogSource
+from headwater.connectors.binlog.positions import split_pos
+from headwater.connectors.common.chunkprogress import Progress
 from headwater.connectors.errors import SourceError
 from headwater.connectors.registry import create_source, validate_connector
 from headwater.devservers.mariadb import MariaDBServer
@@ -44,7 +45,7 @@ def write_while_chunk_is_read(monkeypatch: Any, server: MariaDBServer, db: str, 
     fetch = lockfree.LockFreeChunk._fetch
 
     def writing(self: lockfree.LockFreeChunk) -> Any:
-        if self.index == index and self.read_rows is None:
+        if self.index == index:
             server.execute(sql, db)
         return fetch(self)
     monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", writing)
@@ -57,7 +58,7 @@ def writes_in_every_window(monkeypatch: Any) -> None:
     fetch = lockfree.LockFreeChunk._fetch
 
     def waiting(self: lockfree.LockFreeChunk) -> Any:
-        if self.read_rows is None and self.order is not None:
+        if self.order is not None:
             conn = lockfree.connect(self.params)
             try:
                 with conn.cursor() as cur:
@@ -285,16 +286,16 @@ def test_kill_9_mid_snapshot_resumes_and_ends_equal_to_the_table(mariadb_server,
 
 def test_key_changes_across_chunks_are_split_by_the_stream_filter(mariadb_server, mariadb_db, monkeypatch, tmp_path):
     """Two key changes made while the last chunk is read (after the first chunk is done): 100 -> 3 (from
-    the last chunk into the first) and 10 -> 101 (the other way). The last chunk's records hold both
-    sides in its range; the stream keeps only the sides in the first chunk: a create of 3 and a delete
-    of 10, each alone."""
+    the last chunk into the first) and 10 -> 101 (the other way). The last chunk's records are its range at
+    its batch's low (100, not 101); the stream from the lowest low passes both sides of both changes (each
+    after its chunk's low): a delete and a create each, every one meeting the row it changes."""
     mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
     mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
                            mariadb_db)
     fetch = lockfree.LockFreeChunk._fetch
 
     def changing(self: lockfree.LockFreeChunk) -> Any:
-        if self.index == 4 and self.read_rows is None:
+        if self.index == 4:
             mariadb_server.execute("UPDATE t SET id = 3 WHERE id = 100; UPDATE t SET id = 101 WHERE id = 10",
                                    mariadb_db)
         return fetch(self)
@@ -308,8 +309,8 @@ def test_key_changes_across_chunks_are_split_by_the_stream_filter(mariadb_server
             replay.apply(event)
     finally:
         engine.close()
-    assert 101 in replay.snapshot_keys and 3 not in replay.snapshot_keys
-    assert replay.ops == {"r": 60, "c": 1, "d": 1}
+    assert 100 in replay.snapshot_keys and 101 not in replay.snapshot_keys and 3 not in replay.snapshot_keys
+    assert replay.ops == {"r": 60, "c": 2, "d": 2}
     assert replay.rows == table_rows(mariadb_server, mariadb_db)
 
 
@@ -329,7 +330,7 @@ def test_a_window_across_a_binlog_rotation(mariadb_server, mariadb_db, monkeypat
                 replay.apply(event)
     finally:
         engine.close()
-    assert replay.ops == {"r": 59}  # the window's changes are in the snapshot's records, not streamed again
+    assert replay.ops == {"r": 60, "u": 1, "d": 1}  # the records are the chunk at its low; the window's changes streamed
     assert replay.rows == table_rows(mariadb_server, mariadb_db) and replay.rows[100] == "changed"
 
 
@@ -387,18 +388,23 @@ def test_a_partial_row_image_in_a_chunks_window_is_refused(mariadb_server, maria
         engine.close()
 
 
+@pytest.mark.parametrize("set_note", [False, True])
 def test_noblob_changes_in_a_chunks_window_keep_the_blob_and_text_values_the_key_held(mariadb_server, mariadb_db,
-                                                                                      monkeypatch, tmp_path):
-    """NOBLOB images in a chunk's window (a session's): the merge fills the TEXT column they leave out from the
-    row the key held before the change (the SELECT's, or an earlier change's), so the chunk's `r` events carry
-    the table's values at its high (here the SELECT saw the changes: a key moved in and an insert that did
-    not set the column take it from the SELECT's row of their key)."""
+                                                                                      monkeypatch, tmp_path, set_note):
+    """NOBLOB images in a chunk's window (a session's; a before image lacks every TEXT column, an after image
+    those the change did not set). The roll-back fills the column from the row's life after the change: the
+    SELECT's row of the key the row ends under (100's; 104's from 101, where it moved to), so the chunk's `r`
+    events carry the table's values at its batch's low (101 and 103 were not there yet). When a change sets
+    the column (102's note), its value at low is in no image: the chunk is merged forward as before, to the
+    window's end (the stream replays the window's changes onto it from the low), the column taken from the
+    row the key held before each change (the SELECT's, or an earlier change's)."""
     mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL, note TEXT)", mariadb_db)
     mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}', 'n{k}')" for k in range(0, 120, 2)),
                            mariadb_db)
     write_while_chunk_is_read(monkeypatch, mariadb_server, mariadb_db,
                               "SET SESSION binlog_row_image = NOBLOB; UPDATE t SET v = 'x' WHERE id = 100; "
-                              "UPDATE t SET note = 'changed' WHERE id = 102; UPDATE t SET v = 'y' WHERE id = 102; "
+                              + ("UPDATE t SET note = 'changed' WHERE id = 102; " if set_note else "")
+                              + "UPDATE t SET v = 'y' WHERE id = 102; "
                               "UPDATE t SET id = 101 WHERE id = 104; INSERT INTO t (id, v) VALUES (103, 'new')")
     engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
     try:
@@ -409,37 +415,24 @@ def test_noblob_changes_in_a_chunks_window_keep_the_blob_and_text_values_the_key
                 reads[value["after"]["id"]] = (value["after"]["v"], value["after"]["note"])
     finally:
         engine.close()
-    assert reads[100] == ("x", "n100")
-    assert reads[102] == ("y", "changed")
-    assert reads[101] == ("init104", "n104") and 104 not in reads
-    assert reads[103] == ("new", None)
+    if set_note:
+        assert reads[100] == ("x", "n100")
+        assert reads[102] == ("y", "changed")
+        assert reads[101] == ("init104", "n104") and 104 not in reads
+        assert reads[103] == ("new", None)
+    else:
+        assert reads[100] == ("init100", "n100")
+        assert reads[102] == ("init102", "n102")
+        assert reads[104] == ("init104", "n104") and 101 not in reads and 103 not in reads
     assert reads[98] == ("init98", "n98")
 
 
-def _spy_plans(monkeypatch: Any) -> list[bool | None]:
-    """For each chunk batch's plan: whether it handed out the chunks read ahead after the batch before it
-    (True), those whose reads started when its offset was planned (None), or chunks read from then (False)."""
-    adopted: list[bool | None] = []
-    plan = lockfree.LockFreeSnapshot.plan
-
-    def spying(self: lockfree.LockFreeSnapshot, start: Any, end: Any) -> Any:
-        ahead = self.ahead
-        units = plan(self, start, end)
-        if end.get("snapshot") == lockfree.CHUNKS:
-            assert units is not None
-            used = ahead is not None and all(any(u is a for u in units) for a in ahead.units)
-            adopted.append(None if used and ahead is not None and not ahead.early else used)
-        return units
-    monkeypatch.setattr(lockfree.LockFreeSnapshot, "plan", spying)
-    return adopted
-
-
 @pytest.mark.parametrize("first_chunk_rows", [None, 4])
-def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_server, tables, folded, monkeypatch,
-                                                                     tmp_path, first_chunk_rows):
-    """Every chunk batch after the first is read while the one before it is delivered (its chunks are those
-    read ahead), and the events still replay to the table under writes; also when the first batch's chunks
-    are smaller than the others (`FIRST_CHUNK_ROWS`; the default is above this table's chunk size)."""
+def test_chunk_batches_under_concurrent_writes(mariadb_server, tables, folded, monkeypatch, tmp_path,
+                                               first_chunk_rows):
+    """Every chunk's window holds the writers' changes, and the events still replay to the table; also
+    when the first batch's chunks are smaller than the others (`FIRST_CHUNK_ROWS`; the default is above
+    this table's chunk size)."""
     if first_chunk_rows is not None:
         monkeypatch.setattr(lockfree, "FIRST_CHUNK_ROWS", first_chunk_rows)
     ranges: list[int] = []
@@ -450,7 +443,6 @@ def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_s
         ranges.append(len(got))
         return got
     monkeypatch.setattr(lockfree, "key_ranges", counting)
-    adopted = _spy_plans(monkeypatch)
     writes_in_every_window(monkeypatch)
     replay = Replay()
     engine = Engine(validate_connector(properties(mariadb_server, tables)), OffsetFile(tmp_path / "o.json"))
@@ -464,7 +456,6 @@ def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_s
     finally:
         engine.close()
     assert folded[0] > 0
-    assert len(adopted) >= 3 and adopted[0] is None and all(adopted[1:])
     assert len(set(replay.snapshot_keys)) == len(replay.snapshot_keys)
     assert replay.rows == table_rows(mariadb_server, tables)
     # t's 100 rows in chunks of 12: 9 ranges; the first batch is k's one chunk (k comes first) and t's first
@@ -472,50 +463,69 @@ def test_the_next_batchs_chunks_are_read_ahead_under_concurrent_writes(mariadb_s
     assert ranges == [9 if first_chunk_rows is None else 10]
 
 
-def test_chunks_read_ahead_for_another_batch_are_discarded_unpublished(mariadb_server, tables, monkeypatch, tmp_path):
-    """A smaller batch asked for than the read-ahead assumed: `_next` plans the batch at a fresh low, the
-    chunks read ahead are discarded (a read finishing after that never reaches `_WINDOWS`), and the batch's
-    chunks are read anew; a batch read twice does not use a read-ahead either."""
-    gate, held = threading.Event(), set[tuple[str, int]]()
+def test_a_chunk_batch_gives_the_table_at_its_low_and_the_same_events_when_run_again(mariadb_server, mariadb_db,
+                                                                                     monkeypatch):
+    """Inserts, updates (two on one key), a delete and key changes into, out of and within chunk 1's range
+    while it is read (after the batch's low): the batch's `r` events are the table as it stood at the low,
+    at that position; the batch run again after more changes (chunk 0's window now holds a key change of
+    its own) gives the same events."""
+    mariadb_server.execute("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(40) NOT NULL)", mariadb_db)
+    mariadb_server.execute("INSERT INTO t VALUES " + ",".join(f"({k}, 'init{k}')" for k in range(0, 120, 2)),
+                           mariadb_db)
+    writes = ["UPDATE t SET v = 'a' WHERE id = 24; UPDATE t SET v = 'b' WHERE id = 24; DELETE FROM t WHERE id = 26; "
+              "INSERT INTO t VALUES (25, 'new'); UPDATE t SET id = 27 WHERE id = 2; UPDATE t SET id = 119 WHERE id = 28; "
+              "UPDATE t SET id = 29 WHERE id = 30; UPDATE t SET v = 'c' WHERE id = 29",
+              "UPDATE t SET id = 1 WHERE id = 4; DELETE FROM t WHERE id = 32; UPDATE t SET v = 'd' WHERE id = 50"]
     fetch = lockfree.LockFreeChunk._fetch
 
-    def gated(self: lockfree.LockFreeChunk) -> Any:
-        if (lockfree.name_of(self.table), self.index) in held:
-            assert gate.wait(60)
+    def writing(self: lockfree.LockFreeChunk) -> Any:
+        if self.index == 1 and writes:
+            mariadb_server.execute(writes.pop(0), mariadb_db)
         return fetch(self)
-    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", gated)
-    source = create_source(validate_connector(properties(mariadb_server, tables)))
+    monkeypatch.setattr(lockfree.LockFreeChunk, "_fetch", writing)
+    source = create_source(validate_connector(properties(mariadb_server, mariadb_db)))
     try:
         start = source.initial_offset()
         open_connector(source, start)
         end = source.latest_offset(start, None)
-        held.update((t, i) for t, chunks in end["progress"]["tables"].items() for i in range(len(chunks))
-                    if [t, i] not in end["batch"])  # every chunk after the first batch's waits for the gate
-        _read_all(source.plan(start, end))
-        assert isinstance(source, BinlogSource) and source.lockfree is not None
-        snap = source.lockfree
-        ahead = snap.ahead
-        assert ahead is not None and len(ahead.batch) == 3 and ahead.started is not None  # 36 events, chunks of 12
-        ahead.started.result()  # the low read, the reads started (held at the gate)
-        mariadb_server.execute("UPDATE t SET v = 'moved' WHERE id = 0", tables)  # the binlog moves on
-        nxt = source.latest_offset(end, 24)  # two chunks a batch now
-        assert nxt["batch"] == ahead.batch[:2] and nxt["low"] > ahead.low
-        assert snap.ahead is not ahead and all(u.discarded for u in ahead.units)
-        gate.set()
-        for unit in ahead.units:
-            assert unit.reading is not None
-            unit.reading.result()
-        windows = lockfree._WINDOWS[snap.run]  # no window read from the discarded low, even those read to the end
-        assert all(windows.get((t, i), (nxt["low"], 0))[0] == nxt["low"] for t, i in ahead.batch)
-        assert snap.ahead is not None and not snap.ahead.early  # read from when `nxt` was planned
-        units = source.plan(end, nxt)
-        assert not any(u is a for u in units for a in ahead.units)
-        _read_all(units)
-        assert all(windows[(t, i)][0] == nxt["low"] for t, i in nxt["batch"])
-        ahead = snap.ahead
-        assert ahead is not None
-        again = source.plan(end, nxt)  # read twice (Spark's retry): read anew, and no read-ahead from it
-        assert not any(u is a for u in again for a in units) and snap.ahead is ahead
-        _read_all(again)
+        at_low = table_rows(mariadb_server, mariadb_db)
+        first = _read_all(source.plan(start, end))
+        assert len(writes) == 1
+        again = _read_all(source.plan(start, end))
+        assert not writes
     finally:
         source.close()
+    assert again == first
+    spans = Progress.from_json(end["progress"]).tables[f"{mariadb_db}.t"]
+    batch = [spans[i].span for _, i in end["batch"]]
+    read = {v["after"]["id"]: v["after"]["v"] for _, v in first if v.get("op") == "r"}
+    assert read == {k: v for k, v in at_low.items()
+                    if any((s.lo is None or s.lo[0] <= k) and (s.hi is None or k < s.hi[0]) for s in batch)}
+    assert {(v["source"]["file"], v["source"]["pos"]) for _, v in first if v.get("op") == "r"} == \
+        {split_pos(end["file"], end["low"])}
+    assert read[24] == "init24" and read[26] == "init26" and read[28] == "init28" and 25 not in read
+
+
+def test_a_keyless_table_written_while_it_is_read_gives_the_table_at_the_batchs_low(mariadb_server, mariadb_db,
+                                                                                    monkeypatch, tmp_path):
+    """A table without a key is one chunk read in a consistent snapshot at P, after the batch's low: changes
+    made in between (a delete of one of two equal rows, an insert, an update) are undone on its rows as a
+    multiset, so its `r` events are the table at the low; the stream then gives the changes once."""
+    mariadb_server.execute("CREATE TABLE k (v VARCHAR(10), n INT)", mariadb_db)
+    mariadb_server.execute("INSERT INTO k VALUES ('a', 1), ('a', 1), ('b', 2), (NULL, 3)", mariadb_db)
+    write_while_chunk_is_read(monkeypatch, mariadb_server, mariadb_db,
+                              "DELETE FROM k WHERE v = 'a' LIMIT 1; INSERT INTO k VALUES ('c', 4); "
+                              "UPDATE k SET v = 'x' WHERE v = 'b'; UPDATE k SET n = 5 WHERE v IS NULL", index=0)
+    engine = Engine(validate_connector(properties(mariadb_server, mariadb_db)), OffsetFile(tmp_path / "o.json"))
+    ops: list[tuple[str, Any, Any]] = []
+    try:
+        for _ in range(2):
+            for e in engine.events(once=True):
+                value = e.value_json()
+                if value is not None and "op" in value:
+                    ops.append((value["op"], value["before"], value["after"]))
+    finally:
+        engine.close()
+    reads = sorted((a["v"] or "", a["n"]) for op, _, a in ops if op == "r")
+    assert reads == [("", 3), ("a", 1), ("a", 1), ("b", 2)]
+    assert sorted(op for op, _, _ in ops if op != "r") == ["c", "d", "u", "u"]
