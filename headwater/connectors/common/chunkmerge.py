@@ -164,19 +164,7 @@ def merge_chunk(rows: Iterable[R], changes: Iterable[Change[R]], span: KeyRange,
             touched[k] = change.after
     if not touched:
         return list(rows)
-    merged: dict[Any, R] = {}
-    for row in rows:
-        k = order(row_key(row))
-        if not bounds.holds(k):
-            raise ChunkMergeError(f"the SELECT of the range {span.lo!r}..{span.hi!r} returned the key "
-                                  f"{row_key(row)!r}, which the key order places outside it: the order "
-                                  "differs from the database's collation (pass one that matches, or read "
-                                  "the table as one chunk)")
-        if k in merged:
-            raise ChunkMergeError(f"two rows of the chunk have the key {row_key(row)!r}: the key columns are "
-                                  "not unique (name a unique key in message.key.columns, or read the table "
-                                  "as one keyless chunk)")
-        merged[k] = row
+    merged = _by_key(rows, span, bounds, row_key, order)
     for k, row_at_high in touched.items():
         if row_at_high is None:
             merged.pop(k, None)
@@ -220,6 +208,18 @@ def roll_back_chunk(rows: Iterable[R], changes: Iterable[Change[R]], span: KeyRa
             first[k] = None
     if not first:
         return None
+    out = _by_key(rows, span, bounds, row_key, order)
+    for k, row_at_low in first.items():
+        if row_at_low is None:
+            out.pop(k, None)
+        else:
+            out[k] = row_at_low
+    return [out[k] for k in sorted(out)]
+
+
+def _by_key(rows: Iterable[R], span: KeyRange, bounds: Bounds, row_key: Callable[[R], Key],
+            order: KeyOrder) -> dict[Any, R]:
+    """The SELECT's rows by their ordered key, refusing a key outside the span or one seen twice."""
     out: dict[Any, R] = {}
     for row in rows:
         k = order(row_key(row))
@@ -233,9 +233,4 @@ def roll_back_chunk(rows: Iterable[R], changes: Iterable[Change[R]], span: KeyRa
                                   "not unique (name a unique key in message.key.columns, or read the table "
                                   "as one keyless chunk)")
         out[k] = row
-    for k, row_at_low in first.items():
-        if row_at_low is None:
-            out.pop(k, None)
-        else:
-            out[k] = row_at_low
-    return [out[k] for k in sorted(out)]
+    return out
