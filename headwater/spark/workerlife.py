@@ -23,8 +23,9 @@ environment keeps Spark's reuse (the tests' shared session, which starts hundred
 `quiet_when_jvm_gone`, also from the sitecustomize, keeps a worker whose JVM end went away under it
 (Ctrl-C right after a query began: the streaming source runner connects to a socket the JVM has
 already removed, or finds it closed as the query stops while the runner starts) from printing
-PySpark's traceback: it prints one line and exits with status 1. Any other uncaught error keeps its
-traceback.
+PySpark's traceback: it exits with status 1 and prints nothing. The driver says why it stopped; a
+line from the worker would only repeat it, and could come after the driver's last line ("done"),
+since nothing orders the two processes' output. Any other uncaught error keeps its traceback.
 """
 
 from __future__ import annotations
@@ -132,15 +133,11 @@ def jvm_gone(exc: BaseException) -> bool:
 
 
 def quiet_when_jvm_gone() -> None:
-    """Make an uncaught `CANNOT_OPEN_SOCKET` error (the JVM's socket gone) one line on stderr."""
+    """Make an uncaught `CANNOT_OPEN_SOCKET` error (the JVM's socket gone) end the process silently."""
     previous = sys.excepthook
 
     def hook(kind, exc, tb) -> None:
         if jvm_gone(exc):
-            run = run_module(sys.orig_argv)
-            name = run[0] if run else "a Spark Python worker"
-            sys.stderr.write(f"headwater: {name} found Spark's JVM gone (stopping) and ended\n")
-            sys.stderr.flush()
             os._exit(JVM_GONE_EXIT_STATUS)
         previous(kind, exc, tb)
 

@@ -96,12 +96,10 @@ raise ValueError("something else")
 """
 
 
-def test_a_worker_that_finds_the_jvm_gone_says_so_in_one_line():
+def test_a_worker_that_finds_the_jvm_gone_ends_silently():
     gone = subprocess.run([sys.executable, "-c", JVM_GONE, "socket"], capture_output=True, text=True, timeout=60)
-    assert gone.returncode == 1
-    assert "Traceback" not in gone.stderr and gone.stderr.count("\n") == 1
-    assert "found Spark's JVM gone" in gone.stderr
+    assert gone.returncode == 1 and gone.stderr == ""
     pipe = subprocess.run([sys.executable, "-c", JVM_GONE, "pipe"], capture_output=True, text=True, timeout=60)
-    assert pipe.returncode == 1 and "Traceback" not in pipe.stderr and "found Spark's JVM gone" in pipe.stderr
+    assert pipe.returncode == 1 and pipe.stderr == ""
     other = subprocess.run([sys.executable, "-c", JVM_GONE, "other"], capture_output=True, text=True, timeout=60)
     assert other.returncode == 1 and "Traceback" in other.stderr and "ValueError: something else" in other.stderr
