@@ -55,10 +55,8 @@ from pyspark.sql.streaming.datasource import (
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import SourceConnector, WorkUnit
 from headwater.connectors.common.context_headers import ContextHeaders
-from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase
 from headwater.connectors.history_file import require_history_file
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
-from headwater.engine.startup import open_connector
 from headwater.events.arrays import binary_array, string_array
 from headwater.events.arrow import RowImages
 from headwater.events.batch import Events
@@ -186,6 +184,9 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def _open(self, start: dict) -> None:
         if not self._opened:
+            # (imported here: the driver's alone, a task worker that unpickles the reader does not import it)
+            from headwater.engine.startup import open_connector
+
             open_connector(self.connector, start)  # the database is first reached here
             self.connector.commit(start)  # Spark has committed `start`: the database may release it
             self._opened = True
@@ -212,6 +213,8 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         end = self.connector.latest_offset(inner, max_events)
         if self._carrier is None:
             return start if end == inner else end
+        from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase  # (the driver's: see _open)
+
         return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED)
 
     def prepareForTriggerAvailableNow(self) -> None:

@@ -1,5 +1,6 @@
 """The `headwater` source's `headwater.output` option: checked before a query starts; the blocks
-layout carries typed blocks whose `_order` counts across a partition's batches."""
+layout carries typed blocks whose `_order` counts across a partition's batches; what a task worker
+imports to unpickle the reader."""
 
 from __future__ import annotations
 
@@ -47,6 +48,25 @@ def test_the_light_data_source_module_keeps_the_schemas_and_imports_no_connector
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == []
+
+
+def test_a_task_worker_unpickling_the_reader_imports_none_of_the_drivers_lifecycle():
+    """Spark's task workers unpickle the stream reader for every task: the connector's start-up and
+    phases (snapshot, stream, incremental snapshots) run on the driver alone."""
+    import pickle
+    import subprocess
+    import sys
+
+    from headwater.spark.source import HeadwaterStreamReader
+
+    reader = pickle.dumps(HeadwaterStreamReader(PROPS))
+    heavy = ("headwater.engine", "headwater.connectors.common.phases", "headwater.connectors.common.incremental")
+    code = ("import pickle, sys\n"
+            "reader = pickle.loads(sys.stdin.buffer.read())\n"
+            f"print(type(reader).__name__, *[m for m in {heavy!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], input=reader, capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.decode().split() == ["HeadwaterStreamReader"]
 
 
 def test_block_rows_count_the_order_across_batches():

@@ -59,6 +59,16 @@ def framed_table_id(payload: bytes) -> int:
     return int.from_bytes(payload[1 + HEADER_SIZE:7 + HEADER_SIZE], "little")
 
 
+class BinlogKinds:
+    """Rows events are data, TABLE_MAP events layouts (by the event type byte the reader puts first)."""
+
+    data_kinds = ROWS_EVENTS
+    layout_kind = TABLE_MAP
+
+    def layout_id(self, payload: bytes) -> int:
+        return framed_table_id(payload)
+
+
 def table_map_name(payload: bytes) -> tuple[str, str]:
     """The database and table a framed TABLE_MAP event names (without decoding its columns)."""
     at = 1 + HEADER_SIZE + 8  # table id, flags

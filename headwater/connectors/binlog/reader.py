@@ -51,16 +51,6 @@ MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
 PURGED = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG: the position asked for is gone
 
 
-class BinlogKinds:
-    """Rows events are data, TABLE_MAP events layouts (by the event type byte the reader puts first)."""
-
-    data_kinds = fr.ROWS_EVENTS
-    layout_kind = fr.TABLE_MAP
-
-    def layout_id(self, payload: bytes) -> int:
-        return fr.framed_table_id(payload)
-
-
 @dataclass
 class Retry:
     """How a lost connection is retried: `errors.max.retries` (-1: forever), the wait between tries."""
@@ -146,7 +136,7 @@ class BinlogReader:
         self.gtids = gtids
         self.mariadb = mariadb
         self.retry = retry
-        self.buffer = StreamBuffer(buffer_bytes, BinlogKinds())
+        self.buffer = StreamBuffer(buffer_bytes, fr.BinlogKinds())
         self.gtid_after: dict[int, object] = {}  # a transaction (its begin stream position) -> GTID state after it
         self.tracker: GtidTracker | None = None  # the running GTID state of the connection (`gtid_text` reads it)
         self.txn_info: dict[int, tuple[str | None, int | None]] = {}  # a transaction -> its GTID and thread

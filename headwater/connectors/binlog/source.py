@@ -100,11 +100,6 @@ class BinlogSource(SnapshotThenStream):
     def check_read_only(self, conn: pymysql.Connection) -> None:
         """Refuse to start when read-only incremental snapshots cannot work on this server."""
 
-    @staticmethod
-    def transaction_id(gtid: str | None, file: str, pos: int) -> str:
-        """Debezium's transaction id: the GTID, or the file and position of the transaction's start."""
-        return gtid if gtid else f"file={file},pos={pos}"
-
     # ------------------------------------------------------------------ connections
     def _connection(self) -> pymysql.Connection:
         """The connection for catalog queries, opened again when the server dropped it (a restart)."""
@@ -253,8 +248,7 @@ class BinlogSource(SnapshotThenStream):
                                        self.dbms == "mariadb", self.config["headwater.stream.buffer.bytes"], retry,
                                        queries=self.context.include_query)
             self.reader.start(at)
-            codec = BinlogCodec(self.context, self.dbms, self.reader, self.tracker, lambda: self.file_like,
-                                self.transaction_id)
+            codec = BinlogCodec(self.context, self.dbms, self.reader, self.tracker, lambda: self.file_like)
             codec.keep = self.stream_filter
             self.planner = Planner(self.reader, codec, _once, transaction_metadata=self.context.transaction_metadata,
                                    heartbeat_interval_ms=self.context.heartbeat_interval_ms,

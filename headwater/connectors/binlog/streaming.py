@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import numpy as np
 import orjson
@@ -36,7 +36,6 @@ from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog.images import ImageCheck
 from headwater.connectors.binlog.insert_runs import RunRows, decode_writes, header_fields, run_columns
 from headwater.connectors.binlog.positions import FILE_SHIFT, BinlogPosition, split_pos
-from headwater.connectors.binlog.reader import BinlogKinds, BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.rows import plan_of, rows_of
 from headwater.connectors.binlog.schema import Table
@@ -57,6 +56,9 @@ from headwater.connectors.errors import SourceError
 from headwater.events.arrays import binary_array, int64_array, lit, string_array
 from headwater.events.batch import ArrowEvents, Events
 from headwater.events.typed import TypedEvents
+
+if TYPE_CHECKING:  # (the reader runs on the driver: a task worker does not import it)
+    from headwater.connectors.binlog.reader import BinlogReader
 
 TableKey = tuple[str, str]  # (database, table)
 
@@ -145,6 +147,11 @@ def map_table(payload: bytes, table_map: dict[int, Any], ctl: DecodeControl) -> 
         _TABLE_MAPS[body] = tm.table_obj
 
 
+def transaction_id(gtid: str | None, file: str, pos: int) -> str:
+    """Debezium's transaction id: the GTID, or the file and position of the transaction's start."""
+    return gtid if gtid else f"file={file},pos={pos}"
+
+
 _TRUNCATE = re.compile(r"^\s*TRUNCATE\s+(?:TABLE\s+)?(.+?)\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 
 
@@ -154,11 +161,10 @@ class BinlogSlice(SegmentsByColumn, WorkUnit):
     def __init__(self, ctx: BinlogContext, dbms: str, file_like: str, layouts: Layouts,
                  tables: dict[TableKey, Table], steps: dict[int, SchemaStep],
                  txn_info: dict[int, tuple[str | None, int | None]], segments: list[Segment], blob: bytes,
-                 transaction_id: Callable[[str | None, str, int], str], keep: RowFilter | None = None):
+                 keep: RowFilter | None = None):
         self.ctx, self.dbms, self.file_like = ctx, dbms, file_like
         self.layouts, self.tables, self.steps, self.txn_info = dict(layouts), tables, steps, txn_info
         self.segments, self.blob = segments, blob
-        self.transaction_id = transaction_id
         self.keep = keep  # the lock-free snapshot's stream filter (lockfree.py)
 
     def describe(self) -> str:
@@ -295,7 +301,7 @@ class _Decoder:
         self.gtid, self.thread = self.unit.txn_info.get(seg.xid or 0, (None, None))
         if self.ctx.transaction_metadata:  # (the id is only in transaction blocks and records)
             file, pos = split_pos(self.unit.file_like, seg.begin_pos)
-            self.tid = self.unit.transaction_id(self.gtid, file, pos)
+            self.tid = transaction_id(self.gtid, file, pos)
         if self.fixed_counters is None:
             self.counters = TxnCounters.from_json(seg.counters) if self.ctx.transaction_metadata and \
                 seg.transactional else None
@@ -620,14 +626,13 @@ class HeartbeatUnit(WorkUnit):
         yield maker.take()
 
 
-class BinlogCodec(BinlogKinds):
+class BinlogCodec(fr.BinlogKinds):
     """The shared planner's codec over `BinlogPosition`s."""
 
     def __init__(self, ctx: BinlogContext, dbms: str, reader: BinlogReader, tracker: SchemaTracker,
-                 file_like: Callable[[], str], transaction_id: Callable[[str | None, str, int], str]):
+                 file_like: Callable[[], str]):
         self.ctx, self.dbms, self.reader, self.tracker = ctx, dbms, reader, tracker
         self.file_like = file_like
-        self.transaction_id = transaction_id
         self.keep: RowFilter | None = None  # the lock-free snapshot's stream filter, while it has one
 
     def commit(self, pos: BinlogPosition) -> int:
@@ -674,15 +679,14 @@ class BinlogCodec(BinlogKinds):
         steps = self._steps(msgs)
         info = {s.xid: self.reader.txn_info.get(s.xid, (None, None)) for s in segments if s.xid is not None}
         return BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, steps, info, segments,
-                           pack(msgs), self.transaction_id, self.keep)
+                           pack(msgs), self.keep)
 
     def count(self, counters: dict, txn: Txn, msgs: list[Message], layouts: Layouts) -> dict:
         """The counters after the events of `msgs`, decoded here as a slice decodes them."""
         out = TxnCounters.from_json(counters)
         tables = self.tracker.tables_at(msgs[0][0]) if msgs else {}
         unit = BinlogSlice(self.ctx, self.dbms, self.file_like(), layouts, tables, self._steps(msgs),
-                           {txn.xid or 0: self.reader.txn_info.get(txn.xid or 0, (None, None))}, [], b"",
-                           self.transaction_id, self.keep)
+                           {txn.xid or 0: self.reader.txn_info.get(txn.xid or 0, (None, None))}, [], b"", self.keep)
         decoder = _Decoder(unit, BinlogMaker(self.ctx), out)
         decoder.segment(Segment(txn.xid, txn.begin_pos, txn.commit_pos, None, txn.commit_ts, True, False, False,
                                 len(msgs)))
