@@ -34,10 +34,10 @@ log = logging.getLogger("headwater.planner")
 
 P = TypeVar("P")
 
-_COUNT = struct.Struct("<I")  # messages in a packed blob
-_SIZE = struct.Struct("<Q")  # the blob's size before compression
+_COUNT = struct.Struct("<I")  # messages in a frame
+_FRAME = struct.Struct("<II")  # a frame's size before and after compression
 _CODEC = pa.Codec("zstd", compression_level=1)
-_UNPACK_CHUNK = 4096
+FRAME_BYTES = 1 << 20  # payload bytes of a packed slice's frame
 MIN_SLICE = 5_000  # data messages; smaller batches are not worth another partition
 POLL_S = 0.25
 GATHER_S = 0.5  # how long a batch may wait for more of a transaction that is still arriving
@@ -58,30 +58,50 @@ class TxnPart:
 
 
 def pack(msgs: list[Message]) -> bytes:
-    """Messages as one blob (a slice's payload): their number, their positions, their sizes, and
-    their payloads one after another (so that packing and unpacking are array operations),
-    compressed (zstd, level 1): a slice travels from the driver's reader through Spark's JVM, which
-    holds a batch's slices in its heap several times over, to the task that decodes it; row messages
-    shrink ~5x for ~1 ms of CPU per MB."""
+    """Messages as one blob (a slice's payload): frames of about FRAME_BYTES of payloads each (a frame ends
+    with the message that brings its payloads to FRAME_BYTES), each its raw and compressed sizes and then, compressed (zstd,
+    level 1), its messages' number, positions, sizes, and payloads one after another (so that packing and
+    unpacking are array operations). A slice travels from the driver's reader through Spark's JVM, which
+    holds a batch's slices in its heap several times over, to the task that decodes it: row messages
+    shrink ~5x for ~1 ms of CPU per MB, and in frames neither the driver nor the task holds a whole
+    slice's messages uncompressed in one piece. No messages: no frames, an empty blob."""
+    n = len(msgs)
     payloads = [p for _, p in msgs]
     positions = np.array([pos for pos, _ in msgs], dtype="<u8")
-    sizes = np.fromiter(map(len, payloads), dtype="<u4", count=len(payloads))
-    raw = b"".join([_COUNT.pack(len(msgs)), positions.tobytes(), sizes.tobytes(), *payloads])
-    return _SIZE.pack(len(raw)) + _CODEC.compress(raw, asbytes=True)
+    sizes = np.fromiter(map(len, payloads), dtype="<u4", count=n)
+    ends = np.cumsum(sizes, dtype=np.int64)
+    frames = []
+    a = 0
+    while a < n:  # a frame ends with the message whose payload brings the frame's to FRAME_BYTES
+        b = min(n, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + FRAME_BYTES, side="left")) + 1)
+        raw = b"".join([_COUNT.pack(b - a), positions[a:b].tobytes(), sizes[a:b].tobytes(), *payloads[a:b]])
+        packed = _CODEC.compress(raw, asbytes=True)
+        frames += [_FRAME.pack(len(raw), len(packed)), packed]
+        a = b
+    return b"".join(frames)
 
 
 def unpack(packed: bytes) -> Iterator[Message]:
-    blob = _CODEC.decompress(memoryview(packed)[_SIZE.size:], decompressed_size=_SIZE.unpack_from(packed)[0],
-                             asbytes=True)
-    n = _COUNT.unpack_from(blob)[0]
-    positions = np.frombuffer(blob, "<u8", n, _COUNT.size)
-    sizes = np.frombuffer(blob, "<u4", n, _COUNT.size + 8 * n)
+    """The messages of a `pack` blob, in order, one frame uncompressed at a time."""
+    view = memoryview(packed)
+    at = 0
+    while at < len(packed):
+        size, compressed = _FRAME.unpack_from(packed, at)
+        at += _FRAME.size
+        frame = _CODEC.decompress(view[at:at + compressed], decompressed_size=size, asbytes=True)
+        at += compressed
+        yield from _frame_messages(frame)
+
+
+def _frame_messages(frame: bytes) -> Iterator[Message]:
+    n = _COUNT.unpack_from(frame)[0]
+    positions = np.frombuffer(frame, "<u8", n, _COUNT.size)
+    sizes = np.frombuffer(frame, "<u4", n, _COUNT.size + 8 * n)
     at = _COUNT.size + 12 * n  # where the payloads start
-    for i in range(0, n, _UNPACK_CHUNK):  # (a chunk at a time as Python ints: a slice may be large)
-        ends = (np.cumsum(sizes[i:i + _UNPACK_CHUNK], dtype=np.int64) + at).tolist()
-        for pos, end in zip(positions[i:i + _UNPACK_CHUNK].tolist(), ends, strict=True):
-            yield pos, blob[at:end]
-            at = end
+    ends = (np.cumsum(sizes, dtype=np.int64) + at).tolist()
+    for pos, end in zip(positions.tolist(), ends, strict=True):
+        yield pos, frame[at:end]
+        at = end
 
 
 class Planner(Generic[P]):

@@ -1,13 +1,14 @@
 """The shared streaming planner over a fake connector (see fakes.py), no server: batches after
 whole transactions and inside them, slices of about equal size with the layouts in force at
 each one's start, transaction-metadata counters across slices and batches, restarts, spilled
-transactions, transactions still arriving, the end target, and heartbeats."""
+transactions, transactions still arriving, the end target, heartbeats, and the frames of a packed slice."""
 
 from __future__ import annotations
 
 import os
 import random
 import time
+from typing import Any
 
 import pytest
 
@@ -283,11 +284,55 @@ def test_heartbeats(monkeypatch):
     assert len(actions) >= 1
 
 
-def test_pack_and_unpack_keep_positions_and_payloads(monkeypatch):
-    monkeypatch.setattr(planner_module, "_UNPACK_CHUNK", 2)
+def frame_counts(blob: bytes) -> list[int]:
+    """The messages in each frame of a packed blob (its frames' headers, as `unpack` walks them)."""
+    counts, at = [], 0
+    while at < len(blob):
+        size, compressed = planner_module._FRAME.unpack_from(blob, at)
+        at += planner_module._FRAME.size
+        counts.append(len(list(planner_module._frame_messages(
+            planner_module._CODEC.decompress(blob[at:at + compressed], decompressed_size=size, asbytes=True)))))
+        at += compressed
+    return counts
+
+
+def test_pack_and_unpack_keep_positions_and_payloads():
     msgs = [(0, b"D1:0"), (1 << 63, b""), ((1 << 64) - 1, b"L2:" + bytes(range(256))), (7, b"X"), (8, b"D2:1")]
     for n in range(len(msgs) + 1):
         assert list(unpack(pack(msgs[:n]))) == msgs[:n]
+    assert pack([]) == b"" and list(unpack(b"")) == []
+
+
+def test_packed_frames_end_with_the_message_that_fills_them(monkeypatch):
+    monkeypatch.setattr(planner_module, "FRAME_BYTES", 10)
+    sizes = [4, 4, 4, 25, 0, 0, 3, 7, 1, 9, 0]  # frames: 4+4+4 | 25 | 0+0+3+7 | 1+9 | 0
+    msgs = [(i, bytes([65 + i]) * n) for i, n in enumerate(sizes)]
+    blob = pack(msgs)
+    assert frame_counts(blob) == [3, 1, 4, 2, 1]
+    assert list(unpack(blob)) == msgs
+    assert frame_counts(pack(msgs[:3])) == [3] and frame_counts(pack(msgs[3:6])) == [1, 2]
+
+
+def test_unpack_uncompresses_one_frame_at_a_time(monkeypatch):
+    monkeypatch.setattr(planner_module, "FRAME_BYTES", 1000)
+    rng = random.Random(5)
+    msgs = [(i, rng.randbytes(rng.choice([0, 1, 50, 999, 1000, 1001, 3000]))) for i in range(300)]
+    blob = pack(msgs)
+    frames = len(frame_counts(blob))
+    assert frames > 100
+    seen: list[int] = []
+    codec = planner_module._CODEC
+
+    class Counting:
+        @staticmethod
+        def decompress(*args: Any, **kwargs: Any) -> bytes:
+            seen.append(1)
+            return codec.decompress(*args, **kwargs)
+
+    monkeypatch.setattr(planner_module, "_CODEC", Counting)
+    messages = unpack(blob)
+    assert next(messages) == msgs[0] and len(seen) == 1
+    assert list(messages) == msgs[1:] and len(seen) == frames
 
 
 def random_payloads(rng: random.Random) -> list[list[bytes]]:
