@@ -129,15 +129,31 @@ def read_text_rows(conn: pymysql.Connection, sql: str, args: Sequence[Any] | Non
 
 
 _HEADER = struct.Struct("<I").unpack_from  # a packet header: the payload's length (24 bits), its sequence id
+MIN_ROW = 9  # a shorter packet may be the EOF that ends the rows (0xFE first): looked at one by one
 
 
 def _row_packets(rfile: Any, seq: int) -> tuple[bytearray, list[int], int]:
-    """The row packets up to the result set's closing EOF: the buffer, each row's start, the next sequence id."""
+    """The row packets up to the result set's closing EOF: the buffer, each row's start, the next sequence id.
+
+    The rows received are walked with the fewest steps per row (a row is its packet's length, one step
+    per row being the only per-row work on the reading side); their sequence ids and first bytes (an
+    error packet's 0xFF) are then checked at once, before more is read. What the walk leaves (a packet
+    not all received, a short one that may be the EOF, a row of 16 MiB or more) is taken one by one."""
     buf = bytearray()
     starts: list[int] = []
     append = starts.append
-    at = 0
+    at = checked = 0  # where the next packet starts; rows whose headers are checked
     while True:
+        stop = len(buf) - 4  # (the last place a header may start)
+        while at <= stop:  # the walk: whole packets of MIN_ROW bytes to less than MAX_PACKET
+            n = _HEADER(buf, at)[0] & MAX_PACKET
+            if n < MIN_ROW or n == MAX_PACKET or at + n > stop:
+                break
+            append(at + 4)
+            at += n + 4
+        if checked < len(starts):
+            seq = _check_rows(buf, starts, checked, seq)
+            checked = len(starts)
         if len(buf) < at + 4:
             _fill(rfile, buf)
             continue
@@ -151,7 +167,7 @@ def _row_packets(rfile: Any, seq: int) -> tuple[bytearray, list[int], int]:
         if header >> 24 != seq:
             raise pymysql.err.InternalError(f"Packet sequence number wrong - got {header >> 24} expected {seq}")
         seq = (seq + 1) & 255
-        if n < 9 and buf[at + 4] == 0xFE:  # EOF: the end of the rows
+        if n < MIN_ROW and buf[at + 4] == 0xFE:  # EOF: the end of the rows
             if len(buf) > at + 4 + n:
                 raise pymysql.err.InternalError("data after the end of a result set")
             del buf[at:]
@@ -176,9 +192,30 @@ def _row_packets(rfile: Any, seq: int) -> tuple[bytearray, list[int], int]:
                     break
             append(at + 4)
             at = end
-            continue
-        append(at + 4)
-        at += 4 + n
+        else:
+            append(at + 4)
+            at += 4 + n
+        checked = len(starts)
+
+
+def _check_rows(buf: bytearray, starts: list[int], first: int, seq: int) -> int:
+    """Check the walked rows from `starts[first]` on: each packet's sequence id follows the one before (the
+    first `seq`) and none is an error packet (raised as PyMySQL raises it); the next sequence id."""
+    at = np.array(starts[first:], dtype=np.int64)
+    view = np.frombuffer(buf, dtype=np.uint8)  # (a view: gone before the buffer grows again)
+    got = view[at - 1]  # the header's last byte
+    want = (seq + np.arange(len(at))) & 255
+    wrong = got != want
+    error = view[at] == 0xFF
+    del view
+    bad = np.flatnonzero(wrong | error)
+    if len(bad):
+        i = int(bad[0])
+        if wrong[i]:
+            raise pymysql.err.InternalError(f"Packet sequence number wrong - got {got[i]} expected {want[i]}")
+        row = int(at[i])
+        pymysql.err.raise_mysql_exception(bytes(buf[row:row + (_HEADER(buf, row - 4)[0] & MAX_PACKET)]))
+    return int(seq + len(at)) & 255
 
 
 def _fill(rfile: Any, buf: bytearray) -> None:

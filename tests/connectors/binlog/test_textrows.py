@@ -1,15 +1,19 @@
 """`textrows.read_text_rows` on a real MariaDB: the rows equal what a PyMySQL cursor reads (every value's
 type and text, NULLs, binary values, long values with 2- and 3-byte length prefixes, a row over 16 MiB),
-the columns are Arrow strings or binaries, and the connection stays usable after a result and an error."""
+the columns are Arrow strings or binaries, and the connection stays usable after a result and an error.
+The packet walk on made-up streams, cut anywhere: every row found, wrong sequence ids and error packets
+refused wherever they are, nothing read past the end of the rows."""
 
 from __future__ import annotations
 
 import pickle
+import struct
 
 import pyarrow as pa
 import pymysql
 import pytest
 
+from headwater.connectors.binlog import textrows
 from headwater.connectors.binlog.snapshot import TEXT_VALUES
 from headwater.connectors.binlog.textrows import read_text_rows
 
@@ -66,3 +70,69 @@ def test_an_empty_result_an_error_and_a_huge_row_leave_the_connection_usable(con
     got = read_text_rows(conn, "SELECT id, bl, lt, vc FROM t ORDER BY id")
     assert got.tuples() == pymysql_rows(conn, "SELECT id, bl, lt, vc FROM t ORDER BY id")
     assert pymysql_rows(conn, "SELECT COUNT(*) FROM t") == [("3",)]
+
+
+class Stream:
+    """A socket's file as `_row_packets` reads it: `read1` hands at most `chunk` bytes; reading past the
+    end is a test failure (the real socket would wait for the server, which has nothing more to send)."""
+
+    def __init__(self, data: bytes, chunk: int):
+        self.data, self.chunk, self.at = data, chunk, 0
+
+    def read1(self, size: int) -> bytes:
+        assert self.at < len(self.data), "read past the end of what the server sent"
+        out = self.data[self.at:self.at + min(size, self.chunk)]
+        self.at += len(out)
+        return out
+
+
+def packets(payloads: list[bytes], seq: int) -> bytes:
+    out = b""
+    for p in payloads:
+        out += struct.pack("<I", len(p) | seq << 24) + p
+        seq = (seq + 1) & 255
+    return out
+
+
+EOF_PACKET = b"\xfe\x00\x00\x22\x00"
+ERROR = b"\xff" + struct.pack("<H", 1054) + b"#42S22Unknown column 'nothing' in 'field list'"
+
+
+def test_the_walk_finds_every_row_wherever_the_reads_cut_the_stream():
+    rows = [bytes([n]) + b"v" * n for n in (8, 0, 3, 250, 7, 60, 8, 8, 100)] * 40  # (short rows are not EOFs)
+    data = packets([*rows, EOF_PACKET], 254)  # (sequence ids wrap around)
+    want = [sum(4 + len(r) for r in rows[:i]) + 4 for i in range(len(rows))]
+    for chunk in (1, 3, 4, 5, 13, 64, 1000, len(data)):
+        buf, starts, seq = textrows._row_packets(Stream(data, chunk), 254)
+        assert starts == want and seq == (254 + len(rows) + 1) & 255
+        assert bytes(buf) == data[:len(data) - 4 - len(EOF_PACKET)]
+    assert textrows._row_packets(Stream(packets([EOF_PACKET], 1), 7), 1)[1:] == ([], 2)
+
+
+@pytest.mark.parametrize("at", [0, 1, 30, 59])
+def test_a_wrong_sequence_id_is_refused_wherever_it_is(at):
+    rows = [bytes([20]) + b"r" * 20] * 60
+    rows[at:at] = [b"\x02ab"]  # a short row there too, taken one by one
+    data = bytearray(packets([*rows, EOF_PACKET], 5))
+    for short in (False, True):
+        bad = bytearray(data)
+        i = sum(4 + len(r) for r in rows[:at if short else at + 2])
+        bad[i + 3] ^= 0x10
+        for chunk in (7, 1 << 20):
+            with pytest.raises(pymysql.err.InternalError, match="Packet sequence number wrong - got"):
+                textrows._row_packets(Stream(bytes(bad), chunk), 5)
+    with pytest.raises(pymysql.err.InternalError, match="got 5 expected 6"):
+        textrows._row_packets(Stream(bytes(data), 1 << 20), 6)
+
+
+@pytest.mark.parametrize("at", [0, 1, 30])
+def test_an_error_packet_among_the_rows_is_raised_without_waiting_for_more(at):
+    rows = [bytes([20]) + b"r" * 20] * 31
+    for chunk in (9, 1 << 20):
+        with pytest.raises(pymysql.err.OperationalError, match="Unknown column 'nothing'"):
+            textrows._row_packets(Stream(packets([*rows[:at], ERROR], 3), chunk), 3)
+
+
+def test_data_after_the_end_of_the_rows_is_refused():
+    with pytest.raises(pymysql.err.InternalError, match="data after the end"):
+        textrows._row_packets(Stream(packets([b"\x01a" * 10, EOF_PACKET, b"\x01a"], 0), 1 << 20), 0)
