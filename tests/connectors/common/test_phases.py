@@ -367,7 +367,8 @@ def test_a_snapshot_in_batches_goes_through_chunks_to_completed():
     src.log_end = 5
     start = src.initial_offset()
     src.open(start)
-    seen, offsets = [], []
+    seen: list[str] = []
+    offsets: list[Offset] = []
     while not offsets or offsets[-1]["snapshot"] != SNAPSHOT_COMPLETED:
         assert src.snapshot_due(start) is (start["snapshot"] == SNAPSHOT_PENDING)
         end, units = batch(src, start)
