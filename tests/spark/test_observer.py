@@ -178,15 +178,18 @@ def _parquet_ops(path: Path) -> dict[str, list[str]]:
     return out
 
 
-def test_mariadb_typed_blocks_lock_free_snapshot_in_batches(spark, mariadb_server, mariadb_db, tmp_path):
-    """The blocks layout (parquet sink) and a snapshot over several batches (MariaDB's lock-free chunks)."""
+@pytest.mark.parametrize("locking", [{}, {"snapshot.locking.mode": "minimal", "headwater.max.batch.events": "80"}],
+                         ids=["lock-free", "locking"])
+def test_mariadb_typed_blocks_snapshot_in_batches(spark, mariadb_server, mariadb_db, tmp_path, locking):
+    """The blocks layout (parquet sink) and a snapshot over several batches (MariaDB's lock-free chunks, or the
+    locking snapshot's batches of two chunks)."""
     mariadb_server.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20)); INSERT INTO a SELECT seq, 'r' "
                            "FROM seq_1_to_250; CREATE TABLE b (id INT PRIMARY KEY); INSERT INTO b VALUES (5)",
                            mariadb_db)
     props = {"connector.class": "mariadb", **mariadb_server.connector_properties(mariadb_db),
              "database.server.id": "5412", "topic.prefix": "m", "include.schema.changes": "false",
              "notification.enabled.channels": "sink", "notification.sink.topic.name": "notes",
-             "headwater.snapshot.chunk.rows": "40",
+             "headwater.snapshot.chunk.rows": "40", **locking,
              "headwater.schema.history.file": str(tmp_path / "checkpoint" / "schema_history.jsonl")}
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
 

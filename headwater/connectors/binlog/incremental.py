@@ -475,7 +475,7 @@ class BinlogIncremental:
         held = HeldSnapshot(src.params, -1, "none", cfg["snapshot.lock.timeout.ms"], src.gtid_query)
         try:
             found = [t for t in src.tracker.current().values() if f"{t.database}.{t.name}" in tables]
-            units = plan_chunks(held, found, src.context, blocking_config(cfg, tables, statements))
+            units: list[WorkUnit] = list(plan_chunks(held, found, src.context, blocking_config(cfg, tables, statements)))
         except BaseException:
             held.close()
             raise

@@ -93,10 +93,18 @@ from headwater.connectors.binlog.textrows import TextRows, read_text_rows
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.chunkmerge import Bounds, Change, merge_chunk, roll_back_chunk
 from headwater.connectors.common.chunkprogress import Progress, StreamFilter
-from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, SNAPSHOT_PENDING, STREAMING, epoch, phase
+from headwater.connectors.common.phases import (
+    SNAPSHOT_CHUNKS,
+    SNAPSHOT_COMPLETED,
+    SNAPSHOT_PENDING,
+    STREAMING,
+    epoch,
+    phase,
+)
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyRange,
+    chunks_per_batch,
     key_ranges,
     marker,
     order_by,
@@ -106,7 +114,7 @@ from headwater.connectors.common.snapshot import (
 from headwater.events.batch import Events
 
 log = logging.getLogger(__name__)
-CHUNKS = "chunks"  # the offset's phase while chunks remain
+CHUNKS = SNAPSHOT_CHUNKS  # the offset's phase while chunks remain
 # The first batch's chunks (those of the first table) hold at most this many rows: on Spark, the first row
 # comes when that batch's tasks end.
 FIRST_CHUNK_ROWS = 25_000
@@ -579,8 +587,7 @@ class LockFreeSnapshot:
 
     def _per_batch(self, max_events: int | None) -> int:
         """Chunks a batch holds."""
-        cap = min(max_events or self.config["headwater.max.batch.events"], self.config["headwater.max.batch.events"])
-        return max(2, self.source.parallelism, cap // self.config["headwater.snapshot.chunk.rows"])
+        return chunks_per_batch(self.config, self.source.parallelism, max_events)
 
     def _next(self, start: Offset, max_events: int | None) -> Offset:
         """After the batch that ended at `start`: its chunks recorded at the batch's low (their records are

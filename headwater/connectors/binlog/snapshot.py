@@ -6,14 +6,17 @@
   `START TRANSACTION WITH CONSISTENT SNAPSHOT`; the binlog position and GTID state read under the
   lock (so the snapshot and the stream meet exactly); the tables' schema read; `UNLOCK TABLES`;
   then the rows are read in the transaction;
-- `extended`: the same, with the lock held until the snapshot batch is over (writes wait meanwhile);
+- `extended`: the same, with the lock held until the snapshot's last batch is over (writes wait meanwhile);
 - `none`: no lock (safe only when no schema changes happen during the snapshot).
 
 MySQL and MariaDB cannot share one transaction's view between connections, so every chunk is
 read through the held transaction: `SnapshotChunk.read()` uses it when it runs in the process that
 holds it (the embedded engine), and a chunk pickled for a Spark executor reads its rows on the
 driver as it is pickled and carries them, as the server sent them (`textrows.py`: about their size as
-text; the executor cuts them into columns). This snapshot is taken when `snapshot.locking.mode` is
+text; the executor cuts them into columns); the driver keeps no reference to them once pickled. The
+snapshot is read in batches of chunks (`locking.py`), so the driver holds a batch's rows at most (and
+the next batch's, read ahead in the transaction meanwhile: `HeldSnapshot.read_ahead`; the one
+connection is used by one thread at a time). This snapshot is taken when `snapshot.locking.mode` is
 set (and on MySQL); without it MariaDB takes the lock-free parallel snapshot, `lockfree.py`.
 
 Tables are cut into primary-key ranges by the shared `key_ranges` (MySQL's spelling in
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -87,6 +91,11 @@ class HeldSnapshot:
         self.epoch = epoch
         self.locking = locking
         self.token = uuid.uuid4().hex
+        self.lock = threading.Condition()  # the connection, one thread at a time; `claimed` changed
+        self.ahead: dict[int, TextRows] = {}  # rows read ahead, by chunk index
+        self.claimed: set[int] = set()  # the chunks whose rows a unit took (or is reading)
+        self.closing = False
+        self.reader: threading.Thread | None = None
         self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
@@ -110,6 +119,50 @@ class HeldSnapshot:
             raise
         _HELD[self.token] = self
 
+    def rows(self, chunk: SnapshotChunk) -> TextRows:
+        """The chunk's rows, read in the transaction (or taken from those read ahead)."""
+        with self.lock:
+            self.claimed.add(chunk.index)
+            self.lock.notify_all()
+            rows = self.ahead.pop(chunk.index, None)
+            if rows is None:
+                sql, args = chunk.query()
+                rows = read_text_rows(self.conn, sql, args)
+            return rows
+
+    def read_ahead(self, after: Sequence[int], chunks: Sequence[SnapshotChunk]) -> None:
+        """Read the rows of `chunks` in a thread, once the units of the chunks `after` took theirs (those of
+        a batch being shipped come first; so the driver holds two batches' rows at most)."""
+        self.stop_reading()
+        self.closing = False
+
+        def run() -> None:
+            try:
+                with self.lock:
+                    while not self.closing and not self.claimed.issuperset(after):
+                        self.lock.wait()
+                for chunk in chunks:
+                    with self.lock:
+                        if self.closing:
+                            return
+                        if chunk.index not in self.claimed and chunk.index not in self.ahead:
+                            sql, args = chunk.query()
+                            self.ahead[chunk.index] = read_text_rows(self.conn, sql, args)
+            except Exception:  # the unit reads its rows itself, and meets the error there
+                log.debug("reading the snapshot's next chunks ahead failed", exc_info=True)
+
+        self.reader = threading.Thread(target=run, name="headwater-snapshot-read-ahead", daemon=True)
+        self.reader.start()
+
+    def stop_reading(self) -> None:
+        """Stop reading ahead (the chunk being read is read to its end)."""
+        reader, self.reader = self.reader, None
+        if reader is not None:
+            with self.lock:
+                self.closing = True
+                self.lock.notify_all()
+            reader.join()
+
     def release_lock(self) -> None:
         """`minimal`: the schema and position are read; writes may go on."""
         if self.locked and self.locking == "minimal":
@@ -119,6 +172,8 @@ class HeldSnapshot:
 
     def close(self) -> None:
         _HELD.pop(self.token, None)
+        self.stop_reading()
+        self.ahead.clear()
         with contextlib.suppress(Exception), self.conn.cursor() as cur:
             cur.execute("COMMIT")
             if self.locked:
@@ -131,7 +186,8 @@ def table_ref(t: Table) -> str:
     return DIALECT.table(t.database, t.name)
 
 
-def plan_chunks(snap: HeldSnapshot, tables: Sequence[Table], ctx: BinlogContext, cfg: ConnectorConfig) -> list[WorkUnit]:
+def plan_chunks(snap: HeldSnapshot, tables: Sequence[Table], ctx: BinlogContext, cfg: ConnectorConfig
+                ) -> list[SnapshotChunk]:
     """The chunks of every captured table, in Debezium's table order, read in `snap` (an empty table counts
     as the first or last table for the markers, as in Debezium, though it has no rows to mark)."""
     overrides = select_overrides(cfg)
@@ -146,16 +202,18 @@ def plan_chunks(snap: HeldSnapshot, tables: Sequence[Table], ctx: BinlogContext,
                                                 if c is not None))
             planned.append((t, key, key_ranges(cur, DIALECT, table_ref(t), key, cfg["headwater.snapshot.chunk.rows"]),
                             None))
-    return [SnapshotChunk(snap.token, snap.position.file, snap.position.pos, snap.position.stream, snap.ts_us, ctx,
-                          t, key, r, override, (i == 0, i == len(planned) - 1, j == 0, j == len(ranges) - 1))
-            for i, (t, key, ranges, override) in enumerate(planned) for j, r in enumerate(ranges)]
+    chunks = [(t, key, r, override, (i == 0, i == len(planned) - 1, j == 0, j == len(ranges) - 1))
+              for i, (t, key, ranges, override) in enumerate(planned) for j, r in enumerate(ranges)]
+    return [SnapshotChunk(snap.token, n, snap.position.file, snap.position.pos, snap.position.stream, snap.ts_us,
+                          ctx, *chunk) for n, chunk in enumerate(chunks)]
 
 
 @dataclass
 class SnapshotChunk(WorkUnit):
-    """One key range of one table, read in the held snapshot `token`."""
+    """One key range of one table, read in the held snapshot `token` (its chunk number `index` there)."""
 
     token: str
+    index: int
     file: str  # the snapshot's binlog position (source.file, source.pos)
     pos: int
     version: int  # _commit_version: the position as a stream integer
@@ -166,7 +224,7 @@ class SnapshotChunk(WorkUnit):
     range: KeyRange
     override: str | None  # snapshot.select.statement.overrides for this table
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
-    rows: TextRows | None = field(default=None, repr=False)  # read on the driver when pickled
+    rows: TextRows | None = field(default=None, repr=False)  # read on the driver into the pickled copy
 
     def describe(self) -> str:
         return f"snapshot of {self.table.database}.{self.table.name} keys [{self.range.lo}, {self.range.hi})"
@@ -188,15 +246,12 @@ class SnapshotChunk(WorkUnit):
         return held
 
     def _fetch(self) -> TextRows:
-        """The chunk's rows as the server sends them (read once, in the held transaction)."""
-        if self.rows is None:
-            sql, args = self.query()
-            self.rows = read_text_rows(self._held().conn, sql, args)
-        return self.rows
+        """The chunk's rows as the server sends them: those it carries (a pickled copy), else read in the held
+        transaction."""
+        return self.rows if self.rows is not None else self._held().rows(self)
 
     def __getstate__(self) -> dict[str, Any]:
-        self._fetch()
-        return dict(self.__dict__)
+        return {**self.__dict__, "rows": self._fetch()}  # (the driver's chunk keeps none: they are shipped)
 
     def read(self) -> Iterator[Events]:
         te = records_of(self.ctx, self.table, streaming=False)

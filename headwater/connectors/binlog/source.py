@@ -4,7 +4,8 @@ Phases, epochs, `snapshot.mode` and lost positions are `SnapshotThenStream`'s. B
 read the server is checked (`connection.check_server`). A snapshot is taken when its batch is
 planned (`snapshot_position`): `HeldSnapshot` takes Debezium's lock, opens the consistent
 transaction and reads the binlog position under the lock; the schema history starts from the
-tables read there; the `completed` offset keeps that position, where streaming starts. `no_data`
+tables read there; its rows are read in batches of chunks (`locking.py`: the lifecycle's `chunks`
+phase); the `completed` offset keeps that position, where streaming starts. `no_data`
 and `recovery` take the same snapshot without reading rows (schema change records only), as does
 `configuration_based` without `snapshot.data` (with `snapshot.schema` a restart rebuilds the
 history as `recovery` does). `never` streams from the start of the oldest binlog file the server has.
@@ -34,10 +35,11 @@ from headwater.connectors.binlog.connection import ConnectionParams, check_serve
 from headwater.connectors.binlog.gtid import GtidFormat
 from headwater.connectors.binlog.incremental import BinlogIncremental
 from headwater.connectors.binlog.lockfree import ChunkFilter, LockFreeSnapshot, lock_free
+from headwater.connectors.binlog.locking import LockingBatches
 from headwater.connectors.binlog.positions import BinlogPosition
 from headwater.connectors.binlog.reader import BinlogReader, Retry, binlog_files, current_position
 from headwater.connectors.binlog.records import BinlogContext, records_of
-from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUnit, plan_chunks
+from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUnit
 from headwater.connectors.binlog.status import binlog_status
 from headwater.connectors.binlog.streaming import BinlogCodec, SchemaChange
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
@@ -73,6 +75,7 @@ class BinlogSource(SnapshotThenStream):
         self.parallelism = max(1, parallelism)
         self.conn: pymysql.Connection | None = None
         self.held: HeldSnapshot | None = None
+        self.batches = LockingBatches(self)
         self.snapshot_changes: list[SchemaChange] = []
         self.tracker = SchemaHistoryTracker(config, self.context.filters, config.get("headwater.schema.history.file"))
         self.reader: BinlogReader | None = None
@@ -192,16 +195,24 @@ class BinlogSource(SnapshotThenStream):
         units = None if self.lockfree is None else self.lockfree.plan(start, end)
         return super().plan(start, end) if units is None else units
 
+    def snapshot_batch(self, epoch: int, after: Offset | None, max_events: int | None) -> Offset | None:
+        return self.batches.batch(after, max_events)
+
+    def plan_snapshot_batch(self, end: Offset) -> list[WorkUnit]:
+        return self.batches.plan(end)
+
+    def holds_snapshot(self, offset: Offset) -> bool:
+        # the lock-free snapshot goes on from its offsets; the locking one only in the transaction it holds
+        return self.lockfree is not None or self.batches.holds(offset)
+
     def plan_snapshot(self, epoch: int) -> list[WorkUnit]:
+        """The snapshot in one batch: one that reads no rows (schema change records only, or no table); a
+        batch planned before the locking snapshot was read in batches, replayed, reads them all."""
         self.snapshot_position(epoch)
         held = self.held
         assert held is not None
         pos = held.position
-        chunks: list[WorkUnit] = []
-        if not self.schema_only:
-            captured = [t for t in self.tracker.tables_at(pos.stream).values()
-                        if self.context.filters.includes(t.database, t.name)]
-            chunks = plan_chunks(held, captured, self.context, self.config)
+        chunks: list[WorkUnit] = list(self.batches.chunks(held))
         units: list[WorkUnit] = []
         if self.context.include_schema_changes:
             units.append(SchemaSnapshotUnit(self.context, self.snapshot_changes, pos.file, pos.pos, pos.stream,
@@ -211,6 +222,7 @@ class BinlogSource(SnapshotThenStream):
         return units
 
     def end_snapshot(self) -> None:
+        self.batches.end()
         if self.held is not None:
             self.held.close()
             self.held = None

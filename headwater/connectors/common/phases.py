@@ -1,15 +1,20 @@
 """The snapshot -> stream lifecycle every connector shares: phases, epochs, `snapshot.mode`, lost positions.
 
 Debezium drives a snapshot source and a streaming source from one coordinator; here that
-coordinator is `SnapshotThenStream`, a `SourceConnector` whose offsets move through three phases
+coordinator is `SnapshotThenStream`, a `SourceConnector` whose offsets move through these phases
 (the offset's `snapshot` key):
 
 - `pending`: a snapshot is due and nothing was read yet;
+- `chunks`: a snapshot read in several batches (`snapshot_batch`), one batch of its chunks per offset;
+  the offset holds the snapshot's position and the fields the connector names the batch by. A
+  connector that cannot go on with a snapshot after a restart (`holds_snapshot` false: its
+  transaction is gone) takes it again from the start: the snapshot is due again;
 - `completed`: the snapshot batch ran; streaming starts where the snapshot was consistent (a
   database that knows that position when the snapshot is due, as a trigger log's sequence or a
   binlog position read under the snapshot, keeps it in this offset: `snapshot_position`);
 - `streaming`: the rest of the offset is the database's own stream position.
 
+Each phase but `streaming` is a snapshot's (the observers count its batches as the snapshot's).
 `epoch` counts snapshots, so a later re-snapshot (`snapshot.mode=always` at a restart, or
 `when_needed` after the stored position was lost) is a new batch from `streaming` to `completed`.
 
@@ -38,6 +43,7 @@ from headwater.connectors.errors import PositionLost
 log = logging.getLogger("headwater.connectors")
 
 SNAPSHOT_PENDING = "pending"
+SNAPSHOT_CHUNKS = "chunks"
 SNAPSHOT_COMPLETED = "completed"
 STREAMING = "streaming"
 
@@ -45,7 +51,7 @@ SHOWN_TABLES = 5  # tables named in the warning that the filters capture nothing
 
 
 def phase(offset: Offset) -> str:
-    """The offset's phase: `pending`, `completed` or `streaming` (an offset without one streams)."""
+    """The offset's phase: `pending`, `chunks`, `completed` or `streaming` (an offset without one streams)."""
     return str(offset.get("snapshot", STREAMING))
 
 
@@ -155,6 +161,22 @@ class SnapshotThenStream(SourceConnector):
     def plan_snapshot(self, epoch: int) -> list[WorkUnit]:
         """The work units of snapshot number `epoch` (the same units when asked again for one epoch)."""
 
+    def snapshot_batch(self, epoch: int, after: Offset | None, max_events: int | None) -> Offset | None:
+        """For a snapshot read in several batches: the fields naming the batch of snapshot number `epoch`'s
+        chunks after the chunk batch `after` (None: its first batch), kept in that batch's `chunks` offset;
+        None when no chunk is left (a last, empty batch then moves to `completed`). The default reads the
+        whole snapshot in one batch (`plan_snapshot`)."""
+        return None
+
+    def plan_snapshot_batch(self, end: Offset) -> list[WorkUnit]:
+        """The work units of the chunk batch ending at the `chunks` offset `end` (none when its snapshot is
+        no longer held: a batch replayed after a restart)."""
+        raise NotImplementedError("a connector that gives snapshot batches plans them")
+
+    def holds_snapshot(self, offset: Offset) -> bool:
+        """Whether the snapshot of the `chunks` offset `offset` can go on from it (else it is taken again)."""
+        return False
+
     def end_snapshot(self) -> None:  # noqa: B027 - optional hook
         """The snapshot batch is over (streaming is about to be planned): release what held it."""
 
@@ -205,7 +227,7 @@ class SnapshotThenStream(SourceConnector):
     def open(self, start: Offset) -> None:
         self.prepare()
         self.opened = True
-        if phase(start) == SNAPSHOT_PENDING or not self.snapshot_mode.streams:
+        if self.snapshot_due(start) or not self.snapshot_mode.streams:
             return
         why = self.check_position(start)
         if why is not None:
@@ -229,7 +251,9 @@ class SnapshotThenStream(SourceConnector):
     def latest_offset(self, start: Offset, max_events: int | None = None) -> Offset:
         n = epoch(start)
         if self.snapshot_due(start):
-            return self._snapshot_offset(n + 1)
+            return self._snapshot_offset(n + 1, None, max_events)
+        if phase(start) == SNAPSHOT_CHUNKS:
+            return self._snapshot_offset(n, start, max_events)
         if not self.snapshot_mode.streams:
             return start
         self.end_snapshot()  # the snapshot batch is over once the next batch is planned
@@ -253,23 +277,37 @@ class SnapshotThenStream(SourceConnector):
         except PositionLost as exc:
             self.stop_stream()
             self.position_lost(str(exc))
-            return self._snapshot_offset(n + 1)
+            return self._snapshot_offset(n + 1, None, max_events)
         if end is None:
             return start
         return {"snapshot": STREAMING, **end, "epoch": n}
 
     def snapshot_due(self, offset: Offset) -> bool:
-        return phase(offset) == SNAPSHOT_PENDING or self.resnapshot
+        return (phase(offset) == SNAPSHOT_PENDING or self.resnapshot
+                or (phase(offset) == SNAPSHOT_CHUNKS and not self.holds_snapshot(offset)))
 
-    def _snapshot_offset(self, epoch: int) -> Offset:
-        """The offset at the end of snapshot number `epoch`."""
-        return {"snapshot": SNAPSHOT_COMPLETED, **self.snapshot_position(epoch), "epoch": epoch}
+    def _snapshot_offset(self, epoch: int, after: Offset | None, max_events: int | None) -> Offset:
+        """The offset of snapshot number `epoch`'s next batch after `after` (None: its first): a `chunks`
+        offset while chunks are left, else the snapshot's end (`completed`)."""
+        at = self.snapshot_position(epoch)
+        batch = self.snapshot_batch(epoch, after, max_events)
+        if batch is None:
+            if after is not None:
+                self.end_snapshot()  # every chunk was read: the last batch reads nothing
+            return {"snapshot": SNAPSHOT_COMPLETED, **at, "epoch": epoch}
+        return {"snapshot": SNAPSHOT_CHUNKS, **at, "epoch": epoch, **batch}
 
     def is_finished(self, offset: Offset) -> bool:
         """True past the snapshot when the mode streams nothing (`initial_only`)."""
-        return not self.snapshot_mode.streams and phase(offset) != SNAPSHOT_PENDING
+        return not self.snapshot_mode.streams and phase(offset) not in (SNAPSHOT_PENDING, SNAPSHOT_CHUNKS)
 
     def plan(self, start: Offset, end: Offset) -> list[WorkUnit]:
+        if phase(end) == SNAPSHOT_CHUNKS:
+            units = self.plan_snapshot_batch(end)
+            self.resnapshot = False
+            return units
+        if phase(end) == SNAPSHOT_COMPLETED and phase(start) == SNAPSHOT_CHUNKS and epoch(start) == epoch(end):
+            return []  # the snapshot's last batch: its chunks were all read in the batches before
         if phase(end) == SNAPSHOT_COMPLETED and (phase(start) != SNAPSHOT_COMPLETED or epoch(start) != epoch(end)):
             units = self.plan_snapshot(epoch(end) or 1)
             self.resnapshot = False
@@ -294,7 +332,7 @@ class SnapshotThenStream(SourceConnector):
 def position(offset: Offset) -> Offset:
     """The database's position fields of an offset: `{}` before a snapshot, and after one (phase
     `completed`) those `snapshot_position` gave, `{}` when it gave none (never the incremental
-    snapshot's and the signals' fields)."""
+    snapshot's and the signals' fields). Not for a `chunks` offset: its batch fields are the connector's."""
     if phase(offset) == SNAPSHOT_PENDING:
         return {}
     return {k: v for k, v in offset.items() if k not in _LIFECYCLE_KEYS}

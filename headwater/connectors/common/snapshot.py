@@ -4,6 +4,7 @@
   picks, the order of `table.include.list` sorts, then the name);
 - `select_overrides`: `snapshot.select.statement.overrides` and its per-table statements;
 - `marker`: Debezium 3's `source.snapshot` value of a snapshot record (first, last, ...);
+- `chunks_per_batch`: how many chunks a snapshot read in several batches puts in one;
 - `key_ranges`: Debezium's chunk boundary calculation for databases without PostgreSQL's CTIDs. A
   table is cut by its key (the primary key; several columns compare as a row value) into ranges
   of about `chunk_rows` rows, each found by one boundary query (`ORDER BY key LIMIT 1 OFFSET n`
@@ -70,6 +71,14 @@ def marker(first_table: bool, last_table: bool, first_row: bool, last_row: bool)
     if first_row:
         return "first_in_data_collection"
     return "true"
+
+
+def chunks_per_batch(config: ConnectorConfig, parallelism: int, max_events: int | None) -> int:
+    """The chunks one batch of a snapshot read in several batches holds: at least two, at least the source's
+    parallelism, and as many as `headwater.max.batch.events` (lowered by the read limit `max_events`)
+    over `headwater.snapshot.chunk.rows` allow."""
+    cap = min(max_events or config["headwater.max.batch.events"], config["headwater.max.batch.events"])
+    return max(2, parallelism, cap // config["headwater.snapshot.chunk.rows"])
 
 
 # ------------------------------------------------------------------------ key ranges

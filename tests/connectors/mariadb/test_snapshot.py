@@ -3,10 +3,12 @@ and the stream meeting exactly at the binlog position read under the lock (nothi
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 import pytest
 
+from headwater.connectors.binlog.snapshot import SnapshotChunk
 from headwater.connectors.mariadb.source import MariaDbSource
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.mariadb import MariaDBServer
@@ -106,3 +108,134 @@ def test_a_table_is_read_in_key_ordered_chunks(mariadb_server, mariadb_db):
     assert keys == sorted(keys) and len(set(keys)) == 200
     marks = [r["source"]["snapshot"] for r in rows]
     assert marks[0] == "first" and marks[-1] == "last" and set(marks[1:-1]) == {"true"}
+
+
+# ------------------------------------------------------------------------ the locking snapshot in batches
+
+
+def _same(value: Any) -> Any:
+    """An event's value without its times (two snapshots taken a second apart differ only there)."""
+    if isinstance(value, dict):
+        return {k: _same(v) for k, v in value.items() if not k.startswith("ts_")}
+    return value
+
+
+def _snapshot(src: MariaDbSource) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The offsets of a snapshot's batches, up to `completed`, and its records."""
+    start = src.initial_offset()
+    src.open(start)
+    offsets, values = [], []
+    while True:
+        end = src.latest_offset(start)
+        offsets.append(end)
+        values += read(src.plan(start, end))
+        src.commit(end)
+        start = end
+        if end["snapshot"] == "completed":
+            return offsets, values
+
+
+@pytest.fixture
+def hundred(mariadb_server, mariadb_db):
+    mariadb_server.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20));"
+                           "INSERT INTO a SELECT seq, CONCAT('a', seq) FROM seq_1_to_5;"
+                           "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20));"
+                           "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_100", mariadb_db)
+    return mariadb_db
+
+
+def test_the_locking_snapshot_is_read_in_batches_of_chunks(mariadb_server, hundred):
+    """A snapshot larger than a batch (2 chunks of 10 rows: headwater.max.batch.events / chunk.rows) spans
+    several batches, each offset naming its chunks and the held snapshot; the last batch, empty, moves to
+    `completed`; the records are those of the snapshot read in one batch (markers and schema records too)."""
+    props = {"snapshot__locking__mode": "minimal", "headwater__snapshot__chunk__rows": "10",
+             "include__schema__changes": "true"}
+    src = source(mariadb_server, hundred, headwater__max__batch__events="20", **props)
+    try:
+        offsets, values = _snapshot(src)
+    finally:
+        src.close()
+    one = source(mariadb_server, hundred, headwater__max__batch__events="100000", **props)
+    try:
+        one_offsets, one_values = _snapshot(one)
+    finally:
+        one.close()
+    ranges = [o.get("chunk_range") for o in offsets]
+    assert ranges == [[0, 2], [2, 4], [4, 6], [6, 8], [8, 10], [10, 11], None]  # a: 1 chunk, t: 10
+    assert len({o["token"] for o in offsets[:-1]}) == 1
+    position = {k: offsets[-1][k] for k in ("file", "pos", "epoch")}
+    assert offsets[-1]["snapshot"] == "completed" and set(offsets[-1]) == {"snapshot", "file", "pos", "gtids", "epoch"}
+    assert all(o["snapshot"] == "chunks" and {k: o[k] for k in position} == position for o in offsets[:-1])
+    assert [o.get("chunk_range") for o in one_offsets] == [[0, 11], None]
+    rows = [v for v in values if "op" in v]
+    assert [(r["source"]["table"], r["after"]["id"]) for r in rows] == \
+        [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 101)]
+    assert [r["source"]["snapshot"] for r in rows] == \
+        ["first", "true", "true", "true", "last_in_data_collection", "first_in_data_collection"] + \
+        ["true"] * 98 + ["last"]
+    assert values[0].get("ddl") is not None and "op" not in values[0]  # the schema records come first
+    assert [_same(v) for v in values] == [_same(v) for v in one_values]
+
+
+def test_a_pickled_chunk_leaves_no_rows_and_the_next_batch_is_read_ahead(mariadb_server, hundred):
+    """A chunk shipped to an executor carries its rows; the driver's keeps none. While a batch is shipped
+    the next batch's rows are read in the held transaction, and its chunks take them from there."""
+    src = source(mariadb_server, hundred, snapshot__locking__mode="minimal", headwater__snapshot__chunk__rows="10",
+                 headwater__max__batch__events="20")
+    try:
+        start = src.initial_offset()
+        src.open(start)
+        end = src.latest_offset(start)
+        units = [u for u in src.plan(start, end) if isinstance(u, SnapshotChunk)]
+        held = src.held
+        assert held is not None and held.ahead == {} and [u.index for u in units] == [0, 1]
+        shipped = [pickle.loads(pickle.dumps(u)) for u in units]
+        assert all(u.rows is None for u in units) and all(u.rows is not None for u in shipped)
+        assert held.reader is not None
+        held.reader.join(30)
+        assert sorted(held.ahead) == [2, 3]  # the next batch's chunks
+        src.commit(end)
+        start, end = end, src.latest_offset(end)
+        nxt = [u for u in src.plan(start, end) if isinstance(u, SnapshotChunk)]
+        assert [u.index for u in nxt] == [2, 3]
+        got = [pickle.loads(pickle.dumps(u)) for u in nxt]  # the rows read ahead, taken
+        assert 2 not in held.ahead and 3 not in held.ahead and held.reader is not None
+        held.reader.join(30)
+        assert sorted(held.ahead) == [4, 5]
+        ids = [v["after"]["id"] for v in read(shipped + got)]
+    finally:
+        src.close()
+    assert ids == [1, 2, 3, 4, 5] + list(range(1, 31))
+
+
+def test_a_restart_mid_snapshot_takes_it_again_and_gives_the_table_once(mariadb_server, hundred, tmp_path):
+    """The engine stopped after the locking snapshot's first batch (its offset stored): the next run cannot
+    go on in a transaction that is gone, so the snapshot is due again and taken from the start, whole, once."""
+    props = {"connector.class": "mariadb", **mariadb_server.connector_properties(hundred),
+             "database.server.id": "5406", "topic.prefix": "s", "include.schema.changes": "false",
+             "snapshot.locking.mode": "minimal", "headwater.snapshot.chunk.rows": "10",
+             "headwater.max.batch.events": "20", "snapshot.mode": "initial_only"}
+    offsets = OffsetFile(tmp_path / "o.json")
+    engine = Engine(validate_connector(props), offsets)
+    first = []
+    try:
+        for e in engine.events():
+            first.append(e.value_json())
+            if len(first) == 26:  # inside the second batch (the first read a's 5 rows and t's 1..10)
+                break
+    finally:
+        engine.close()
+    stored = offsets.load()
+    assert stored is not None and stored["snapshot"] == "chunks" and stored["chunk_range"] == [0, 2]
+    again = Engine(validate_connector(props), offsets)
+    try:
+        rows = [e.value_json() for e in again.events(once=True)]
+        assert again.connector.snapshot_due(stored)  # a new run: the snapshot starts again (not SKIPPED)
+    finally:
+        again.close()
+    assert [(r["source"]["table"], r["after"]["id"]) for r in rows] == \
+        [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 101)]
+    marks = [r["source"]["snapshot"] for r in rows]
+    assert marks[0] == "first" and marks[-1] == "last" and marks.count("first") == marks.count("last") == 1
+    final = offsets.load()
+    assert final is not None and final["snapshot"] == "completed" and final["epoch"] == stored["epoch"] + 1

@@ -1,0 +1,107 @@
+"""The binlog connectors' locking snapshot (`snapshot.locking.mode`) read in batches of chunks.
+
+`snapshot.py` holds the snapshot (`HeldSnapshot`: Debezium's lock, one consistent transaction, the binlog
+position) and cuts the tables into chunks (`SnapshotChunk`). MySQL cannot share the transaction's view
+with another connection, so a chunk shipped to a Spark executor carries its rows, read on the driver.
+Read in one batch, the driver would hold every row of the snapshot at once; `LockingBatches` reads it in
+batches of `chunks_per_batch` chunks instead, through the shared lifecycle's `chunks` phase:
+
+- `pending` -> `chunks`: the snapshot is taken (`snapshot_position`), every chunk is planned (kept on
+  the driver for the snapshot's life, without rows), and the first batch's offset names the chunk
+  numbers it covers (`chunk_range`, [from, to)) and the held snapshot (`token`), beside the
+  snapshot's binlog position and epoch; the first batch also holds the snapshot's schema change
+  records (`include.schema.changes`);
+- `chunks` -> `chunks`: the next chunk numbers;
+- `chunks` -> `completed`: no chunk is left; that last batch is empty, the held snapshot is let go, and
+  streaming starts at the snapshot's binlog position.
+
+While a batch's chunks are shipped, the driver reads the next batch's rows in the transaction
+(`HeldSnapshot.read_ahead`, after the shipped ones): the driver holds two batches' rows at most,
+whatever the size of the tables. Records and their `source.snapshot` markers are those of the
+snapshot read in one batch: the chunks are the same, in the same order.
+
+A snapshot's transaction does not outlive the process: a `chunks` offset whose token is not the held
+snapshot's (a restart) is a snapshot to take again from the start (`holds`: the snapshot is due), and a
+batch replayed from such an offset reads nothing. A schema-only snapshot, or one with no rows to read
+(no table), stays one batch (`pending` -> `completed`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUnit, SnapshotChunk, plan_chunks
+from headwater.connectors.common.snapshot import chunks_per_batch
+
+log = logging.getLogger("headwater.binlog")
+
+TOKEN = "token"  # the held snapshot a `chunks` offset's batch is read in
+RANGE = "chunk_range"  # the chunk numbers of the batch: [from, to)
+
+
+class LockingBatches:
+    """The driver's side of the locking snapshot's batches (for a `BinlogSource`)."""
+
+    def __init__(self, source: Any):
+        self.source = source  # the BinlogSource
+        self.planned: tuple[str, list[SnapshotChunk]] | None = None  # the held snapshot's chunks, by its token
+
+    def chunks(self, held: HeldSnapshot) -> list[SnapshotChunk]:
+        """Every chunk of the snapshot `held`, in Debezium's order (planned once per snapshot; none when the
+        snapshot reads no rows)."""
+        if self.planned is None or self.planned[0] != held.token:
+            src = self.source
+            chunks: list[SnapshotChunk] = []
+            if not src.schema_only:
+                captured = [t for t in src.tracker.tables_at(held.position.stream).values()
+                            if src.context.filters.includes(t.database, t.name)]
+                chunks = plan_chunks(held, captured, src.context, src.config)
+            self.planned = (held.token, chunks)
+        return self.planned[1]
+
+    def batch(self, after: Offset | None, max_events: int | None) -> Offset | None:
+        """The fields of the batch after the `chunks` offset `after` (None: the first); None when no chunk
+        is left (or none was: the snapshot is one batch)."""
+        src = self.source
+        held = src.held
+        assert held is not None, "the snapshot is taken (snapshot_position) before its batches"
+        chunks = self.chunks(held)
+        lo = 0 if after is None else int(after[RANGE][1])
+        if lo >= len(chunks):
+            return None
+        hi = min(len(chunks), lo + chunks_per_batch(src.config, src.parallelism, max_events))
+        return {TOKEN: held.token, RANGE: [lo, hi]}
+
+    def holds(self, offset: Offset) -> bool:
+        """Whether the snapshot of the `chunks` offset `offset` is the one held here."""
+        held = self.source.held
+        return held is not None and held.token == offset.get(TOKEN)
+
+    def plan(self, end: Offset) -> list[WorkUnit]:
+        """The units of the batch ending at the `chunks` offset `end`: its chunks (after the snapshot's schema
+        change records in the first batch); none when its snapshot is not held here (a replay after a
+        restart: the snapshot is taken again)."""
+        src = self.source
+        held = src.held
+        if held is None or not self.holds(end):
+            log.info("the snapshot batch of chunks %s was planned before a restart: its transaction is gone, "
+                     "it reads nothing (the snapshot is taken again from the start)", end[RANGE])
+            return []
+        chunks = self.chunks(held)
+        lo, hi = (int(n) for n in end[RANGE])
+        units: list[WorkUnit] = []
+        if lo == 0 and src.context.include_schema_changes:
+            pos = held.position
+            units.append(SchemaSnapshotUnit(src.context, src.snapshot_changes, pos.file, pos.pos, pos.stream,
+                                            held.ts_us, last=False))
+        units += chunks[lo:hi]
+        held.read_ahead(range(lo, hi), chunks[hi:hi + (hi - lo)])
+        log.info("snapshot at %s:%d: chunks %d..%d of %d", held.position.file, held.position.pos, lo, hi - 1,
+                 len(chunks))
+        return units
+
+    def end(self) -> None:
+        """The snapshot is over: its chunks are let go."""
+        self.planned = None
