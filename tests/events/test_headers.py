@@ -12,6 +12,7 @@ from headwater.events.batch import HEADER_TYPE
 from headwater.events.headers import (
     append_entries,
     headers_json_members,
+    kept_tiling,
     same_headers,
     text_header_entries,
     tiled,
@@ -43,6 +44,32 @@ def test_append_entries_to_rows_without_headers_and_with_some():
     own = pa.array([[{"key": "o", "value": "1"}], None], HEADER_TYPE)
     out = append_entries(own, ENTRIES, np.array([True, True]))
     assert rows_of(out) == [[{"key": "o", "value": "1"}, *expected], expected]
+
+
+def test_kept_tilings_are_sliced_and_known_by_same_headers():
+    entries = text_header_entries([("a", '"kept"'), ("bb", '"x"'), ("c", "1")])  # (no other test's entries)
+    big = append_entries(pa.nulls(5, HEADER_TYPE), entries, np.ones(5, dtype=bool))
+    small = append_entries(pa.nulls(3, HEADER_TYPE), entries, np.ones(3, dtype=bool))
+    for column, n in ((big, 5), (small, 3)):
+        column.validate(full=True)
+        assert rows_of(column) == [entries.to_pylist()] * n
+    assert small.values.field(1).buffers()[2].address == big.values.field(1).buffers()[2].address  # one tiling
+    assert same_headers(small) == 3 and same_headers(big.slice(1, 3)) == 3
+    bigger = kept_tiling(entries, 7)  # more rows than kept: tiled again
+    assert bigger.to_pylist() == entries.to_pylist() * 7
+    kept = kept_tiling(entries, 7)
+    assert kept.field(0).buffers()[2].address == bigger.field(0).buffers()[2].address
+    # over the kept tiling's entries, lists of another length are not all the same: known by their bytes
+    pairs = pa.ListArray.from_arrays(pa.array([0, 2, 4], pa.int32()), kept)
+    assert same_headers(pairs) is None
+    # a field of other bytes (the same length) over the kept keys: read, not taken for the tiling
+    other = pa.StructArray.from_arrays([kept.field(0), string_array(['"kept"', '"y"', "1"] * 7)], names=["key", "value"])
+    rows = pa.ListArray.from_arrays(pa.array([0, 3, 6], pa.int32()), other)
+    assert same_headers(rows) == 3
+    changed = pa.StructArray.from_arrays([kept.field(0), string_array(['"kept"', '"x"', "1"] * 6 + ['"kepT"', '"x"', "1"])],
+                                         names=["key", "value"])
+    assert same_headers(pa.ListArray.from_arrays(pa.array([15, 18, 21], pa.int32()), changed)) is None
+    assert kept_tiling(string_array(["a", "b"]), 2).to_pylist() == ["a", "b", "a", "b"]  # not entries: tiled
 
 
 def test_same_headers_only_when_every_row_holds_the_first_rows_entries():
