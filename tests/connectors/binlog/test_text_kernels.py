@@ -46,3 +46,34 @@ def test_timestamp_kernel_matches_the_regex_definition() -> None:
         assert [bool(s) for s in got_slow.to_pylist()] == [bool(s) for s in want_slow]
         assert [g for g, s, v in zip(got.to_pylist(), want_slow, texts, strict=True) if v is not None and not s] \
             == [w for w, s, v in zip(want, want_slow, texts, strict=True) if v is not None and not s]
+
+
+def _check(part: pa.Array) -> None:
+    want, want_slow = _reference(part)
+    got, got_slow = timestamp_json(part, 0)
+    assert [bool(s) for s in got_slow.to_pylist()] == [bool(s) for s in want_slow]
+    assert [g for g, s in zip(got.to_pylist(), want_slow, strict=True) if not s] \
+        == [w for w, s in zip(want, want_slow, strict=True) if not s]
+
+
+def test_timestamp_kernel_on_columns_of_one_length() -> None:
+    """A TIMESTAMP(p) column without NULLs (every value the same length: read in place), its trailing zeros
+    and the values of its length the kernel leaves to the converter."""
+    rnd = random.Random(6)
+    for digits in range(7):
+        values = []
+        for _ in range(2000):
+            fraction = "".join(rnd.choice("0000123456789") for _ in range(digits))
+            values.append(f"{rnd.randint(1000, 9999)}-{rnd.randint(1, 12):02}-{rnd.randint(1, 28):02} "
+                          f"{rnd.randint(0, 23):02}:{rnd.randint(0, 59):02}:{rnd.randint(0, 59):02}"
+                          + (f".{fraction}" if digits else ""))
+        good = pa.array(values, pa.string())
+        _check(good)
+        _check(good.slice(1, 1500))  # (an offset into the values)
+        bad = list(values)
+        for i in rnd.sample(range(len(bad)), 50):  # a zero date, a letter, a bad separator: of the same length
+            v = bad[i]
+            bad[i] = rnd.choice(["0" + v[1:], v[:5] + "a" + v[6:], v[:10] + "T" + v[11:], v[:-1] + "x"])
+        _check(pa.array(bad, pa.string()))
+    _check(pa.array([], pa.string()))
+    _check(pa.array(["2024-01-02 03:04:05.000000"], pa.string()))
