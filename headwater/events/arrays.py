@@ -132,12 +132,16 @@ def byte_spans(data: bytes | bytearray | np.ndarray, first: np.ndarray, length: 
     which are null): Arrow's `take` of every other value of a binary array over all of `data` whose values
     are the ranges and the gaps between them (one copy of the ranges' bytes, no Python object per value)."""
     n = len(first)
-    bounds = np.empty(2 * n + 1, dtype=np.int64)
+    small = len(data) <= _INT32_MAX  # (int32 offsets, the spans taken as `binary` at once: no cast after)
+    bounds = np.empty(2 * n + 1, dtype=np.int32 if small else np.int64)
     bounds[0:2 * n:2] = first
     bounds[1:2 * n:2] = first + length
     bounds[2 * n] = bounds[2 * n - 1] if n else 0
-    spans = pa.Array.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(bounds), pa.py_buffer(data)])
-    out = spans.take(int64_array(np.arange(0, 2 * n, 2, dtype=np.int64))).cast(pa.binary())
+    spans = pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), 2 * n,
+                                  [None, pa.py_buffer(bounds), pa.py_buffer(data)])
+    out = spans.take(int64_array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    if not small:
+        out = out.cast(pa.binary())
     if null is not None and null.any():
         out = pa.Array.from_buffers(pa.binary(), n, [_validity(~null), *out.buffers()[1:]])
     return out

@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from headwater.events import arrays
 from headwater.events.arrays import byte_spans, ragged_binary, utf8_view
 
 
@@ -29,9 +30,12 @@ def test_ragged_binary_is_each_rows_first_bytes():
     assert ragged_binary(np.zeros((0, 4), np.uint8), np.zeros(0, np.int64)).to_pylist() == []
 
 
-def test_byte_spans_are_the_ranges_of_the_data_nulls_kept():
+@pytest.mark.parametrize("large", [False, True])
+def test_byte_spans_are_the_ranges_of_the_data_nulls_kept(large: bool, monkeypatch: pytest.MonkeyPatch):
+    if large:  # data past int32 offsets: taken as large_binary, then cast
+        monkeypatch.setattr(arrays, "_INT32_MAX", 4)
     data = np.frombuffer(b"0123456789", dtype=np.uint8)
     out = byte_spans(data, np.array([1, 3, 3, 7]), np.array([2, 0, 4, 3]), np.array([False, True, False, False]))
     out.validate(full=True)
-    assert out.to_pylist() == [b"12", None, b"3456", b"789"]
+    assert out.type == pa.binary() and out.to_pylist() == [b"12", None, b"3456", b"789"]
     assert byte_spans(b"", np.zeros(0, np.int64), np.zeros(0, np.int64)).to_pylist() == []
