@@ -146,7 +146,7 @@ def _row_packets(rfile: Any, seq: int) -> tuple[bytearray, list[int], int]:
     while True:
         stop = len(buf) - 4  # (the last place a header may start)
         while at <= stop:  # the walk: whole packets of MIN_ROW bytes to less than MAX_PACKET
-            n = _HEADER(buf, at)[0] & MAX_PACKET
+            n = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16  # (~20 % cheaper than a struct's unpack)
             if n < MIN_ROW or n == MAX_PACKET or at + n > stop:
                 break
             append(at + 4)
