@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from headwater.events.arrays import lit, string_layout
-from headwater.events.headers import headers_json_members, same_headers
+from headwater.events.headers import first_headers_member, headers_json_members, same_headers
 from headwater.events.typed import TypedBlock
 from headwater.spark.avro import AvroSink, AvroStreamWriter
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
@@ -53,7 +53,7 @@ def jsonl_line_parts(batch: pa.RecordBatch) -> list[pa.Array | pa.Scalar]:
     if headers.null_count == len(headers):
         extra = ""
     elif same_headers(headers):  # (Debezium's context headers): the first row's, once
-        extra = headers_json_members(headers.slice(0, 1))[0].as_py()
+        extra = first_headers_member(headers)
     else:
         extra = headers_json_members(headers)
     head: list = ['{"topic":"' + topic + '","key":'] if isinstance(topic, str) else ['{"topic":"', topic, '","key":']

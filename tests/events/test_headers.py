@@ -11,6 +11,7 @@ from headwater.events.arrays import string_array
 from headwater.events.batch import HEADER_TYPE
 from headwater.events.headers import (
     append_entries,
+    first_headers_member,
     headers_json_members,
     kept_tiling,
     same_headers,
@@ -102,3 +103,14 @@ def test_headers_json_members_of_same_headers_are_each_rows_own():
     member = ',"headers":{"a":"x","bb":"yé","c":7}'
     assert headers_json_members(same).to_pylist() == [member] * 3
     assert headers_json_members(general.slice(1)).to_pylist() == [member] * 2
+
+
+def test_first_headers_member_is_the_first_rows_member_each_time():
+    rows = [[{"key": "a", "value": '"x"'}, {"key": "b", "value": None}], [{"key": "a", "value": '"y"'}], None, []]
+    column = pa.array(rows, HEADER_TYPE)
+    for _ in range(2):  # (the second time from what is kept)
+        for i in range(len(rows)):
+            assert first_headers_member(column.slice(i)) == headers_json_members(column.slice(i, 1))[0].as_py()
+    assert first_headers_member(column) == ',"headers":{"a":"x","b":null}'
+    assert first_headers_member(column.slice(1)) == ',"headers":{"a":"y"}'
+    assert first_headers_member(column.slice(2)) == first_headers_member(column.slice(3)) == ""

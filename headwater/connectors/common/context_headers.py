@@ -21,6 +21,7 @@ record re-sent after a restart does.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import uuid
@@ -44,6 +45,14 @@ LOGICAL_NAME, TASK_ID, CONNECTOR_NAME, RUN_ID = (PREFIX + n for n in ("connector
                                                                        "connectorName", "runId"))
 #: the ops of data change records (a tombstone has none, and no value)
 DATA_OPS = ("c", "u", "d", "r", "t")
+_DATA_OPS = string_array(list(DATA_OPS))
+
+
+@functools.lru_cache(maxsize=16)
+def _text_entries(pairs: tuple[tuple[str, str], ...], head: bytes, tail: bytes) -> pa.Array:
+    """The header entries of JSON rows for `pairs`, each value a string's JSON between `head` and `tail` (made
+    once a run: every batch adds the same)."""
+    return text_header_entries([(n, (head + orjson.dumps(v) + tail).decode()) for n, v in pairs])
 
 
 def uuid7() -> uuid.UUID:
@@ -86,7 +95,7 @@ class ContextHeaders:
         if not rows.num_rows:
             return batch
         head, tail = options.wrap(STRING_SCHEMA)
-        entries = text_header_entries([(n, (head + orjson.dumps(v) + tail).decode()) for n, v in self.pairs])
+        entries = _text_entries(tuple(self.pairs), head, tail)
         schema_changes = bool_values(pc.fill_null(pc.equal(rows.column("topic"), lit(self.logical_name)), lit(False)))
         mask = self._rows(schema_changes, rows.column("op"), rows.column("value"))
         headers = append_entries(rows.column("headers"), entries, mask)
@@ -101,7 +110,7 @@ class ContextHeaders:
     def _rows(schema_changes: np.ndarray | bool, op: pa.Array, value: pa.Array) -> np.ndarray:
         """Which rows are data change records (an op of `DATA_OPS`, or a tombstone) or schema change records
         (a value on the schema change topic, `topic.prefix`: where `schema_changes`)."""
-        data = bool_values(pc.is_in(op, value_set=string_array(list(DATA_OPS))))
+        data = bool_values(pc.is_in(op, value_set=_DATA_OPS))
         present = valid_mask(value)
         out: np.ndarray = data | ~present | (present & schema_changes)
         return out
