@@ -73,7 +73,14 @@ class TextRows:
         nulls = np.empty((ncols, n), dtype=bool)
         pos = self.starts.copy()
         for j in range(ncols):
-            first = buf[pos].astype(np.int64)
+            first = buf[pos]
+            if (first < 0xFB).all():  # (the common case: no NULL, every value shorter than 251 bytes)
+                offsets[j] = pos + 1
+                lengths[j] = first
+                nulls[j] = False
+                pos = offsets[j] + lengths[j]
+                continue
+            first = first.astype(np.int64)
             null = first == 0xFB
             length = np.where(first < 0xFB, first, 0)
             prefix = np.ones(n, dtype=np.int64)

@@ -7,8 +7,10 @@ refused wherever they are, nothing read past the end of the rows."""
 from __future__ import annotations
 
 import pickle
+import random
 import struct
 
+import numpy as np
 import pyarrow as pa
 import pymysql
 import pytest
@@ -136,3 +138,35 @@ def test_an_error_packet_among_the_rows_is_raised_without_waiting_for_more(at):
 def test_data_after_the_end_of_the_rows_is_refused():
     with pytest.raises(pymysql.err.InternalError, match="data after the end"):
         textrows._row_packets(Stream(packets([b"\x01a" * 10, EOF_PACKET, b"\x01a"], 0), 1 << 20), 0)
+
+
+def _lenenc(value: bytes | None) -> bytes:
+    """A value of a text row: NULL, or its length (length-encoded) and bytes."""
+    if value is None:
+        return b"\xfb"
+    n = len(value)
+    head = bytes([n]) if n < 0xFB else b"\xfc" + n.to_bytes(2, "little") if n < 1 << 16 \
+        else b"\xfd" + n.to_bytes(3, "little") if n < 1 << 24 else b"\xfe" + n.to_bytes(8, "little")
+    return head + value
+
+
+@pytest.mark.parametrize("kinds", ["short", "mixed"])
+def test_the_columns_are_each_rows_values(kinds: str):
+    """`TextRows.columns` on made-up rows: columns of short values only (one step a column), and columns
+    mixing NULLs and values with 1-, 3- and 4-byte length prefixes, in any order."""
+    rnd = random.Random(kinds)
+    sizes = [0, 1, 7, 250] if kinds == "short" else [0, 1, 250, 251, 300, 65535, 65536, 70000]
+    rows = []
+    for i in range(60):
+        rows.append(tuple(None if kinds == "mixed" and rnd.random() < 0.2 else
+                          bytes([97 + (i + j) % 26]) * rnd.choice(sizes) for j in range(4)))
+    rows.append((b"a", b"bc", b"", b"d"))  # (a column short in every other row is short here too)
+    data = packets([b"".join(_lenenc(v) for v in r) for r in rows], 0)
+    starts, at = [], 0
+    for r in rows:
+        starts.append(at + 4)
+        at += 4 + sum(len(_lenenc(v)) for v in r)
+    text = textrows.TextRows(data, np.array(starts, dtype=np.int64), (False, True, False, True))
+    for part, want in ((text, rows), (text.slice(3, 40), rows[3:40]), (text.slice(5, 5), [])):
+        assert part.tuples() == [tuple(v if v is None or b else v.decode() for v, b in zip(r, (0, 1, 0, 1), strict=True))
+                                 for r in want]

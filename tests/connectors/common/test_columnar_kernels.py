@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 from decimal import Decimal
 
 import pyarrow as pa
@@ -16,7 +17,6 @@ from headwater.connectors.common.columnar import decimal_json
 def _reference(text: str, scale: int) -> bytes | None:
     """The value's JSON as Debezium writes it, or None where the kernel must leave it to the converter."""
     whole = 18 - scale
-    import re
     if not re.fullmatch(rf"-?\d{{1,{whole}}}" + (rf"\.\d{{{scale}}}" if scale else ""), text) or not whole:
         return None
     unscaled = int(Decimal(text).scaleb(scale))
