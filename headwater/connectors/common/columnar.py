@@ -164,30 +164,28 @@ _SIZE_BOUNDS = np.array([1 << (8 * k - 1) for k in range(1, 8)], dtype=np.int64)
 
 def base64_twos_complement(v: np.ndarray) -> pa.Array:
     """'"<base64>"' of each int64's minimal two's-complement big-endian bytes: every row laid out in one
-    matrix as wide as the longest needs, each value then its row's first 4 * groups + 2 bytes."""
+    matrix as wide as the longest needs, each value then its row's first 4 * groups + 2 bytes. The minimal
+    bytes are moved to the top of each word, whose 6-bit groups from the top are then the characters."""
     n = len(v)
     size = 1 + np.searchsorted(_SIZE_BOUNDS, v ^ (v >> 63), side="right")  # bytes of the minimal form
-    # the minimal bytes moved to the front (zeros behind them: base64's padding bits)
-    front = (v.view(np.uint64) << (64 - 8 * size).astype(np.uint64)).astype(">u8").view(np.uint8).reshape(n, 8)
+    # the minimal bytes at the word's top (zeros below them: base64's padding bits)
+    word = v.view(np.uint64) << (64 - 8 * size).astype(np.uint64)
     groups = (size + 2) // 3  # base64 groups: 3 bytes -> 4 characters
     k = int(groups.max()) if n else 0
-    text = np.empty((n, 4 * k + 2), np.uint8)
-    for i in range(k):
-        b0, b1 = front[:, 3 * i], front[:, 3 * i + 1]
-        b2 = front[:, 3 * i + 2] if 3 * i + 2 < 8 else np.uint8(0)
-        text[:, 1 + 4 * i] = b0 >> 2
-        text[:, 2 + 4 * i] = ((b0 & 3) << 4) | (b1 >> 4)
-        text[:, 3 + 4 * i] = ((b1 & 15) << 2) | (b2 >> 6)
-        text[:, 4 + 4 * i] = b2 & 63
-    text[:, 1:-1] = _B64.take(text[:, 1:-1])
+    width = 4 * k + 2
+    text = np.empty((n, width), np.uint8)
+    for j in range(4 * k):  # character j: bits 63 - 6j down to 58 - 6j of the word (zeros past bit 0)
+        shift = 58 - 6 * j
+        sextet = (word >> np.uint64(shift)) if shift >= 0 else (word << np.uint64(-shift))
+        text[:, 1 + j] = _B64[(sextet & np.uint64(63)).astype(np.intp)]
     text[:, 0] = ord('"')
-    rows, last = np.arange(n), 4 * groups  # the row's last base64 character
+    last = 4 * groups  # the row's last base64 character
+    at = np.arange(n) * width + last  # (flat: one index a row)
+    flat = text.reshape(-1)
     rest = size % 3  # 1: two '=', 2: one
-    pad = np.nonzero(rest == 1)[0]
-    text[pad, last[pad] - 1] = ord("=")
-    pad = np.nonzero(rest != 0)[0]
-    text[pad, last[pad]] = ord("=")
-    text[rows, last + 1] = ord('"')
+    flat[at[rest != 0]] = ord("=")
+    flat[at[rest == 1] - 1] = ord("=")
+    flat[at + 1] = ord('"')
     return ragged_binary(text, last + 2)
 
 

@@ -1,5 +1,6 @@
 """The common column-wise JSON kernels without a server: `decimal_json` (precise decimals of fixed scale)
-against Java's definition of Debezium's Decimal (BigInteger.toByteArray of the unscaled value, base64)."""
+and its `base64_twos_complement` against Java's definition of Debezium's Decimal (BigInteger.toByteArray
+of the unscaled value, base64)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import random
 import re
 from decimal import Decimal
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from headwater.connectors.common.columnar import decimal_json
+from headwater.connectors.common.columnar import base64_twos_complement, decimal_json
 
 
 def _reference(text: str, scale: int) -> bytes | None:
@@ -55,3 +57,15 @@ def test_decimal_kernel_matches_javas_definition(scale: int) -> None:
 def test_decimal_kernel_of_no_rows() -> None:
     got, slow = decimal_json(pa.array([], pa.string()), 2)
     assert got.to_pylist() == [] and slow is not None and slow.to_pylist() == []
+
+
+def test_base64_of_any_int64() -> None:
+    """Every minimal size (1 to 8 bytes, both signs, at their bounds) and int64's ends."""
+    edges = [0, -1, 2**63 - 1, -2**63] + [s * (2**(8 * k - 1)) + d for k in range(1, 8) for s in (1, -1) for d in (-1, 0, 1)]
+    rnd = random.Random(8)
+    values = edges + [rnd.randint(-2**63, 2**63 - 1) >> rnd.randint(0, 63) for _ in range(2000)]
+    got = base64_twos_complement(np.array(values, dtype=np.int64)).to_pylist()
+    for v, json in zip(values, got, strict=True):
+        size = (v if v >= 0 else ~v).bit_length() // 8 + 1
+        assert json == b'"' + base64.b64encode(v.to_bytes(size, "big", signed=True)) + b'"', v
+    assert base64_twos_complement(np.zeros(0, dtype=np.int64)).to_pylist() == []
