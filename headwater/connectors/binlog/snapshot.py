@@ -235,10 +235,14 @@ class HeldSnapshot:
             s = self.stream = Streamed(origin, 0, RowStream(self.conn, sql, args))
             if chunk.part:
                 log.info("%s: its table's SELECT is read again up to it", chunk.describe())
-            for _ in range(chunk.part):
+        try:
+            while s.part < chunk.part:
                 s.rows.take(self.chunk_rows)
                 s.part += 1
-        rows = s.rows.take(self.chunk_rows)
+            rows = s.rows.take(self.chunk_rows)
+        except BaseException:
+            self.stream = None  # (an error ends the result: a chunk read again opens the SELECT again)
+            raise
         s.part += 1
         if s.rows.done:
             self.stream = None
