@@ -178,11 +178,17 @@ def _parquet_ops(path: Path) -> dict[str, list[str]]:
     return out
 
 
-@pytest.mark.parametrize("locking", [{}, {"snapshot.locking.mode": "minimal", "headwater.max.batch.events": "80"}],
-                         ids=["lock-free", "locking"])
+LOCKING = {"snapshot.locking.mode": "minimal", "headwater.max.batch.events": "80"}
+
+
+@pytest.mark.parametrize("locking", [{}, LOCKING, {**LOCKING, "snapshot.select.statement.overrides": "{db}.a",
+                                                   "snapshot.select.statement.overrides.{db}.a": "SELECT * FROM {db}.a"}],
+                         ids=["lock-free", "locking", "locking-streamed"])
 def test_mariadb_typed_blocks_snapshot_in_batches(spark, mariadb_server, mariadb_db, tmp_path, locking):
     """The blocks layout (parquet sink) and a snapshot over several batches (MariaDB's lock-free chunks, or the
-    locking snapshot's batches of two chunks)."""
+    locking snapshot's batches of two chunks: key ranges, or, for a table read through a select override,
+    chunks cut from one SELECT streamed across the batches)."""
+    locking = {k.format(db=mariadb_db): v.format(db=mariadb_db) for k, v in locking.items()}
     mariadb_server.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20)); INSERT INTO a SELECT seq, 'r' "
                            "FROM seq_1_to_250; CREATE TABLE b (id INT PRIMARY KEY); INSERT INTO b VALUES (5)",
                            mariadb_db)

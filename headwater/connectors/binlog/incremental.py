@@ -35,7 +35,7 @@
   key its stream range changes.
 - **A blocking snapshot** reads the tables in a consistent-snapshot transaction opened when its batch
   is planned (no lock: the schema comes from the history), cut into key ranges as the initial
-  snapshot cuts them (`snapshot.plan_chunks`); streaming resumes where it paused.
+  snapshot cuts them (`HeldSnapshot.plan`); streaming resumes where it paused.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
-from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, HeldSnapshot, plan_chunks, table_ref
+from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, HeldSnapshot, table_ref
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.streaming import DecodeControl, map_table, row_images, truncated_tables
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
@@ -475,7 +475,8 @@ class BinlogIncremental:
         held = HeldSnapshot(src.params, -1, "none", cfg["snapshot.lock.timeout.ms"], src.gtid_query)
         try:
             found = [t for t in src.tracker.current().values() if f"{t.database}.{t.name}" in tables]
-            units: list[WorkUnit] = list(plan_chunks(held, found, src.context, blocking_config(cfg, tables, statements)))
+            held.plan(found, src.context, blocking_config(cfg, tables, statements))
+            units: list[WorkUnit] = list(held.planned(None))
         except BaseException:
             held.close()
             raise

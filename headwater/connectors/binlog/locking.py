@@ -6,19 +6,22 @@ with another connection, so a chunk shipped to a Spark executor carries its rows
 Read in one batch, the driver would hold every row of the snapshot at once; `LockingBatches` reads it in
 batches of `chunks_per_batch` chunks instead, through the shared lifecycle's `chunks` phase:
 
-- `pending` -> `chunks`: the snapshot is taken (`snapshot_position`), every chunk is planned (kept on
-  the driver for the snapshot's life, without rows), and the first batch's offset names the chunk
-  numbers it covers (`chunk_range`, [from, to)) and the held snapshot (`token`), beside the
-  snapshot's binlog position and epoch; the first batch also holds the snapshot's schema change
-  records (`include.schema.changes`);
-- `chunks` -> `chunks`: the next chunk numbers;
+- `pending` -> `chunks`: the snapshot is taken (`snapshot_position`), its chunks are planned (kept on
+  the driver for the snapshot's life, without rows: key ranges at once, the chunks of a table read
+  with one streamed SELECT as its rows are read, `HeldSnapshot.planned`), and the first batch's
+  offset names the chunk numbers it covers (`chunk_range`, [from, to)) and the held snapshot
+  (`token`), beside the snapshot's binlog position and epoch; the first batch also holds the
+  snapshot's schema change records (`include.schema.changes`);
+- `chunks` -> `chunks`: the next chunk numbers (planned as far as the batch needs: a chunk number
+  names one chunk for the snapshot's life, whether planned at once or as its table is read);
 - `chunks` -> `completed`: no chunk is left; that last batch is empty, the held snapshot is let go, and
   streaming starts at the snapshot's binlog position.
 
 While a batch's chunks are shipped, the driver reads the next batch's rows in the transaction
-(`HeldSnapshot.read_ahead`, after the shipped ones): the driver holds two batches' rows at most,
-whatever the size of the tables. Records and their `source.snapshot` markers are those of the
-snapshot read in one batch: the chunks are the same, in the same order.
+(`HeldSnapshot.read_ahead`, after the shipped ones, planning the chunks of a streamed table as it
+reads them): the driver holds two batches' rows at most (and a socket read of a streamed SELECT),
+whatever the size of the tables, with or without keys. Records and their `source.snapshot` markers
+are those of the snapshot read in one batch: the chunks are the same, in the same order.
 
 A snapshot's transaction does not outlive the process: a `chunks` offset whose token is not the held
 snapshot's (a restart) is a snapshot to take again from the start (`holds`: the snapshot is due), and a
@@ -32,7 +35,7 @@ import logging
 from typing import Any
 
 from headwater.connectors.base import Offset, WorkUnit
-from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUnit, SnapshotChunk, plan_chunks
+from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUnit, SnapshotChunk
 from headwater.connectors.common.snapshot import chunks_per_batch
 
 log = logging.getLogger("headwater.binlog")
@@ -46,20 +49,17 @@ class LockingBatches:
 
     def __init__(self, source: Any):
         self.source = source  # the BinlogSource
-        self.planned: tuple[str, list[SnapshotChunk]] | None = None  # the held snapshot's chunks, by its token
 
-    def chunks(self, held: HeldSnapshot) -> list[SnapshotChunk]:
-        """Every chunk of the snapshot `held`, in Debezium's order (planned once per snapshot; none when the
-        snapshot reads no rows)."""
-        if self.planned is None or self.planned[0] != held.token:
-            src = self.source
-            chunks: list[SnapshotChunk] = []
-            if not src.schema_only:
-                captured = [t for t in src.tracker.tables_at(held.position.stream).values()
-                            if src.context.filters.includes(t.database, t.name)]
-                chunks = plan_chunks(held, captured, src.context, src.config)
-            self.planned = (held.token, chunks)
-        return self.planned[1]
+    def chunks(self, held: HeldSnapshot, n: int | None) -> list[SnapshotChunk]:
+        """The chunks of the snapshot `held` in Debezium's order, at least `n` of them (None: all) when it has as
+        many (planned once per snapshot; none when the snapshot reads no rows)."""
+        src = self.source
+        if held.todo is None:
+            captured = [] if src.schema_only else [
+                t for t in src.tracker.tables_at(held.position.stream).values()
+                if src.context.filters.includes(t.database, t.name)]
+            held.plan(captured, src.context, src.config)
+        return held.planned(n)
 
     def batch(self, after: Offset | None, max_events: int | None) -> Offset | None:
         """The fields of the batch after the `chunks` offset `after` (None: the first); None when no chunk
@@ -67,12 +67,12 @@ class LockingBatches:
         src = self.source
         held = src.held
         assert held is not None, "the snapshot is taken (snapshot_position) before its batches"
-        chunks = self.chunks(held)
         lo = 0 if after is None else int(after[RANGE][1])
+        hi = lo + chunks_per_batch(src.config, src.parallelism, max_events)
+        chunks = self.chunks(held, hi)
         if lo >= len(chunks):
             return None
-        hi = min(len(chunks), lo + chunks_per_batch(src.config, src.parallelism, max_events))
-        return {TOKEN: held.token, RANGE: [lo, hi]}
+        return {TOKEN: held.token, RANGE: [lo, min(len(chunks), hi)]}
 
     def holds(self, offset: Offset) -> bool:
         """Whether the snapshot of the `chunks` offset `offset` is the one held here."""
@@ -89,19 +89,15 @@ class LockingBatches:
             log.info("the snapshot batch of chunks %s was planned before a restart: its transaction is gone, "
                      "it reads nothing (the snapshot is taken again from the start)", end[RANGE])
             return []
-        chunks = self.chunks(held)
         lo, hi = (int(n) for n in end[RANGE])
+        chunks = self.chunks(held, hi)
         units: list[WorkUnit] = []
         if lo == 0 and src.context.include_schema_changes:
             pos = held.position
             units.append(SchemaSnapshotUnit(src.context, src.snapshot_changes, pos.file, pos.pos, pos.stream,
                                             held.ts_us, last=False))
         units += chunks[lo:hi]
-        held.read_ahead(range(lo, hi), chunks[hi:hi + (hi - lo)])
-        log.info("snapshot at %s:%d: chunks %d..%d of %d", held.position.file, held.position.pos, lo, hi - 1,
-                 len(chunks))
+        held.read_ahead(range(lo, hi), hi + (hi - lo))
+        log.info("snapshot at %s:%d: chunks %d..%d of %d%s", held.position.file, held.position.pos, lo, hi - 1,
+                 len(chunks), "" if not held.todo else " planned so far")
         return units
-
-    def end(self) -> None:
-        """The snapshot is over: its chunks are let go."""
-        self.planned = None

@@ -20,7 +20,14 @@ connection is used by one thread at a time). This snapshot is taken when `snapsh
 set (and on MySQL); without it MariaDB takes the lock-free parallel snapshot, `lockfree.py`.
 
 Tables are cut into primary-key ranges by the shared `key_ranges` (MySQL's spelling in
-`DIALECT`); rows come in key order; `source.snapshot` markers are the shared `marker`'s.
+`DIALECT`); rows come in key order; `source.snapshot` markers are the shared `marker`'s. A table
+without a primary key, or read through `snapshot.select.statement.overrides`, is read with one SELECT
+(Debezium's: the table's columns, or the override) streamed in the transaction (`RowStream`) and cut
+into chunks of `headwater.snapshot.chunk.rows` rows as it is read: its chunks are planned as their
+rows are read (`HeldSnapshot.planned`; the chunk numbers after them are known once its last chunk is),
+the last one known by the SELECT's end coming right after its rows. The connection serves one result
+at a time, so chunks are read in order (the chunks before a streamed one first); a streamed chunk read
+out of order (a batch planned again) reads its table's SELECT again up to it.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import logging
 import threading
 import time
 import uuid
+from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,7 +54,7 @@ from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, reco
 from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.streaming import SchemaChange
-from headwater.connectors.binlog.textrows import TextRows, read_text_rows
+from headwater.connectors.binlog.textrows import RowStream, TextRows, read_text_rows
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
@@ -84,8 +92,29 @@ TEXT_VALUES = {k: f for k, f in pymysql.converters.conversions.items() if not is
 _HELD: dict[str, HeldSnapshot] = {}  # the snapshots held in this process, by token
 
 
+@dataclass
+class TablePlan:
+    """One table of the snapshot: its key ranges, or None when its rows are cut from one streamed SELECT."""
+
+    table: Table
+    key: ChunkKey | None
+    ranges: list[KeyRange] | None
+    override: str | None  # snapshot.select.statement.overrides for this table
+    first: bool  # the snapshot's first table
+    last: bool  # its last
+
+
+@dataclass
+class Streamed:
+    """The streamed SELECT open on the connection: the table's first chunk number, the next part's number."""
+
+    origin: int
+    part: int
+    rows: RowStream
+
+
 class HeldSnapshot:
-    """Snapshot number `epoch`: its connection, lock and transaction, its binlog position and time."""
+    """Snapshot number `epoch`: its connection, lock and transaction, its binlog position and time, its chunks."""
 
     def __init__(self, params: ConnectionParams, epoch: int, locking: str, lock_timeout_ms: int, gtid_query: str):
         self.epoch = epoch
@@ -96,6 +125,13 @@ class HeldSnapshot:
         self.claimed: set[int] = set()  # the chunks whose rows a unit took (or is reading)
         self.closing = False
         self.reader: threading.Thread | None = None
+        self.chunks: list[SnapshotChunk] = []  # the chunks planned so far (`planned`)
+        self.todo: deque[TablePlan] | None = None  # the tables whose chunks are not all planned (None: no plan yet)
+        self.part = 0  # the next chunk number within the first table of `todo` (a streamed one)
+        self.chunk_rows = 1
+        self.ctx: BinlogContext | None = None
+        self.stream: Streamed | None = None
+        self.read_to = 0  # the chunks before this one have their rows read (or taken)
         self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
@@ -119,20 +155,117 @@ class HeldSnapshot:
             raise
         _HELD[self.token] = self
 
+    # ---- planning
+    def plan(self, tables: Sequence[Table], ctx: BinlogContext, cfg: ConnectorConfig) -> None:
+        """Plan the chunks of the captured `tables`, in Debezium's table order (an empty table counts as the
+        first or last table for the markers, as in Debezium, though it has no rows to mark): a table with a
+        primary key is cut into key ranges at once; one without (or with a select override) is read with
+        one streamed SELECT and cut into chunks of as many rows as it is read (`planned`)."""
+        overrides = select_overrides(cfg)
+        chosen = snapshot_tables(tables, lambda t: f"{t.database}.{t.name}", cfg)
+        self.chunk_rows = cfg["headwater.snapshot.chunk.rows"]
+        self.ctx = ctx
+        todo: deque[TablePlan] = deque()
+        with self.lock, self.conn.cursor() as cur:
+            for i, t in enumerate(chosen):
+                override = overrides.get(f"{t.database}.{t.name}")
+                ends = (i == 0, i == len(chosen) - 1)
+                if not t.primary_key or override is not None:
+                    todo.append(TablePlan(t, None, None, override, *ends))
+                    continue
+                key = ChunkKey(t.primary_key, tuple(bool(c.optional) for c in (t.column(n) for n in t.primary_key)
+                                                    if c is not None))
+                todo.append(TablePlan(t, key, key_ranges(cur, DIALECT, table_ref(t), key, self.chunk_rows),
+                                      None, *ends))
+            self.todo = todo
+
+    def planned(self, n: int | None) -> list[SnapshotChunk]:
+        """The chunks planned so far, at least `n` of them (None: all) when the snapshot has as many. A
+        streamed table's next chunk is planned as its rows are read (kept for it in `ahead`)."""
+        assert self.todo is not None, "the snapshot's chunks are planned (plan) before they are asked for"
+        with self.lock:
+            while self.todo and (n is None or len(self.chunks) < n):
+                self._plan_next()
+            return self.chunks
+
+    def _plan_next(self) -> None:
+        """Plan the next table's key ranges, or read the next chunk of a streamed table (under `lock`)."""
+        assert self.todo and self.ctx is not None
+        t = self.todo[0]
+        pos = self.position
+        if t.ranges is not None:
+            self.todo.popleft()
+            for j, r in enumerate(t.ranges):
+                self.chunks.append(SnapshotChunk(self.token, len(self.chunks), pos.file, pos.pos, pos.stream,
+                                                 self.ts_us, self.ctx, t.table, t.key, r, t.override,
+                                                 (t.first, t.last, j == 0, j == len(t.ranges) - 1), j))
+            return
+        chunk = SnapshotChunk(self.token, len(self.chunks), pos.file, pos.pos, pos.stream, self.ts_us, self.ctx,
+                              t.table, None, KeyRange(None, None), t.override, (t.first, t.last, self.part == 0, False),
+                              self.part)
+        rows = self._read(chunk)
+        last = self.stream is None  # (the SELECT's end follows the rows: it is let go)
+        chunk.ends = (t.first, t.last, self.part == 0, last)
+        self.chunks.append(chunk)
+        self.ahead[chunk.index] = rows
+        if last:
+            self.todo.popleft()
+            self.part = 0
+        else:
+            self.part += 1
+
+    # ---- reading
+    def _read(self, chunk: SnapshotChunk) -> TextRows:
+        """The chunk's rows, read in the transaction (under `lock`). A streamed chunk's are the next of its
+        table's SELECT, the chunks before it read first (the connection serves one result at a time); a
+        chunk read out of that order (a batch planned again) reads its table's SELECT again up to it."""
+        if chunk.key is not None:
+            self._end_stream()
+            sql, args = chunk.query()
+            return read_text_rows(self.conn, sql, args)
+        for index in range(self.read_to, chunk.index):
+            if index not in self.claimed and index not in self.ahead:
+                self.ahead[index] = self._read(self.chunks[index])
+        self.read_to = max(self.read_to, chunk.index)
+        s = self.stream
+        origin = chunk.index - chunk.part
+        if s is None or s.origin != origin or s.part != chunk.part:
+            self._end_stream()
+            sql, args = chunk.query()
+            s = self.stream = Streamed(origin, 0, RowStream(self.conn, sql, args))
+            if chunk.part:
+                log.info("%s: its table's SELECT is read again up to it", chunk.describe())
+        try:
+            while s.part < chunk.part:
+                s.rows.take(self.chunk_rows)
+                s.part += 1
+            rows = s.rows.take(self.chunk_rows)
+        except BaseException:
+            self.stream = None  # (an error ends the result: a chunk read again opens the SELECT again)
+            raise
+        s.part += 1
+        if s.rows.done:
+            self.stream = None
+        return rows
+
+    def _end_stream(self) -> None:
+        """Let the streamed SELECT go: its rows left are read and dropped."""
+        if self.stream is not None:
+            self.stream.rows.drain()
+            self.stream = None
+
     def rows(self, chunk: SnapshotChunk) -> TextRows:
         """The chunk's rows, read in the transaction (or taken from those read ahead)."""
         with self.lock:
             self.claimed.add(chunk.index)
             self.lock.notify_all()
             rows = self.ahead.pop(chunk.index, None)
-            if rows is None:
-                sql, args = chunk.query()
-                rows = read_text_rows(self.conn, sql, args)
-            return rows
+            return self._read(chunk) if rows is None else rows
 
-    def read_ahead(self, after: Sequence[int], chunks: Sequence[SnapshotChunk]) -> None:
-        """Read the rows of `chunks` in a thread, once the units of the chunks `after` took theirs (those of
-        a batch being shipped come first; so the driver holds two batches' rows at most)."""
+    def read_ahead(self, after: Sequence[int], upto: int) -> None:
+        """Read the rows of the chunks after `after` up to chunk number `upto` (planning those not planned
+        yet) in a thread, once the units of the chunks `after` took theirs (those of a batch being shipped
+        come first; so the driver holds two batches' rows at most)."""
         self.stop_reading()
         self.closing = False
 
@@ -141,13 +274,19 @@ class HeldSnapshot:
                 with self.lock:
                     while not self.closing and not self.claimed.issuperset(after):
                         self.lock.wait()
-                for chunk in chunks:
+                index = max(after, default=-1) + 1
+                while index < upto:
                     with self.lock:
                         if self.closing:
                             return
-                        if chunk.index not in self.claimed and chunk.index not in self.ahead:
-                            sql, args = chunk.query()
-                            self.ahead[chunk.index] = read_text_rows(self.conn, sql, args)
+                        if index < len(self.chunks):
+                            if index not in self.claimed and index not in self.ahead:
+                                self.ahead[index] = self._read(self.chunks[index])
+                            index += 1
+                        elif self.todo:
+                            self._plan_next()
+                        else:
+                            return
             except Exception:  # the unit reads its rows itself, and meets the error there
                 log.debug("reading the snapshot's next chunks ahead failed", exc_info=True)
 
@@ -174,38 +313,18 @@ class HeldSnapshot:
         _HELD.pop(self.token, None)
         self.stop_reading()
         self.ahead.clear()
-        with contextlib.suppress(Exception), self.conn.cursor() as cur:
-            cur.execute("COMMIT")
-            if self.locked:
-                cur.execute("UNLOCK TABLES")
+        if self.stream is None:  # (a SELECT still streaming: closing the connection ends it, and the lock)
+            with contextlib.suppress(Exception), self.conn.cursor() as cur:
+                cur.execute("COMMIT")
+                if self.locked:
+                    cur.execute("UNLOCK TABLES")
+        self.stream = None
         with contextlib.suppress(Exception):
             self.conn.close()
 
 
 def table_ref(t: Table) -> str:
     return DIALECT.table(t.database, t.name)
-
-
-def plan_chunks(snap: HeldSnapshot, tables: Sequence[Table], ctx: BinlogContext, cfg: ConnectorConfig
-                ) -> list[SnapshotChunk]:
-    """The chunks of every captured table, in Debezium's table order, read in `snap` (an empty table counts
-    as the first or last table for the markers, as in Debezium, though it has no rows to mark)."""
-    overrides = select_overrides(cfg)
-    planned: list[tuple[Table, ChunkKey | None, list[KeyRange], str | None]] = []
-    with snap.conn.cursor() as cur:
-        for t in snapshot_tables(tables, lambda t: f"{t.database}.{t.name}", cfg):
-            override = overrides.get(f"{t.database}.{t.name}")
-            if not t.primary_key or override is not None:
-                planned.append((t, None, [KeyRange(None, None)], override))
-                continue
-            key = ChunkKey(t.primary_key, tuple(bool(c.optional) for c in (t.column(n) for n in t.primary_key)
-                                                if c is not None))
-            planned.append((t, key, key_ranges(cur, DIALECT, table_ref(t), key, cfg["headwater.snapshot.chunk.rows"]),
-                            None))
-    chunks = [(t, key, r, override, (i == 0, i == len(planned) - 1, j == 0, j == len(ranges) - 1))
-              for i, (t, key, ranges, override) in enumerate(planned) for j, r in enumerate(ranges)]
-    return [SnapshotChunk(snap.token, n, snap.position.file, snap.position.pos, snap.position.stream, snap.ts_us,
-                          ctx, *chunk) for n, chunk in enumerate(chunks)]
 
 
 @dataclass
@@ -224,9 +343,12 @@ class SnapshotChunk(WorkUnit):
     range: KeyRange
     override: str | None  # snapshot.select.statement.overrides for this table
     ends: tuple[bool, bool, bool, bool]  # first table, last table, first chunk, last chunk
+    part: int  # the chunk's number within its table
     rows: TextRows | None = field(default=None, repr=False)  # read on the driver into the pickled copy
 
     def describe(self) -> str:
+        if self.key is None:
+            return f"snapshot of {self.table.database}.{self.table.name} part {self.part}"
         return f"snapshot of {self.table.database}.{self.table.name} keys [{self.range.lo}, {self.range.hi})"
 
     def query(self) -> tuple[str, list[Any]]:

@@ -212,7 +212,7 @@ class BinlogSource(SnapshotThenStream):
         held = self.held
         assert held is not None
         pos = held.position
-        chunks: list[WorkUnit] = list(self.batches.chunks(held))
+        chunks: list[WorkUnit] = list(self.batches.chunks(held, None))
         units: list[WorkUnit] = []
         if self.context.include_schema_changes:
             units.append(SchemaSnapshotUnit(self.context, self.snapshot_changes, pos.file, pos.pos, pos.stream,
@@ -222,7 +222,6 @@ class BinlogSource(SnapshotThenStream):
         return units
 
     def end_snapshot(self) -> None:
-        self.batches.end()
         if self.held is not None:
             self.held.close()
             self.held = None

@@ -120,19 +120,49 @@ def _is_binary(field: FieldDescriptorPacket) -> bool:
 
 def read_text_rows(conn: pymysql.Connection, sql: str, args: Sequence[Any] | None = None) -> TextRows:
     """Run the SELECT `sql` (with `args` as a PyMySQL cursor binds them) and read all its rows."""
-    if args:
-        sql = sql % tuple(conn.escape(a) for a in args)
-    conn._execute_command(COMMAND.COM_QUERY, sql)
-    head = conn._read_packet()
-    if head.is_ok_packet():  # not a result set
-        return TextRows(b"", np.zeros(0, dtype=np.int64), ())
-    ncols = head.read_length_encoded_integer()
-    fields = [conn._read_packet(FieldDescriptorPacket) for _ in range(ncols)]
-    if not conn._read_packet().is_eof_packet():
-        raise pymysql.err.InternalError("Protocol error, expecting EOF after the column descriptions")
-    data, starts, seq = _row_packets(conn._rfile, conn._next_seq_id)
-    conn._next_seq_id = seq
-    return TextRows(data, np.array(starts, dtype=np.int64), tuple(_is_binary(f) for f in fields))
+    return RowStream(conn, sql, args).take()
+
+
+class RowStream:
+    """The rows of the SELECT `sql` read as the server sends them (unbuffered), `take(n)` at a time. The
+    connection is busy until they are all taken (`done`) or the rest is read and dropped (`drain`)."""
+
+    def __init__(self, conn: pymysql.Connection, sql: str, args: Sequence[Any] | None = None):
+        if args:
+            sql = sql % tuple(conn.escape(a) for a in args)
+        self.conn = conn
+        conn._execute_command(COMMAND.COM_QUERY, sql)
+        head = conn._read_packet()
+        self.packets: RowPackets | None = None
+        self.binary: tuple[bool, ...] = ()
+        if head.is_ok_packet():  # not a result set
+            return
+        ncols = head.read_length_encoded_integer()
+        fields = [conn._read_packet(FieldDescriptorPacket) for _ in range(ncols)]
+        if not conn._read_packet().is_eof_packet():
+            raise pymysql.err.InternalError("Protocol error, expecting EOF after the column descriptions")
+        self.binary = tuple(_is_binary(f) for f in fields)
+        self.packets = RowPackets(conn._rfile, conn._next_seq_id)
+
+    @property
+    def done(self) -> bool:
+        """Every row was taken: the connection is free."""
+        return self.packets is None or self.packets.done
+
+    def take(self, limit: int | None = None) -> TextRows:
+        """The next `limit` rows (fewer at the end; None: all that are left)."""
+        packets = self.packets
+        if packets is None:
+            return TextRows(b"", np.zeros(0, dtype=np.int64), self.binary)
+        buf, starts = packets.take(limit)
+        if packets.done:
+            self.conn._next_seq_id = packets.seq
+        return TextRows(buf, np.array(starts, dtype=np.int64), self.binary)
+
+    def drain(self, step: int = 10_000) -> None:
+        """Read the rows left and drop them (the connection can run another query then)."""
+        while not self.done:
+            self.take(step)
 
 
 _HEADER = struct.Struct("<I").unpack_from  # a packet header: the payload's length (24 bits), its sequence id
@@ -140,69 +170,113 @@ MIN_ROW = 9  # a shorter packet may be the EOF that ends the rows (0xFE first): 
 
 
 def _row_packets(rfile: Any, seq: int) -> tuple[bytearray, list[int], int]:
-    """The row packets up to the result set's closing EOF: the buffer, each row's start, the next sequence id.
+    """All the row packets up to the result set's closing EOF: the buffer, each row's start, the next sequence id."""
+    packets = RowPackets(rfile, seq)
+    buf, starts = packets.take()
+    return buf, starts, packets.seq
+
+
+class RowPackets:
+    """A result set's row packets read from the socket's file `rfile` (the next packet's sequence id `seq`),
+    `take(n)` rows at a time; `done` once the rows taken reach the result set's closing EOF.
 
     The rows received are walked with the fewest steps per row (a row is its packet's length, one step
     per row being the only per-row work on the reading side); their sequence ids and first bytes (an
     error packet's 0xFF) are then checked at once, before more is read. What the walk leaves (a packet
-    not all received, a short one that may be the EOF, a row of 16 MiB or more) is taken one by one."""
-    buf = bytearray()
-    starts: list[int] = []
-    append = starts.append
-    at = checked = 0  # where the next packet starts; rows whose headers are checked
-    while True:
-        stop = len(buf) - 4  # (the last place a header may start)
-        while at <= stop:  # the walk: whole packets of MIN_ROW bytes to less than MAX_PACKET
-            n = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16  # (~20 % cheaper than a struct's unpack)
-            if n < MIN_ROW or n == MAX_PACKET or at + n > stop:
-                break
-            append(at + 4)
-            at += n + 4
-        if checked < len(starts):
-            seq = _check_rows(buf, starts, checked, seq)
-            checked = len(starts)
-        if len(buf) < at + 4:
-            _fill(rfile, buf)
-            continue
-        header, = _HEADER(buf, at)
-        n = header & MAX_PACKET
-        if len(buf) < at + 4 + n or not n:
-            if not n:
-                raise pymysql.err.InternalError("an empty packet in a result set")
-            _fill(rfile, buf)
-            continue
-        if header >> 24 != seq:
-            raise pymysql.err.InternalError(f"Packet sequence number wrong - got {header >> 24} expected {seq}")
-        seq = (seq + 1) & 255
-        if n < MIN_ROW and buf[at + 4] == 0xFE:  # EOF: the end of the rows
-            if len(buf) > at + 4 + n:
-                raise pymysql.err.InternalError("data after the end of a result set")
-            del buf[at:]
-            return buf, starts, seq
-        if buf[at + 4] == 0xFF:
-            pymysql.err.raise_mysql_exception(bytes(buf[at + 4:at + 4 + n]))
-        if n == MAX_PACKET:  # a row of 16 MiB or more: its next packets continue it (their headers dropped)
-            end = at + 4 + n
-            while True:
-                while len(buf) < end + 4:
-                    _fill(rfile, buf)
-                header, = _HEADER(buf, end)
-                more = header & MAX_PACKET
-                if header >> 24 != seq:
-                    raise pymysql.err.InternalError(f"Packet sequence number wrong - got {header >> 24} expected {seq}")
-                seq = (seq + 1) & 255
-                del buf[end:end + 4]
-                while len(buf) < end + more:
-                    _fill(rfile, buf)
-                end += more
-                if more < MAX_PACKET:
-                    break
-            append(at + 4)
-            at = end
-        else:
-            append(at + 4)
-            at += 4 + n
+    not all received, a short one that may be the EOF, a row of 16 MiB or more) is taken one by one.
+    Rows are walked past the `n` taken (to the end of what was received, and at least one more row or
+    the EOF: so `done` is known when the last row is taken); they are taken from the buffer later."""
+
+    def __init__(self, rfile: Any, seq: int):
+        self.rfile = rfile
+        self.seq = seq  # the next packet's sequence id
+        self.buf = bytearray()  # from the first row not taken
+        self.starts: list[int] = []  # each walked row's first byte in `buf` (none taken)
+        self.at = 0  # where the next packet to walk starts
+        self.ended = False  # the EOF was read (the rows walked are the last)
+
+    @property
+    def done(self) -> bool:
+        return self.ended and not self.starts
+
+    def take(self, limit: int | None = None) -> tuple[bytearray, list[int]]:
+        """The next `limit` rows (None: all that are left): a buffer and each row's start in it."""
+        if not self.ended and (limit is None or len(self.starts) <= limit):
+            self._read(limit)
+        starts = self.starts
+        if limit is None or len(starts) <= limit:  # (the EOF was read: these are the last rows)
+            buf, self.buf, self.starts, self.at = self.buf, bytearray(), [], 0
+            return buf, starts
+        cut = starts[limit] - 4  # the next row's packet: the rows walked past the limit stay
+        buf = self.buf[:cut]
+        del self.buf[:cut]
+        self.starts = [s - cut for s in starts[limit:]]
+        self.at -= cut
+        return buf, starts[:limit]
+
+    def _read(self, limit: int | None) -> None:
+        """Walk rows until more than `limit` are walked (None: to the EOF)."""
+        rfile, buf, starts, at, seq = self.rfile, self.buf, self.starts, self.at, self.seq
+        append = starts.append
         checked = len(starts)
+        while limit is None or len(starts) <= limit:
+            stop = len(buf) - 4  # (the last place a header may start)
+            while at <= stop:  # the walk: whole packets of MIN_ROW bytes to less than MAX_PACKET
+                n = buf[at] | buf[at + 1] << 8 | buf[at + 2] << 16  # (~20 % cheaper than a struct's unpack)
+                if n < MIN_ROW or n == MAX_PACKET or at + n > stop:
+                    break
+                append(at + 4)
+                at += n + 4
+            if checked < len(starts):
+                seq = _check_rows(buf, starts, checked, seq)
+                checked = len(starts)
+                if limit is not None and len(starts) > limit:
+                    break
+            if len(buf) < at + 4:
+                _fill(rfile, buf)
+                continue
+            header, = _HEADER(buf, at)
+            n = header & MAX_PACKET
+            if len(buf) < at + 4 + n or not n:
+                if not n:
+                    raise pymysql.err.InternalError("an empty packet in a result set")
+                _fill(rfile, buf)
+                continue
+            if header >> 24 != seq:
+                raise pymysql.err.InternalError(f"Packet sequence number wrong - got {header >> 24} expected {seq}")
+            seq = (seq + 1) & 255
+            if n < MIN_ROW and buf[at + 4] == 0xFE:  # EOF: the end of the rows
+                if len(buf) > at + 4 + n:
+                    raise pymysql.err.InternalError("data after the end of a result set")
+                del buf[at:]
+                self.ended = True
+                break
+            if buf[at + 4] == 0xFF:
+                pymysql.err.raise_mysql_exception(bytes(buf[at + 4:at + 4 + n]))
+            if n == MAX_PACKET:  # a row of 16 MiB or more: its next packets continue it (their headers dropped)
+                end = at + 4 + n
+                while True:
+                    while len(buf) < end + 4:
+                        _fill(rfile, buf)
+                    header, = _HEADER(buf, end)
+                    more = header & MAX_PACKET
+                    if header >> 24 != seq:
+                        raise pymysql.err.InternalError(
+                            f"Packet sequence number wrong - got {header >> 24} expected {seq}")
+                    seq = (seq + 1) & 255
+                    del buf[end:end + 4]
+                    while len(buf) < end + more:
+                        _fill(rfile, buf)
+                    end += more
+                    if more < MAX_PACKET:
+                        break
+                append(at + 4)
+                at = end
+            else:
+                append(at + 4)
+                at += 4 + n
+            checked = len(starts)
+        self.at, self.seq = at, seq
 
 
 def _check_rows(buf: bytearray, starts: list[int], first: int, seq: int) -> int:

@@ -1,8 +1,9 @@
 """`textrows.read_text_rows` on a real MariaDB: the rows equal what a PyMySQL cursor reads (every value's
 type and text, NULLs, binary values, long values with 2- and 3-byte length prefixes, a row over 16 MiB),
-the columns are Arrow strings or binaries, and the connection stays usable after a result and an error.
-The packet walk on made-up streams, cut anywhere: every row found, wrong sequence ids and error packets
-refused wherever they are, nothing read past the end of the rows."""
+the columns are Arrow strings or binaries, and the connection stays usable after a result and an error;
+read `n` rows at a time (`RowStream`), the same rows. The packet walk on made-up streams, cut anywhere:
+every row found (also taken `n` at a time, the end known with the last), wrong sequence ids and error
+packets refused wherever they are, nothing read past the end of the rows."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pytest
 
 from headwater.connectors.binlog import textrows
 from headwater.connectors.binlog.snapshot import TEXT_VALUES
-from headwater.connectors.binlog.textrows import read_text_rows
+from headwater.connectors.binlog.textrows import RowStream, read_text_rows
 
 TABLE = """CREATE TABLE t (
     id INT PRIMARY KEY, i BIGINT UNSIGNED, d DECIMAL(20,5), f DOUBLE, dt DATETIME(6), tm TIME(3), y YEAR,
@@ -74,6 +75,29 @@ def test_an_empty_result_an_error_and_a_huge_row_leave_the_connection_usable(con
     assert pymysql_rows(conn, "SELECT COUNT(*) FROM t") == [("3",)]
 
 
+def test_rows_taken_n_at_a_time_are_the_rows_and_the_connection_is_free_after(conn):
+    with conn.cursor() as cur:  # (the 20 MiB row: several packets, taken with the rows around it)
+        cur.execute("INSERT INTO t (id, vc) SELECT seq, CONCAT('v', seq) FROM seq_4_to_40")
+        cur.execute("UPDATE t SET bl = REPEAT(x'61', 20000000) WHERE id = 5")
+    want = read_text_rows(conn, "SELECT * FROM t ORDER BY id").tuples()
+    for n in (1, 2, 5, 40):
+        stream = RowStream(conn, "SELECT * FROM t WHERE id > %s ORDER BY id", [0])
+        got, ends = [], []
+        while not stream.done:
+            part = stream.take(n)
+            got += part.tuples()
+            ends.append((len(part), stream.done))
+        assert got == want
+        assert ends == [(min(n, 40 - i), i + n >= 40) for i in range(0, 40, n)]  # the end known with the last
+        assert pymysql_rows(conn, "SELECT COUNT(*) FROM t") == [("40",)]
+    stream = RowStream(conn, "SELECT * FROM t")
+    assert len(stream.take(3)) == 3 and not stream.done
+    stream.drain()
+    assert stream.done and pymysql_rows(conn, "SELECT MAX(id) FROM t") == [("40",)]
+    empty = RowStream(conn, "SELECT * FROM t WHERE id < 0")
+    assert len(empty.take(5)) == 0 and empty.done
+
+
 class Stream:
     """A socket's file as `_row_packets` reads it: `read1` hands at most `chunk` bytes; reading past the
     end is a test failure (the real socket would wait for the server, which has nothing more to send)."""
@@ -109,6 +133,21 @@ def test_the_walk_finds_every_row_wherever_the_reads_cut_the_stream():
         assert starts == want and seq == (254 + len(rows) + 1) & 255
         assert bytes(buf) == data[:len(data) - 4 - len(EOF_PACKET)]
     assert textrows._row_packets(Stream(packets([EOF_PACKET], 1), 7), 1)[1:] == ([], 2)
+
+
+@pytest.mark.parametrize("n", [1, 7, 360, 1000])
+def test_rows_taken_n_at_a_time_are_every_row_with_the_end_known_at_the_last(n):
+    rows = [bytes([k]) + b"v" * k for k in (8, 0, 3, 250, 7, 60, 8, 8, 100)] * 40
+    data = packets([*rows, EOF_PACKET], 254)
+    for chunk in (1, 5, 64, 1000, len(data)):
+        walk = textrows.RowPackets(Stream(data, chunk), 254)
+        taken = []
+        while not walk.done:
+            buf, starts = walk.take(n)
+            taken.append([bytes(buf[s:s + 1 + buf[s]]) for s in starts])
+            assert bool(walk.done) == (sum(map(len, taken)) == len(rows))  # known with the last row, not after
+        assert [len(t) for t in taken] == [min(n, len(rows) - i) for i in range(0, len(rows), n)]
+        assert [r for t in taken for r in t] == rows and walk.seq == (254 + len(rows) + 1) & 255
 
 
 @pytest.mark.parametrize("at", [0, 1, 30, 59])

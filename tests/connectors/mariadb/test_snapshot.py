@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from headwater.connectors.binlog import textrows
 from headwater.connectors.binlog.snapshot import SnapshotChunk
 from headwater.connectors.mariadb.source import MariaDbSource
 from headwater.connectors.registry import validate_connector
@@ -239,3 +240,154 @@ def test_a_restart_mid_snapshot_takes_it_again_and_gives_the_table_once(mariadb_
     assert marks[0] == "first" and marks[-1] == "last" and marks.count("first") == marks.count("last") == 1
     final = offsets.load()
     assert final is not None and final["snapshot"] == "completed" and final["epoch"] == stored["epoch"] + 1
+
+
+# ------------------------------------------------------------------------ tables read with one streamed SELECT
+
+
+@pytest.fixture
+def keyless(mariadb_server, mariadb_db):
+    """a: a key; k: no key (100 rows); m: no key, empty; o: a key, read through a select override (30 of
+    its 60 rows)."""
+    mariadb_server.execute("CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20));"
+                           "INSERT INTO a SELECT seq, CONCAT('a', seq) FROM seq_1_to_5;"
+                           "CREATE TABLE k (id INT, v VARCHAR(20));"
+                           "INSERT INTO k SELECT seq, CONCAT('k', seq) FROM seq_1_to_100;"
+                           "CREATE TABLE m (id INT);"
+                           "CREATE TABLE o (id INT PRIMARY KEY, v VARCHAR(20));"
+                           "INSERT INTO o SELECT seq, CONCAT('o', seq) FROM seq_1_to_60", mariadb_db)
+    return mariadb_db
+
+
+def overridden(db: str) -> dict[str, str]:
+    return {"snapshot.select.statement.overrides": f"{db}.o",
+            f"snapshot.select.statement.overrides.{db}.o": f"SELECT * FROM {db}.o WHERE id % 2 = 0 ORDER BY id"}
+
+
+KEYLESS_ROWS = ([("a", i) for i in range(1, 6)] + [("k", i) for i in range(1, 101)]
+                + [("o", i) for i in range(2, 61, 2)])
+KEYLESS_MARKS = (["first"] + ["true"] * 3 + ["last_in_data_collection"]
+                 + ["first_in_data_collection"] + ["true"] * 98 + ["last_in_data_collection"]
+                 + ["first_in_data_collection"] + ["true"] * 28 + ["last"])
+
+
+def test_tables_without_a_key_or_with_an_override_are_cut_from_one_select_across_batches(mariadb_server, keyless,
+                                                                                          caplog):
+    """A table without a primary key, and one read through a select override, are each read with one
+    SELECT streamed across batches, cut into chunks of `headwater.snapshot.chunk.rows` rows as it is read:
+    the offsets name the chunks read so far, and the records (markers too) are the one-batch read's."""
+    props = {"snapshot__locking__mode": "minimal", "headwater__snapshot__chunk__rows": "10",
+             "include__schema__changes": "true", **overridden(keyless)}
+    src = source(mariadb_server, keyless, headwater__max__batch__events="20", **props)
+    try:
+        with caplog.at_level("INFO", logger="headwater.binlog"):
+            offsets, values = _snapshot(src)
+    finally:
+        src.close()
+    one = source(mariadb_server, keyless, headwater__max__batch__events="100000", **props)
+    try:
+        one_offsets, one_values = _snapshot(one)
+    finally:
+        one.close()
+    # a: 1 chunk; k: 10 chunks of 10 rows (the last one known as it is read); m: 1, empty; o: 3
+    assert [o.get("chunk_range") for o in offsets] == [[i, min(i + 2, 15)] for i in range(0, 15, 2)] + [None]
+    assert [o.get("chunk_range") for o in one_offsets] == [[0, 15], None]
+    rows = [v for v in values if "op" in v]
+    assert [(r["source"]["table"], r["after"]["id"]) for r in rows] == KEYLESS_ROWS
+    assert [r["source"]["snapshot"] for r in rows] == KEYLESS_MARKS
+    assert [_same(v) for v in values] == [_same(v) for v in one_values]
+    assert "read again" not in caplog.text  # each table's SELECT ran once
+
+
+def test_a_batch_planned_again_reads_its_streamed_chunks_again(mariadb_server, keyless, caplog):
+    """A batch planned again in the same snapshot (its rows were taken) reads its table's SELECT again up to
+    its chunks: the same records."""
+    src = source(mariadb_server, keyless, snapshot__locking__mode="minimal", headwater__snapshot__chunk__rows="10",
+                 headwater__max__batch__events="20")
+    try:
+        start = src.initial_offset()
+        src.open(start)
+        first = src.latest_offset(start)
+        src.plan(start, first)  # (not read: the next batch's plan reads its rows)
+        second = src.latest_offset(first)
+        assert second["chunk_range"] == [2, 4]  # k's chunks 1 and 2 (rows 11..30)
+        once = read(src.plan(first, second))
+        with caplog.at_level("INFO", logger="headwater.binlog"):
+            again = read(src.plan(first, second))
+        assert "part 1: its table's SELECT is read again up to it" in caplog.text
+    finally:
+        src.close()
+    assert [r["after"]["id"] for r in once] == list(range(11, 31))
+    assert [_same(v) for v in again] == [_same(v) for v in once]
+
+
+def test_the_driver_holds_two_batches_of_a_streamed_table_at_most(mariadb_server, mariadb_db):
+    """The rows the driver holds while a key-less table (~6 MB) is read in batches of two 1,000-row chunks:
+    those read ahead, and those the streamed SELECT received and not yet cut (at most a socket read more),
+    never the table."""
+    mariadb_server.execute("CREATE TABLE k (id INT, v VARCHAR(300));"
+                           "INSERT INTO k SELECT seq, REPEAT('x', 290) FROM seq_1_to_20000", mariadb_db)
+    src = source(mariadb_server, mariadb_db, snapshot__locking__mode="minimal",
+                 headwater__snapshot__chunk__rows="1000", headwater__max__batch__events="2000")
+    held_bytes, ids = [], []
+    table = 20000 * 296  # (each row as sent: a header, the two values with their lengths)
+
+    def held(units: list[Any]) -> int:
+        h = src.held
+        assert h is not None
+        stream = h.stream.rows.packets if h.stream is not None else None
+        return (sum(len(r.data) for r in h.ahead.values()) + (len(stream.buf) if stream is not None else 0)
+                + sum(len(u.rows.data) for u in units if getattr(u, "rows", None) is not None))
+
+    try:
+        start = src.initial_offset()
+        src.open(start)
+        while True:
+            end = src.latest_offset(start)
+            if end["snapshot"] == "completed":
+                break
+            held_bytes.append(held([]))
+            units = src.plan(start, end)
+            held_bytes.append(held(units))
+            shipped = [pickle.dumps(u) for u in units]
+            held_bytes.append(held(units))
+            assert src.held is not None and src.held.reader is not None
+            src.held.reader.join(30)
+            held_bytes.append(held(units))
+            ids += [v["after"]["id"] for v in read([pickle.loads(s) for s in shipped])]
+            src.commit(end)
+            start = end
+    finally:
+        src.close()
+    assert ids == list(range(1, 20001))
+    batch = 2 * 1000 * 296
+    assert max(held_bytes) <= 2 * batch + textrows.READ_SIZE + 1000 and max(held_bytes) < table / 2
+    assert len(held_bytes) == 40 and min(held_bytes[3:-4:4]) >= batch  # (the next batch is read ahead meanwhile)
+
+
+def test_a_restart_mid_snapshot_gives_a_streamed_table_once(mariadb_server, keyless, tmp_path):
+    """Stopped inside a key-less table's chunks, the next run takes the snapshot again from the start: every
+    table once, the markers those of one snapshot."""
+    props = {"connector.class": "mariadb", **mariadb_server.connector_properties(keyless),
+             "database.server.id": "5407", "topic.prefix": "s", "include.schema.changes": "false",
+             "snapshot.locking.mode": "minimal", "headwater.snapshot.chunk.rows": "10",
+             "headwater.max.batch.events": "20", "snapshot.mode": "initial_only", **overridden(keyless)}
+    offsets = OffsetFile(tmp_path / "o.json")
+    engine = Engine(validate_connector(props), offsets)
+    first = []
+    try:
+        for e in engine.events():
+            first.append(e.value_json())
+            if len(first) == 40:  # inside k's chunks, in the third batch
+                break
+    finally:
+        engine.close()
+    stored = offsets.load()
+    assert stored is not None and stored["snapshot"] == "chunks" and stored["chunk_range"] == [2, 4]
+    again = Engine(validate_connector(props), offsets)
+    try:
+        rows = [e.value_json() for e in again.events(once=True)]
+    finally:
+        again.close()
+    assert [(r["source"]["table"], r["after"]["id"]) for r in rows] == KEYLESS_ROWS
+    assert [r["source"]["snapshot"] for r in rows] == KEYLESS_MARKS
