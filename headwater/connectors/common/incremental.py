@@ -57,10 +57,21 @@ holds them later. So replaying the events gives the table's state, as with Debez
 window's rows never carry a change that a later event in the stream undoes ("from the future").
 
 A blocking snapshot (`execute-snapshot` with `type: blocking`) is noted in the batch's offset
-(`blocking_snapshot_pending`); the next batch (`blocking_snapshot`) has an empty stream range and
-reads the tables as the initial snapshot does, under a snapshot taken then; streaming resumes where
-it paused (rows changed between the pause and that snapshot come again: Debezium's "possible
-duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`
+(`blocking_snapshot_pending`); the batches after it (`blocking_snapshot`: the signal's id, tables and
+statements, and the connector's fields naming the batch) have an empty stream range and read the
+tables as the initial snapshot does, under a snapshot taken when the first of them is planned. The
+connector's `blocking_batch` says how many: PostgreSQL's units read under an exported snapshot on the
+executors (no rows pass through the driver), one batch; MySQL/MariaDB's chunks carry rows read on the
+driver, so a batch holds `chunks_per_batch` of them (the held snapshot's token and the chunk range
+in the field, as the locking snapshot's batches) while any are left, and the driver holds about two
+batches' rows whatever the tables' size. Then streaming resumes where it paused (rows changed between
+the pause and that snapshot come again: Debezium's "possible duplicates"). A restart in the middle
+(a `blocking_snapshot` field naming a snapshot this process does not hold: its transaction is gone)
+takes the blocking snapshot again from its start, streaming still paused at the same position: the
+rows already delivered come again (as `r` events of the new snapshot, first marker included), nothing
+is lost. The spec says nothing of restarts in a blocking snapshot; Debezium keeps the stream's offset
+through one and does not turn an interrupted one into an initial snapshot (DBZ-7903, DBZ-9337), and
+taking it again is the simplest safe reading. Notifications of incremental snapshots go to `connectors.common.notifications`
 (IN_PROGRESS once a window, not once a chunk).
 
 The progress is in the offsets under Debezium's names (`incremental_snapshot_collections`,
@@ -109,7 +120,9 @@ CHUNK = "incremental_snapshot_chunk"
 FILE_POSITIONS = "signal_file_positions"
 NOTIFICATIONS = "notifications"
 BLOCKING_PENDING = "blocking_snapshot_pending"  # a blocking snapshot signalled: the next batch reads it
-BLOCKING = "blocking_snapshot"  # the batch that reads a blocking snapshot (its stream range is empty)
+BLOCKING = "blocking_snapshot"  # a batch that reads (part of) a blocking snapshot (its stream range is empty)
+BLOCKING_SIGNAL = ("id", "tables", "statements")  # what `blocking_snapshot` keeps of the signal (and the connector's
+# batch fields beside them)
 OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, ROWS_SCANNED, CHUNK, FILE_POSITIONS,
                NOTIFICATIONS, BLOCKING_PENDING, BLOCKING)
 
@@ -341,13 +354,23 @@ class IncrementalHooks(Protocol):
         """The unit writing the sink channel's records of `notifications`, at `at`."""
         ...
 
-    def blocking_units(self, tables: list[str], statements: dict[str, str], at: Offset) -> list[WorkUnit]:
-        """A blocking snapshot's units: `tables` read as an initial snapshot reads them (`statements`:
-        a table's SELECT in place of its own), under a snapshot taken now; streaming resumes at `at`."""
+    def blocking_batch(self, snapshot: dict[str, Any], after: dict[str, Any] | None,
+                       max_events: int | None) -> dict[str, Any] | None:
+        """The fields naming the next batch of the blocking snapshot `snapshot` (its signal's `id`, `tables` and
+        `statements`) after the batch whose `blocking_snapshot` field is `after` (None: the first batch; or
+        one this process did not plan, after a restart), kept beside them in that batch's field; None when
+        no batch is left (streaming resumes). A snapshot read in one batch gives `{}`, then None."""
+        ...
+
+    def blocking_units(self, blocking: dict[str, Any], at: Offset) -> list[WorkUnit]:
+        """The units of the blocking snapshot's batch whose `blocking_snapshot` field is `blocking`: its part of
+        the `tables`, read as an initial snapshot reads them (`statements`: a table's SELECT in place of its
+        own); streaming resumes at `at` once the snapshot is over."""
         ...
 
     def end_blocking(self) -> None:
-        """The blocking snapshot's batch is over: release what held its snapshot."""
+        """The blocking snapshot is over (its last batch was planned; the next one streams): release what held
+        its snapshot."""
         ...
 
 
@@ -387,16 +410,16 @@ class Incremental:
         rows), then `stream()` gives the end of the batch's stream range (None: nothing new), and
         `stream_offset` makes an offset of a stream position; the incremental-snapshot and signal
         fields are added to it. None when the batch has nothing to do."""
-        self.hooks.end_blocking()
         for done in self.pending.values():  # the batch that emitted it is over
             self.hooks.end_window(done)
         self.pending = {}
         state = State.from_offset(start)
-        pending = start.get(BLOCKING_PENDING)
-        if pending:  # streaming pauses for this batch: the tables are read, the stream does not move
+        blocking = self._blocking_batch(start, max_events)
+        if blocking is not None:  # streaming pauses for this batch: the tables are read, the stream does not move
             return {**stream_offset(without_heartbeat(start_pos)), **state.to_offset(),
                     **({FILE_POSITIONS: start[FILE_POSITIONS]} if start.get(FILE_POSITIONS) else {}),
-                    BLOCKING: pending}
+                    BLOCKING: blocking}
+        self.hooks.end_blocking()
         if self.window is None and state.active and not state.paused:
             state = self._open_next(state, start_pos, max_events)
         end_pos = stream()
@@ -452,6 +475,19 @@ class Incremental:
             out[BLOCKING_PENDING] = self.blocking
             self.blocking = None
         return out
+
+    def _blocking_batch(self, start: Offset, max_events: int | None) -> dict[str, Any] | None:
+        """The `blocking_snapshot` field of the batch after `start`: the first batch of the blocking snapshot
+        `start` signalled, or its next batch after the one `start` ends; None when none is left."""
+        signalled, running = start.get(BLOCKING_PENDING), start.get(BLOCKING) or {}
+        if not signalled and not running:
+            return None
+        snapshot = signalled or {k: running[k] for k in BLOCKING_SIGNAL if k in running}
+        batch = self.hooks.blocking_batch(snapshot, None if signalled else running, max_events)
+        if batch is None:
+            log.info("blocking snapshot %s done: streaming resumes", snapshot["id"])
+            return None
+        return {**snapshot, **batch}
 
     def _source_signal(self, row: tuple[Any, ...], window: Window | None) -> sig.Signal | None:
         if len(row) < 2:
@@ -624,7 +660,7 @@ class Incremental:
         tail = [self.hooks.notification_unit(notes, end_pos)] if notes and self.notify.sink else []
         blocking = end.get(BLOCKING)
         if blocking:
-            return self.hooks.blocking_units(blocking["tables"], blocking.get("statements") or {}, end_pos) + tail
+            return self.hooks.blocking_units(blocking, end_pos) + tail
         return self._chunk_units(start_pos, end, end_pos) + tail
 
     def _chunk_units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:
