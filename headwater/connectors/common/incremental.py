@@ -459,7 +459,8 @@ class Incremental:
             chunk = None  # its table's snapshot was stopped in this batch: the chunk's rows are not emitted
             self._end(self.pending.pop(window.id, None) if window is not None else None)
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
-                   or chunk is not None or bool(self.notify.pending) or self.blocking is not None)
+                   or chunk is not None or bool(self.notify.pending) or self.blocking is not None
+                   or bool(start.get(BLOCKING)))  # (a blocking snapshot's last batch: the offset leaves it)
         if end_pos is None and not changed:
             return None
         out = {**stream_offset(end_pos if end_pos is not None else without_heartbeat(start_pos)),
