@@ -685,11 +685,21 @@ class Incremental:
 
 
 def status(offset: Offset | None) -> dict[str, Any]:
-    """A running incremental snapshot's progress in `offset`, for `headwater status` (nothing when none runs)."""
-    state = State.from_offset(offset or {})
+    """A running incremental snapshot's progress in `offset`, and a blocking snapshot's (signalled, or the
+    chunks of its last batch), for `headwater status` (nothing when none runs)."""
+    offset = offset or {}
+    out: dict[str, Any] = {}
+    blocking = offset.get(BLOCKING) or offset.get(BLOCKING_PENDING)
+    if blocking:
+        out = {"blocking_snapshot": "running" if offset.get(BLOCKING) else "signalled",
+               "blocking_snapshot_signal": blocking.get("id"),
+               "blocking_snapshot_tables": ", ".join(blocking.get("tables") or ())}
+        if blocking.get("chunk_range"):
+            out["blocking_snapshot_chunks"] = "[{}, {})".format(*blocking["chunk_range"])
+    state = State.from_offset(offset)
     if not state.active:
-        return {}
-    return {"incremental_snapshot": "paused" if state.paused else "running",
+        return out
+    return {**out, "incremental_snapshot": "paused" if state.paused else "running",
             "incremental_snapshot_signal": state.correlation_id,
             "incremental_snapshot_tables_left": ", ".join(c.id for c in state.collections),
             "incremental_snapshot_last_key": state.last_key, "incremental_snapshot_maximum_key": state.max_key}

@@ -134,3 +134,13 @@ def test_the_last_batch_leaves_the_blocking_snapshot_even_when_nothing_is_new():
     assert end == {"snapshot": "streaming", "lsn": 10, "epoch": 1} and streamed == [1] and hooks.ended == 1
     assert incremental.units({"lsn": 10}, end, {"lsn": 10}) == []
     assert _run(incremental, end, streamed, new=False) is None  # then nothing to do, as usual
+
+
+def test_status_shows_a_blocking_snapshot():
+    assert inc.status({"lsn": 1}) == {}
+    assert inc.status({inc.BLOCKING_PENDING: SIGNAL}) == {
+        "blocking_snapshot": "signalled", "blocking_snapshot_signal": "b1", "blocking_snapshot_tables": "public.t"}
+    running = inc.status({inc.BLOCKING: {**SIGNAL, "token": "tk", "chunk_range": [4, 6]},
+                          **inc.State((inc.Collection("public.u"),), None, None, "s1").to_offset()})
+    assert running["blocking_snapshot"] == "running" and running["blocking_snapshot_chunks"] == "[4, 6)"
+    assert running["incremental_snapshot"] == "running"  # (an incremental snapshot waits meanwhile)
