@@ -71,8 +71,11 @@ takes the blocking snapshot again from its start, streaming still paused at the 
 rows already delivered come again (as `r` events of the new snapshot, first marker included), nothing
 is lost. The spec says nothing of restarts in a blocking snapshot; Debezium keeps the stream's offset
 through one and does not turn an interrupted one into an initial snapshot (DBZ-7903, DBZ-9337), and
-taking it again is the simplest safe reading. Notifications of incremental snapshots go to `connectors.common.notifications`
-(IN_PROGRESS once a window, not once a chunk).
+taking it again is the simplest safe reading. The batch after the last one leaves the snapshot (its
+offset has no `blocking_snapshot`), even when the stream has nothing new.
+
+Notifications of incremental snapshots go to `connectors.common.notifications` (IN_PROGRESS once a
+window, not once a chunk).
 
 The progress is in the offsets under Debezium's names (`incremental_snapshot_collections`,
 `..._primary_key`, `..._maximum_key`, `..._correlation_id`, keys as JSON arrays of text, not Java
