@@ -184,3 +184,30 @@ def test_a_restart_mid_blocking_snapshot_takes_it_again_from_its_start(mariadb_s
                 if v.get("op") != "r" and v.get("source", {}).get("table") == "t"]
     # and after the pause position: streamed once the snapshot is over (Debezium's "possible duplicates")
     assert streamed == [("c", 200)]
+
+
+def test_blocking_snapshots_in_batches_during_a_live_workload(mariadb_server, mariadb_db, caplog):
+    """The shared scenario (`support.blocking_during_workload`: one blocking snapshot by a full SELECT, one whole
+    while a workload changes the rows) through the engine, each read in batches of two chunks of 250 rows:
+    replaying every event gives the table."""
+    from tests.connectors.common import incremental_support as support
+    from tests.connectors.mariadb.test_incremental import Run, small, start_workload, table_state
+    from tests.connectors.mariadb.test_incremental import signal as send
+
+    rows, db = 3000, mariadb_db
+    run = Run(small(mariadb_server, db, rows, **{"headwater.snapshot.chunk.rows": "250",
+                                                 "headwater.max.batch.events": "500"}))
+    caplog.set_level("INFO", logger="headwater.binlog")
+    try:
+        run.wait(lambda: run.offset().get("snapshot") in ("completed", "streaming"))
+        support.blocking_during_workload(run, lambda *a: send(mariadb_server, db, *a), f"{db}.items", rows,
+                                         lambda: start_workload(mariadb_server, db, rows),
+                                         lambda n: mariadb_server.execute(f"INSERT INTO done VALUES ({n})", db))
+    finally:
+        run.stop()
+    batches = [[int(n) for n in m.split(": chunks ")[1].replace("..", " of ").split(" of ")]
+               for m in caplog.messages if ": chunks " in m]  # [first, last, of]
+    assert batches[0] == [0, 0, 1]  # the blue rows' SELECT: one chunk
+    whole = batches[1:]  # the whole table (about 3,000 rows, as the workload leaves it): two chunks a batch
+    assert len(whole) >= 6 and whole[0][2] >= 11 and all(b[1] - b[0] == 1 for b in whole[:-1])
+    assert support.replay(run.events, "items") == table_state(mariadb_server, db)
