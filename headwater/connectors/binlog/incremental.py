@@ -33,9 +33,16 @@
   then (`file`, `pos`; no GTID, row 0).
 - **A replayed batch** (after a restart) reads its window's parts again the same way, dropping every
   key its stream range changes.
-- **A blocking snapshot** reads the tables in a consistent-snapshot transaction opened when its batch
-  is planned (no lock: the schema comes from the history), cut into key ranges as the initial
-  snapshot cuts them (`HeldSnapshot.plan`); streaming resumes where it paused.
+- **A blocking snapshot** reads the tables in a consistent-snapshot transaction opened when its first
+  batch is planned (no lock: the schema comes from the history), cut into key ranges as the initial
+  snapshot cuts them (`HeldSnapshot.plan`), in batches of `chunks_per_batch` chunks, as the locking
+  snapshot is read (`BlockingBatches` is its `LockingBatches`): the `blocking_snapshot` offset field
+  names the held snapshot (`token`) and the batch's chunks (`chunk_range`, [from, to)), and the next
+  batch's rows are read ahead in the transaction while a batch's are shipped, so the driver holds about
+  two batches' rows. Streaming resumes where it paused once no chunk is left. The transaction does not
+  outlive the process: a batch replayed after a restart reads nothing, and the batch after a
+  `blocking_snapshot` offset whose token is not held takes the snapshot again from its start (nothing
+  is lost; the rows delivered before come again).
 """
 
 from __future__ import annotations
@@ -58,6 +65,7 @@ from headwater.connectors.binlog import lockfree
 from headwater.connectors.binlog.connection import ConnectionParams, connect
 from headwater.connectors.binlog.gtid import GtidSet
 from headwater.connectors.binlog.lockfree import exact_position, master_position, read_window
+from headwater.connectors.binlog.locking import RANGE, TOKEN, LockingBatches
 from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
@@ -99,6 +107,7 @@ class BinlogSourceLike(Protocol):
     params: ConnectionParams
     dbms: ClassVar[str]
     gtid_query: ClassVar[str]
+    parallelism: int
     tracker: SchemaHistoryTracker
     reader: BinlogReader | None
     file_like: str
@@ -167,6 +176,44 @@ class _Watched:
     key: KeyText | None  # None: the signalling table
 
 
+class BlockingBatches(LockingBatches):
+    """A blocking snapshot's batches, read as the locking snapshot's are (`LockingBatches`: the held
+    snapshot's token and the batch's chunk range in the offset, the next batch's rows read ahead), over a
+    snapshot of its own (no lock: the schema is the history's) and the signal's tables, without schema
+    change records."""
+
+    def __init__(self, source: BinlogSourceLike):
+        super().__init__(source)
+        self.snapshot: HeldSnapshot | None = None
+        self.tables: list[str] = []
+        self.statements: dict[str, str] = {}
+
+    def take(self, tables: list[str], statements: dict[str, str]) -> None:
+        """Take the snapshot of `tables` (`statements`: a table's SELECT in place of its own), letting go of
+        any held before."""
+        self.end()
+        src = self.source
+        self.snapshot = HeldSnapshot(src.params, -1, "none", src.config["snapshot.lock.timeout.ms"], src.gtid_query)
+        self.tables, self.statements = list(tables), dict(statements)
+
+    def held(self) -> HeldSnapshot | None:
+        return self.snapshot
+
+    def plan_tables(self, held: HeldSnapshot) -> tuple[list[Table], ConnectorConfig]:
+        src = self.source
+        found = [t for t in src.tracker.current().values() if f"{t.database}.{t.name}" in self.tables]
+        return found, blocking_config(src.config, self.tables, self.statements)
+
+    def first_units(self, held: HeldSnapshot) -> list[WorkUnit]:
+        return []
+
+    def end(self) -> None:
+        """The blocking snapshot is over (or taken again): its transaction is let go."""
+        if self.snapshot is not None:
+            self.snapshot.close()
+            self.snapshot = None
+
+
 class BinlogIncremental:
     """`IncrementalHooks` for a `BinlogSource`."""
 
@@ -179,7 +226,7 @@ class BinlogIncremental:
         self.strategy = cfg["incremental.snapshot.watermarking.strategy"]
         self.read_only = read_only(cfg)
         self.windows: dict[str, Window] = {}  # windows whose rows are not emitted yet, by id
-        self.blocking: HeldSnapshot | None = None
+        self.blocking = BlockingBatches(source)  # a blocking snapshot's held transaction and batches
         self.ctl = DecodeControl(source.dbms)
         self.warned: set[str] = set()
         self.server_id: int | None = None
@@ -466,29 +513,41 @@ class BinlogIncremental:
         return NotificationUnit(self.source.config["notification.sink.topic.name"], notifications,
                                 self.source.context, BinlogPosition.from_offset(at).stream)
 
-    def blocking_units(self, tables: list[str], statements: dict[str, str], at: Offset) -> list[WorkUnit]:
-        """Debezium's blocking snapshot: the tables read in one consistent-snapshot transaction held until
-        the batch is over (`end_blocking`), cut into key ranges as the initial snapshot cuts them."""
-        src = self.source
-        self.end_blocking()
-        cfg = src.config
-        held = HeldSnapshot(src.params, -1, "none", cfg["snapshot.lock.timeout.ms"], src.gtid_query)
-        try:
-            found = [t for t in src.tracker.current().values() if f"{t.database}.{t.name}" in tables]
-            held.plan(found, src.context, blocking_config(cfg, tables, statements))
-            units: list[WorkUnit] = list(held.planned(None))
-        except BaseException:
-            held.close()
-            raise
-        self.blocking = held
-        log.info("blocking snapshot of %s in %d chunks at %s:%d", ", ".join(tables), len(units), held.position.file,
-                 held.position.pos)
-        return units
+    def blocking_batch(self, snapshot: dict[str, Any], after: dict[str, Any] | None,
+                       max_events: int | None) -> dict[str, Any] | None:
+        """The next `chunks_per_batch` chunks of the blocking snapshot (`BlockingBatches`): the first ones in a
+        snapshot taken now when `after` is None or names a snapshot not held here (a restart: it is taken
+        again from its start); None when no chunk is left."""
+        batches = self.blocking
+        if after is not None and RANGE not in after:
+            return None  # read whole in one batch (an offset of a version without batches)
+        if after is not None and not batches.holds(after):
+            log.warning("blocking snapshot %s: its transaction is gone (a restart after chunks %s): it is taken again "
+                        "from its start", snapshot["id"], after[RANGE])
+            after = None
+        if after is None:
+            batches.take(snapshot["tables"], snapshot.get("statements") or {})
+        batch = batches.batch(after, max_events)
+        if after is None:
+            held = batches.held()
+            assert held is not None
+            log.info("blocking snapshot %s of %s at %s:%d, %d chunks planned first", snapshot["id"],
+                     ", ".join(snapshot["tables"]), held.position.file, held.position.pos, len(batches.chunks(held, 0)))
+        return batch
+
+    def blocking_units(self, blocking: dict[str, Any], at: Offset) -> list[WorkUnit]:
+        """The chunks of the blocking snapshot's batch `blocking`, read in its held transaction (none when the
+        transaction is gone: a batch replayed after a restart, whose next batch takes the snapshot again)."""
+        batches = self.blocking
+        if RANGE not in blocking:  # planned by a version without batches, replayed: taken again, in one batch
+            batches.take(blocking["tables"], blocking.get("statements") or {})
+            held = batches.held()
+            assert held is not None
+            blocking = {**blocking, TOKEN: held.token, RANGE: [0, len(batches.chunks(held, None))]}
+        return batches.plan(blocking)
 
     def end_blocking(self) -> None:
-        if self.blocking is not None:
-            self.blocking.close()
-            self.blocking = None
+        self.blocking.end()
 
     def log_position(self, at: Offset) -> str:
         pos = BinlogPosition.from_offset(at)

@@ -27,6 +27,9 @@ A snapshot's transaction does not outlive the process: a `chunks` offset whose t
 snapshot's (a restart) is a snapshot to take again from the start (`holds`: the snapshot is due), and a
 batch replayed from such an offset reads nothing. A schema-only snapshot, or one with no rows to read
 (no table), stays one batch (`pending` -> `completed`).
+
+The blocking ad-hoc snapshot (`binlog.incremental`) is read in batches by the same class, over its own
+snapshot, tables and first units (`held`, `plan_tables`, `first_units`).
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
+from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot import HeldSnapshot, SchemaSnapshotUnit, SnapshotChunk
 from headwater.connectors.common.snapshot import chunks_per_batch
 
@@ -45,27 +50,49 @@ RANGE = "chunk_range"  # the chunk numbers of the batch: [from, to)
 
 
 class LockingBatches:
-    """The driver's side of the locking snapshot's batches (for a `BinlogSource`)."""
+    """The driver's side of the locking snapshot's batches (for a `BinlogSource`). The blocking ad-hoc snapshot
+    reads its batches the same way (`binlog.incremental.BlockingBatches` names its own snapshot, tables and first
+    units: `held`, `plan_tables`, `first_units`)."""
 
     def __init__(self, source: Any):
         self.source = source  # the BinlogSource
 
+    def held(self) -> HeldSnapshot | None:
+        """The snapshot the batches are read in: the locking snapshot's."""
+        held: HeldSnapshot | None = self.source.held
+        return held
+
+    def plan_tables(self, held: HeldSnapshot) -> tuple[list[Table], ConnectorConfig]:
+        """The tables the snapshot `held` reads, and the configuration they are read with: the captured tables
+        as they are at its position (none when the snapshot reads no rows)."""
+        src = self.source
+        captured = [] if src.schema_only else [
+            t for t in src.tracker.tables_at(held.position.stream).values()
+            if src.context.filters.includes(t.database, t.name)]
+        return captured, src.config
+
+    def first_units(self, held: HeldSnapshot) -> list[WorkUnit]:
+        """The units before the first batch's chunks: the snapshot's schema change records (when included)."""
+        src = self.source
+        if not src.context.include_schema_changes:
+            return []
+        pos = held.position
+        return [SchemaSnapshotUnit(src.context, src.snapshot_changes, pos.file, pos.pos, pos.stream, held.ts_us,
+                                   last=False)]
+
     def chunks(self, held: HeldSnapshot, n: int | None) -> list[SnapshotChunk]:
         """The chunks of the snapshot `held` in Debezium's order, at least `n` of them (None: all) when it has as
         many (planned once per snapshot; none when the snapshot reads no rows)."""
-        src = self.source
         if held.todo is None:
-            captured = [] if src.schema_only else [
-                t for t in src.tracker.tables_at(held.position.stream).values()
-                if src.context.filters.includes(t.database, t.name)]
-            held.plan(captured, src.context, src.config)
+            tables, config = self.plan_tables(held)
+            held.plan(tables, self.source.context, config)
         return held.planned(n)
 
     def batch(self, after: Offset | None, max_events: int | None) -> Offset | None:
         """The fields of the batch after the `chunks` offset `after` (None: the first); None when no chunk
         is left (or none was: the snapshot is one batch)."""
         src = self.source
-        held = src.held
+        held = self.held()
         assert held is not None, "the snapshot is taken (snapshot_position) before its batches"
         lo = 0 if after is None else int(after[RANGE][1])
         hi = lo + chunks_per_batch(src.config, src.parallelism, max_events)
@@ -76,26 +103,21 @@ class LockingBatches:
 
     def holds(self, offset: Offset) -> bool:
         """Whether the snapshot of the `chunks` offset `offset` is the one held here."""
-        held = self.source.held
+        held = self.held()
         return held is not None and held.token == offset.get(TOKEN)
 
     def plan(self, end: Offset) -> list[WorkUnit]:
         """The units of the batch ending at the `chunks` offset `end`: its chunks (after the snapshot's schema
         change records in the first batch); none when its snapshot is not held here (a replay after a
         restart: the snapshot is taken again)."""
-        src = self.source
-        held = src.held
+        held = self.held()
         if held is None or not self.holds(end):
             log.info("the snapshot batch of chunks %s was planned before a restart: its transaction is gone, "
                      "it reads nothing (the snapshot is taken again from the start)", end[RANGE])
             return []
         lo, hi = (int(n) for n in end[RANGE])
         chunks = self.chunks(held, hi)
-        units: list[WorkUnit] = []
-        if lo == 0 and src.context.include_schema_changes:
-            pos = held.position
-            units.append(SchemaSnapshotUnit(src.context, src.snapshot_changes, pos.file, pos.pos, pos.stream,
-                                            held.ts_us, last=False))
+        units: list[WorkUnit] = self.first_units(held) if lo == 0 else []
         units += chunks[lo:hi]
         held.read_ahead(range(lo, hi), hi + (hi - lo))
         log.info("snapshot at %s:%d: chunks %d..%d of %d%s", held.position.file, held.position.pos, lo, hi - 1,

@@ -57,11 +57,25 @@ holds them later. So replaying the events gives the table's state, as with Debez
 window's rows never carry a change that a later event in the stream undoes ("from the future").
 
 A blocking snapshot (`execute-snapshot` with `type: blocking`) is noted in the batch's offset
-(`blocking_snapshot_pending`); the next batch (`blocking_snapshot`) has an empty stream range and
-reads the tables as the initial snapshot does, under a snapshot taken then; streaming resumes where
-it paused (rows changed between the pause and that snapshot come again: Debezium's "possible
-duplicates"). Notifications of incremental snapshots go to `connectors.common.notifications`
-(IN_PROGRESS once a window, not once a chunk).
+(`blocking_snapshot_pending`); the batches after it (`blocking_snapshot`: the signal's id, tables and
+statements, and the connector's fields naming the batch) have an empty stream range and read the
+tables as the initial snapshot does, under a snapshot taken when the first of them is planned. The
+connector's `blocking_batch` says how many: PostgreSQL's units read under an exported snapshot on the
+executors (no rows pass through the driver), one batch; MySQL/MariaDB's chunks carry rows read on the
+driver, so a batch holds `chunks_per_batch` of them (the held snapshot's token and the chunk range
+in the field, as the locking snapshot's batches) while any are left, and the driver holds about two
+batches' rows whatever the tables' size. Then streaming resumes where it paused (rows changed between
+the pause and that snapshot come again: Debezium's "possible duplicates"). A restart in the middle
+(a `blocking_snapshot` field naming a snapshot this process does not hold: its transaction is gone)
+takes the blocking snapshot again from its start, streaming still paused at the same position: the
+rows already delivered come again (as `r` events of the new snapshot, first marker included), nothing
+is lost. The spec says nothing of restarts in a blocking snapshot; Debezium keeps the stream's offset
+through one and does not turn an interrupted one into an initial snapshot (DBZ-7903, DBZ-9337), and
+taking it again is the simplest safe reading. The batch after the last one leaves the snapshot (its
+offset has no `blocking_snapshot`), even when the stream has nothing new.
+
+Notifications of incremental snapshots go to `connectors.common.notifications` (IN_PROGRESS once a
+window, not once a chunk).
 
 The progress is in the offsets under Debezium's names (`incremental_snapshot_collections`,
 `..._primary_key`, `..._maximum_key`, `..._correlation_id`, keys as JSON arrays of text, not Java
@@ -109,7 +123,9 @@ CHUNK = "incremental_snapshot_chunk"
 FILE_POSITIONS = "signal_file_positions"
 NOTIFICATIONS = "notifications"
 BLOCKING_PENDING = "blocking_snapshot_pending"  # a blocking snapshot signalled: the next batch reads it
-BLOCKING = "blocking_snapshot"  # the batch that reads a blocking snapshot (its stream range is empty)
+BLOCKING = "blocking_snapshot"  # a batch that reads (part of) a blocking snapshot (its stream range is empty)
+BLOCKING_SIGNAL = ("id", "tables", "statements")  # what `blocking_snapshot` keeps of the signal (and the connector's
+# batch fields beside them)
 OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, ROWS_SCANNED, CHUNK, FILE_POSITIONS,
                NOTIFICATIONS, BLOCKING_PENDING, BLOCKING)
 
@@ -341,13 +357,23 @@ class IncrementalHooks(Protocol):
         """The unit writing the sink channel's records of `notifications`, at `at`."""
         ...
 
-    def blocking_units(self, tables: list[str], statements: dict[str, str], at: Offset) -> list[WorkUnit]:
-        """A blocking snapshot's units: `tables` read as an initial snapshot reads them (`statements`:
-        a table's SELECT in place of its own), under a snapshot taken now; streaming resumes at `at`."""
+    def blocking_batch(self, snapshot: dict[str, Any], after: dict[str, Any] | None,
+                       max_events: int | None) -> dict[str, Any] | None:
+        """The fields naming the next batch of the blocking snapshot `snapshot` (its signal's `id`, `tables` and
+        `statements`) after the batch whose `blocking_snapshot` field is `after` (None: the first batch; or
+        one this process did not plan, after a restart), kept beside them in that batch's field; None when
+        no batch is left (streaming resumes). A snapshot read in one batch gives `{}`, then None."""
+        ...
+
+    def blocking_units(self, blocking: dict[str, Any], at: Offset) -> list[WorkUnit]:
+        """The units of the blocking snapshot's batch whose `blocking_snapshot` field is `blocking`: its part of
+        the `tables`, read as an initial snapshot reads them (`statements`: a table's SELECT in place of its
+        own); streaming resumes at `at` once the snapshot is over."""
         ...
 
     def end_blocking(self) -> None:
-        """The blocking snapshot's batch is over: release what held its snapshot."""
+        """The blocking snapshot is over (its last batch was planned; the next one streams): release what held
+        its snapshot."""
         ...
 
 
@@ -387,16 +413,16 @@ class Incremental:
         rows), then `stream()` gives the end of the batch's stream range (None: nothing new), and
         `stream_offset` makes an offset of a stream position; the incremental-snapshot and signal
         fields are added to it. None when the batch has nothing to do."""
-        self.hooks.end_blocking()
         for done in self.pending.values():  # the batch that emitted it is over
             self.hooks.end_window(done)
         self.pending = {}
         state = State.from_offset(start)
-        pending = start.get(BLOCKING_PENDING)
-        if pending:  # streaming pauses for this batch: the tables are read, the stream does not move
+        blocking = self._blocking_batch(start, max_events)
+        if blocking is not None:  # streaming pauses for this batch: the tables are read, the stream does not move
             return {**stream_offset(without_heartbeat(start_pos)), **state.to_offset(),
                     **({FILE_POSITIONS: start[FILE_POSITIONS]} if start.get(FILE_POSITIONS) else {}),
-                    BLOCKING: pending}
+                    BLOCKING: blocking}
+        self.hooks.end_blocking()
         if self.window is None and state.active and not state.paused:
             state = self._open_next(state, start_pos, max_events)
         end_pos = stream()
@@ -436,7 +462,8 @@ class Incremental:
             chunk = None  # its table's snapshot was stopped in this batch: the chunk's rows are not emitted
             self._end(self.pending.pop(window.id, None) if window is not None else None)
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
-                   or chunk is not None or bool(self.notify.pending) or self.blocking is not None)
+                   or chunk is not None or bool(self.notify.pending) or self.blocking is not None
+                   or bool(start.get(BLOCKING)))  # (a blocking snapshot's last batch: the offset leaves it)
         if end_pos is None and not changed:
             return None
         out = {**stream_offset(end_pos if end_pos is not None else without_heartbeat(start_pos)),
@@ -452,6 +479,19 @@ class Incremental:
             out[BLOCKING_PENDING] = self.blocking
             self.blocking = None
         return out
+
+    def _blocking_batch(self, start: Offset, max_events: int | None) -> dict[str, Any] | None:
+        """The `blocking_snapshot` field of the batch after `start`: the first batch of the blocking snapshot
+        `start` signalled, or its next batch after the one `start` ends; None when none is left."""
+        signalled, running = start.get(BLOCKING_PENDING), start.get(BLOCKING) or {}
+        if not signalled and not running:
+            return None
+        snapshot = signalled or {k: running[k] for k in BLOCKING_SIGNAL if k in running}
+        batch = self.hooks.blocking_batch(snapshot, None if signalled else running, max_events)
+        if batch is None:
+            log.info("blocking snapshot %s done: streaming resumes", snapshot["id"])
+            return None
+        return {**snapshot, **batch}
 
     def _source_signal(self, row: tuple[Any, ...], window: Window | None) -> sig.Signal | None:
         if len(row) < 2:
@@ -624,7 +664,7 @@ class Incremental:
         tail = [self.hooks.notification_unit(notes, end_pos)] if notes and self.notify.sink else []
         blocking = end.get(BLOCKING)
         if blocking:
-            return self.hooks.blocking_units(blocking["tables"], blocking.get("statements") or {}, end_pos) + tail
+            return self.hooks.blocking_units(blocking, end_pos) + tail
         return self._chunk_units(start_pos, end, end_pos) + tail
 
     def _chunk_units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:
@@ -648,11 +688,21 @@ class Incremental:
 
 
 def status(offset: Offset | None) -> dict[str, Any]:
-    """A running incremental snapshot's progress in `offset`, for `headwater status` (nothing when none runs)."""
-    state = State.from_offset(offset or {})
+    """A running incremental snapshot's progress in `offset`, and a blocking snapshot's (signalled, or the
+    chunks of its last batch), for `headwater status` (nothing when none runs)."""
+    offset = offset or {}
+    out: dict[str, Any] = {}
+    blocking = offset.get(BLOCKING) or offset.get(BLOCKING_PENDING)
+    if blocking:
+        out = {"blocking_snapshot": "running" if offset.get(BLOCKING) else "signalled",
+               "blocking_snapshot_signal": blocking.get("id"),
+               "blocking_snapshot_tables": ", ".join(blocking.get("tables") or ())}
+        if blocking.get("chunk_range"):
+            out["blocking_snapshot_chunks"] = "[{}, {})".format(*blocking["chunk_range"])
+    state = State.from_offset(offset)
     if not state.active:
-        return {}
-    return {"incremental_snapshot": "paused" if state.paused else "running",
+        return out
+    return {**out, "incremental_snapshot": "paused" if state.paused else "running",
             "incremental_snapshot_signal": state.correlation_id,
             "incremental_snapshot_tables_left": ", ".join(c.id for c in state.collections),
             "incremental_snapshot_last_key": state.last_key, "incremental_snapshot_maximum_key": state.max_key}

@@ -443,9 +443,15 @@ class PostgresIncremental:
         topic = self.source.config["notification.sink.topic.name"]
         return NotificationUnit(topic, notifications, self.source.context, self.source._position(at).lsn_commit)
 
-    def blocking_units(self, tables: list[str], statements: dict[str, str], at: Offset) -> list[WorkUnit]:
+    def blocking_batch(self, snapshot: dict[str, Any], after: dict[str, Any] | None,
+                       max_events: int | None) -> dict[str, Any] | None:
+        """One batch: its units read the rows on the executors, under the exported snapshot."""
+        return {} if after is None else None
+
+    def blocking_units(self, blocking: dict[str, Any], at: Offset) -> list[WorkUnit]:
         """Debezium's blocking snapshot: a snapshot exported by a connection held until the batch is over
         (`end_blocking`), the tables cut into CTID-range chunks as the initial snapshot cuts them."""
+        tables, statements = blocking["tables"], blocking.get("statements") or {}
         src = self.source
         self.end_blocking()
         holder = connect(src.params, autocommit=True)

@@ -1,0 +1,213 @@
+"""The blocking ad-hoc snapshot on a real MariaDB read in batches of chunks, as the locking snapshot is: the
+records of one batch, the driver holding two batches' rows at most, streaming resuming where it paused with
+nothing lost or doubled, and a restart in the middle taking the snapshot again from its start."""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import pymysql
+import pytest
+
+from headwater.connectors.binlog.snapshot import SnapshotChunk
+from headwater.connectors.common import incremental as inc
+from headwater.connectors.mariadb.source import MariaDbSource
+from headwater.connectors.registry import validate_connector
+from headwater.devservers.mariadb import MariaDBServer
+from tests.connectors.common.incremental_support import insert_signal
+
+Record = dict[str, Any]
+
+
+@pytest.fixture
+def tables(mariadb_server, mariadb_db):
+    mariadb_server.execute("CREATE TABLE dbz_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
+                           "data VARCHAR(2048)); CREATE TABLE done (id INT PRIMARY KEY);"
+                           "CREATE TABLE a (id INT PRIMARY KEY, v VARCHAR(20));"
+                           "INSERT INTO a SELECT seq, CONCAT('a', seq) FROM seq_1_to_5;"
+                           "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(20));"
+                           "INSERT INTO t SELECT seq, CONCAT('v', seq) FROM seq_1_to_100", mariadb_db)
+    return mariadb_db
+
+
+def source(server: MariaDBServer, db: str, max_events: int) -> MariaDbSource:
+    """Chunks of 10 rows: `a` is one chunk, `t` ten; `max_events` 20 makes batches of two chunks."""
+    props = {"connector.class": "mariadb", **server.connector_properties(db), "database.server.id": "5481",
+             "topic.prefix": "s", "include.schema.changes": "false", "snapshot.mode": "no_data",
+             "signal.data.collection": f"{db}.dbz_signal", "headwater.snapshot.chunk.rows": "10",
+             "headwater.max.batch.events": str(max_events)}
+    return MariaDbSource(validate_connector(props), parallelism=1)
+
+
+def signal(server: MariaDBServer, db: str, id_: str) -> None:
+    insert_signal(pymysql.connect(**server.connection_params(db), autocommit=True), "execute-snapshot",
+                  {"data-collections": [f"{db}.a", f"{db}.t"], "type": "blocking"}, id_)
+
+
+class Driver:
+    """A source driven batch by batch as the engine drives it (latest, plan, the units read, commit), the
+    units pickled first as Spark ships them."""
+
+    def __init__(self, src: MariaDbSource, start: Record | None = None):
+        self.src = src
+        self.start = start if start is not None else src.initial_offset()
+        src.open(self.start)
+        self.offsets: list[Record] = []
+        self.values: list[Record] = []
+        self.ahead: list[tuple[list[int], list[int]]] = []  # per blocking batch: its chunks, those read ahead
+
+    def step(self) -> Record:
+        src, start = self.src, self.start
+        end = src.latest_offset(start)
+        if end == start:  # nothing new (the engine asks again)
+            return end
+        units = src.plan(start, end)
+        shipped = [pickle.loads(pickle.dumps(u)) for u in units]
+        chunks = [u for u in units if isinstance(u, SnapshotChunk)]
+        assert all(u.rows is None for u in chunks)  # the driver's copies keep no rows once shipped
+        held = src.incremental_hooks.blocking.held()
+        if chunks and held is not None and held.reader is not None:
+            held.reader.join(30)
+            self.ahead.append(([u.index for u in chunks], sorted(held.ahead)))
+        self.values += [e.value_json() for u in shipped for b in u.read() for e in b.rows() if e.value is not None]
+        src.commit(end)
+        self.offsets.append(end)
+        self.start = end
+        return end
+
+    def until(self, done: Any, limit: int = 200) -> Record:
+        for _ in range(limit):
+            end = self.step()
+            if done(end):
+                return end
+        raise AssertionError("not reached")
+
+
+def streaming(d: Driver) -> None:
+    d.until(lambda o: o.get("snapshot") in ("completed", "streaming"))  # (changes after it are captured)
+
+
+def blocking_read(d: Driver, server: MariaDBServer, db: str, id_: str, during: Any = None) -> list[Record]:
+    """Signal a blocking snapshot, drive its batches (`during` runs after the first), then until a `done` row
+    written after it is streamed; the offsets of the blocking batches."""
+    signal(server, db, id_)
+    d.until(lambda o: bool(o.get(inc.BLOCKING)))
+    first = len(d.offsets) - 1
+    if during is not None:
+        during()
+    d.until(lambda o: not o.get(inc.BLOCKING))
+    server.execute(f"INSERT INTO done VALUES ({len(d.offsets)})", db)
+    d.until(lambda o: any(v.get("source", {}).get("table") == "done" for v in d.values[-5:]))
+    return [o for o in d.offsets[first:] if o.get(inc.BLOCKING)]
+
+
+def reads(values: list[Record]) -> list[tuple[str, Any, Any, str]]:
+    return [(v["source"]["table"], v["after"]["id"], v["after"]["v"], v["source"]["snapshot"]) for v in values
+            if v.get("op") == "r"]
+
+
+def test_a_blocking_snapshot_in_batches_gives_the_one_batch_records_and_streaming_resumes(mariadb_server, tables):
+    """Six batches of two chunks (the offset naming the held snapshot and the chunk range, the stream position
+    that of the pause), the records and markers of the same snapshot read in one batch; changes made during
+    the snapshot, after its transaction began, come once, streamed after it."""
+    db = tables
+    one = Driver(source(mariadb_server, db, 100_000))
+    try:
+        streaming(one)
+        one_offsets = blocking_read(one, mariadb_server, db, "b1")
+    finally:
+        one.src.close()
+    assert [o[inc.BLOCKING]["chunk_range"] for o in one_offsets] == [[0, 11]]
+
+    def changes() -> None:
+        mariadb_server.execute("INSERT INTO t VALUES (101, 'new'); UPDATE t SET v = 'changed' WHERE id = 5;"
+                               "DELETE FROM t WHERE id = 95", db)
+
+    d = Driver(source(mariadb_server, db, 20))
+    try:
+        streaming(d)
+        offsets = blocking_read(d, mariadb_server, db, "b2", changes)
+    finally:
+        d.src.close()
+    assert [o[inc.BLOCKING]["chunk_range"] for o in offsets] == [[0, 2], [2, 4], [4, 6], [6, 8], [8, 10], [10, 11]]
+    assert len({o[inc.BLOCKING]["token"] for o in offsets}) == 1
+    assert all(o[inc.BLOCKING]["id"] == "b2" and o[inc.BLOCKING]["tables"] == [f"{db}.a", f"{db}.t"] for o in offsets)
+    pause = next(o for o in d.offsets if o.get(inc.BLOCKING_PENDING))  # the batch that met the signal
+    assert {(o["file"], o["pos"]) for o in offsets} == {(pause["file"], pause["pos"])}
+    # the driver held the next batch's rows at most: those read ahead are the next batch's chunks
+    assert [ahead for _, ahead in d.ahead] == [[2, 3], [4, 5], [6, 7], [8, 9], [10], []]
+    got, want = reads(d.values), reads(one.values)
+    assert got == want and len(got) == 105
+    assert [r[3] for r in got] == ["first", "true", "true", "true", "last_in_data_collection",
+                                   "first_in_data_collection"] + ["true"] * 98 + ["last"]
+    assert ("t", 5, "v5", "true") in got and ("t", 95, "v95", "true") in got  # the snapshot's view: before them
+    last = max(i for i, v in enumerate(d.values) if v.get("op") == "r")
+    streamed = [(i, v["op"], (v["after"] or v["before"])["id"]) for i, v in enumerate(d.values)
+                if v.get("op") in ("c", "u", "d") and v["source"]["table"] == "t"]
+    assert [(op, k) for _, op, k in streamed] == [("c", 101), ("u", 5), ("d", 95)]  # once each,
+    assert all(i > last for i, _, _ in streamed)  # after the snapshot
+
+
+def test_a_restart_mid_blocking_snapshot_takes_it_again_from_its_start(mariadb_server, tables):
+    """The process ends after the blocking snapshot's second batch was committed: the new one cannot go on in
+    a transaction that is gone. The batch replayed (planned before the restart) reads nothing; the next
+    batch takes the snapshot again from its first chunk, whole, with the stream still paused at the same
+    position; then streaming resumes with a change made meanwhile, once."""
+    db = tables
+    d = Driver(source(mariadb_server, db, 20))
+    try:
+        streaming(d)
+        signal(mariadb_server, db, "b1")
+        d.until(lambda o: bool(o.get(inc.BLOCKING)) and o[inc.BLOCKING]["chunk_range"] == [2, 4])
+    finally:
+        d.src.close()
+    before, stored = d.offsets[-2], d.offsets[-1]
+    mariadb_server.execute("INSERT INTO t VALUES (200, 'meanwhile')", db)
+    again = Driver(source(mariadb_server, db, 20), stored)
+    try:
+        assert again.src.plan(before, stored) == []  # a replay of the stored batch: its transaction is gone
+        end = again.step()
+        assert end[inc.BLOCKING]["chunk_range"] == [0, 2] and end[inc.BLOCKING]["token"] != stored[inc.BLOCKING]["token"]
+        assert (end["file"], end["pos"]) == (stored["file"], stored["pos"])
+        again.until(lambda o: not o.get(inc.BLOCKING))
+        mariadb_server.execute("INSERT INTO done VALUES (1)", db)
+        again.until(lambda o: any(v.get("source", {}).get("table") == "done" for v in again.values[-5:]))
+    finally:
+        again.src.close()
+    got = reads(again.values)
+    assert [(r[0], r[1]) for r in got] == [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 101)] + \
+        [("t", 200)]  # (inserted before the snapshot was taken again: in it)
+    marks = [r[3] for r in got]
+    assert marks[0] == "first" and marks[-1] == "last" and marks.count("first") == marks.count("last") == 1
+    streamed = [(v["op"], v["after"]["id"]) for v in again.values
+                if v.get("op") != "r" and v.get("source", {}).get("table") == "t"]
+    # and after the pause position: streamed once the snapshot is over (Debezium's "possible duplicates")
+    assert streamed == [("c", 200)]
+
+
+def test_blocking_snapshots_in_batches_during_a_live_workload(mariadb_server, mariadb_db, caplog):
+    """The shared scenario (`support.blocking_during_workload`: one blocking snapshot by a full SELECT, one whole
+    while a workload changes the rows) through the engine, each read in batches of two chunks of 250 rows:
+    replaying every event gives the table."""
+    from tests.connectors.common import incremental_support as support
+    from tests.connectors.mariadb.test_incremental import Run, small, start_workload, table_state
+    from tests.connectors.mariadb.test_incremental import signal as send
+
+    rows, db = 3000, mariadb_db
+    run = Run(small(mariadb_server, db, rows, **{"headwater.snapshot.chunk.rows": "250",
+                                                 "headwater.max.batch.events": "500"}))
+    caplog.set_level("INFO", logger="headwater.binlog")
+    try:
+        run.wait(lambda: run.offset().get("snapshot") in ("completed", "streaming"))
+        support.blocking_during_workload(run, lambda *a: send(mariadb_server, db, *a), f"{db}.items", rows,
+                                         lambda: start_workload(mariadb_server, db, rows),
+                                         lambda n: mariadb_server.execute(f"INSERT INTO done VALUES ({n})", db))
+    finally:
+        run.stop()
+    batches = [[int(n) for n in m.split(": chunks ")[1].replace("..", " of ").split(" of ")]
+               for m in caplog.messages if ": chunks " in m]  # [first, last, of]
+    assert batches[0] == [0, 0, 1]  # the blue rows' SELECT: one chunk
+    whole = batches[1:]  # the whole table (about 3,000 rows, as the workload leaves it): two chunks a batch
+    assert len(whole) >= 6 and whole[0][2] >= 11 and all(b[1] - b[0] == 1 for b in whole[:-1])
+    assert support.replay(run.events, "items") == table_state(mariadb_server, db)
