@@ -14,9 +14,10 @@ and loads `--rows` rows.
 Run it under `py-spy record --native` for a profile of the task path alone.
 
 With `--mariadb` it does the same for MariaDB's default (lock-free) snapshot of `bench.mariadb_data`'s
-table on a fresh server: the reader's offsets are planned until the snapshot's every chunk is read (on
-the driver's side, not timed: the chunks' SELECTs and their text rows), then each partition (the chunks'
-rows pickled, as Spark sends them) goes through `read()` as above, timed.
+table on a fresh server: the reader's offsets are planned until the snapshot's every chunk is planned (on
+the driver's side, not timed), then each partition (pickled, as Spark sends it) goes through `read()` as
+above, timed: as on Spark, that is where a lock-free chunk is read (its SELECT, the text rows' packet
+walk, the binlog window merged into it) and encoded.
 """
 
 from __future__ import annotations

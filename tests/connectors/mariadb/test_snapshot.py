@@ -145,22 +145,26 @@ def hundred(mariadb_server, mariadb_db):
     return mariadb_db
 
 
+
+def _in_batches_and_whole(server, db, props: dict[str, str]) -> tuple[tuple[list, list], tuple[list, list]]:
+    """The (offsets, records) of the locking snapshot of `db` read in batches of 2 chunks of 10 rows
+    (headwater.max.batch.events 20), and in one batch."""
+    runs = []
+    for events in ("20", "100000"):
+        src = source(server, db, headwater__max__batch__events=events, **props)
+        try:
+            runs.append(_snapshot(src))
+        finally:
+            src.close()
+    return runs[0], runs[1]
+
 def test_the_locking_snapshot_is_read_in_batches_of_chunks(mariadb_server, hundred):
     """A snapshot larger than a batch (2 chunks of 10 rows: headwater.max.batch.events / chunk.rows) spans
     several batches, each offset naming its chunks and the held snapshot; the last batch, empty, moves to
     `completed`; the records are those of the snapshot read in one batch (markers and schema records too)."""
     props = {"snapshot__locking__mode": "minimal", "headwater__snapshot__chunk__rows": "10",
              "include__schema__changes": "true"}
-    src = source(mariadb_server, hundred, headwater__max__batch__events="20", **props)
-    try:
-        offsets, values = _snapshot(src)
-    finally:
-        src.close()
-    one = source(mariadb_server, hundred, headwater__max__batch__events="100000", **props)
-    try:
-        one_offsets, one_values = _snapshot(one)
-    finally:
-        one.close()
+    (offsets, values), (one_offsets, one_values) = _in_batches_and_whole(mariadb_server, hundred, props)
     ranges = [o.get("chunk_range") for o in offsets]
     assert ranges == [[0, 2], [2, 4], [4, 6], [6, 8], [8, 10], [10, 11], None]  # a: 1 chunk, t: 10
     assert len({o["token"] for o in offsets[:-1]}) == 1
@@ -209,31 +213,40 @@ def test_a_pickled_chunk_leaves_no_rows_and_the_next_batch_is_read_ahead(mariadb
     assert ids == [1, 2, 3, 4, 5] + list(range(1, 31))
 
 
-def test_a_restart_mid_snapshot_takes_it_again_and_gives_the_table_once(mariadb_server, hundred, tmp_path):
-    """The engine stopped after the locking snapshot's first batch (its offset stored): the next run cannot
-    go on in a transaction that is gone, so the snapshot is due again and taken from the start, whole, once."""
-    props = {"connector.class": "mariadb", **mariadb_server.connector_properties(hundred),
-             "database.server.id": "5406", "topic.prefix": "s", "include.schema.changes": "false",
-             "snapshot.locking.mode": "minimal", "headwater.snapshot.chunk.rows": "10",
-             "headwater.max.batch.events": "20", "snapshot.mode": "initial_only"}
+
+def _stopped_and_run_again(server, db, tmp_path, after: int, extra: dict[str, str]
+                           ) -> tuple[OffsetFile, dict[str, Any], list[dict[str, Any]]]:
+    """The engine's locking snapshot of `db` (batches of 2 chunks of 10 rows) stopped after `after` records
+    inside a batch (its stored offset, a `chunks` one), then run again once: (offsets, stored, records of
+    the second run, which finds the snapshot due again: not SKIPPED)."""
+    props = {"connector.class": "mariadb", **server.connector_properties(db), "topic.prefix": "s",
+             "include.schema.changes": "false", "snapshot.locking.mode": "minimal",
+             "headwater.snapshot.chunk.rows": "10", "headwater.max.batch.events": "20",
+             "snapshot.mode": "initial_only", **extra}
     offsets = OffsetFile(tmp_path / "o.json")
     engine = Engine(validate_connector(props), offsets)
-    first = []
     try:
-        for e in engine.events():
-            first.append(e.value_json())
-            if len(first) == 26:  # inside the second batch (the first read a's 5 rows and t's 1..10)
+        for n, _ in enumerate(engine.events(), 1):
+            if n == after:
                 break
     finally:
         engine.close()
     stored = offsets.load()
-    assert stored is not None and stored["snapshot"] == "chunks" and stored["chunk_range"] == [0, 2]
+    assert stored is not None and stored["snapshot"] == "chunks"
     again = Engine(validate_connector(props), offsets)
     try:
         rows = [e.value_json() for e in again.events(once=True)]
-        assert again.connector.snapshot_due(stored)  # a new run: the snapshot starts again (not SKIPPED)
+        assert again.connector.snapshot_due(stored)  # a new run: the snapshot starts again
     finally:
         again.close()
+    return offsets, stored, rows
+
+def test_a_restart_mid_snapshot_takes_it_again_and_gives_the_table_once(mariadb_server, hundred, tmp_path):
+    """The engine stopped after the locking snapshot's first batch (its offset stored): the next run cannot
+    go on in a transaction that is gone, so the snapshot is due again and taken from the start, whole, once."""
+    # stopped inside the second batch (the first read a's 5 rows and t's 1..10)
+    offsets, stored, rows = _stopped_and_run_again(mariadb_server, hundred, tmp_path, 26, {"database.server.id": "5406"})
+    assert stored["chunk_range"] == [0, 2]
     assert [(r["source"]["table"], r["after"]["id"]) for r in rows] == \
         [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 101)]
     marks = [r["source"]["snapshot"] for r in rows]
@@ -278,17 +291,8 @@ def test_tables_without_a_key_or_with_an_override_are_cut_from_one_select_across
     the offsets name the chunks read so far, and the records (markers too) are the one-batch read's."""
     props = {"snapshot__locking__mode": "minimal", "headwater__snapshot__chunk__rows": "10",
              "include__schema__changes": "true", **overridden(keyless)}
-    src = source(mariadb_server, keyless, headwater__max__batch__events="20", **props)
-    try:
-        with caplog.at_level("INFO", logger="headwater.binlog"):
-            offsets, values = _snapshot(src)
-    finally:
-        src.close()
-    one = source(mariadb_server, keyless, headwater__max__batch__events="100000", **props)
-    try:
-        one_offsets, one_values = _snapshot(one)
-    finally:
-        one.close()
+    with caplog.at_level("INFO", logger="headwater.binlog"):
+        (offsets, values), (one_offsets, one_values) = _in_batches_and_whole(mariadb_server, keyless, props)
     # a: 1 chunk; k: 10 chunks of 10 rows (the last one known as it is read); m: 1, empty; o: 3
     assert [o.get("chunk_range") for o in offsets] == [[i, min(i + 2, 15)] for i in range(0, 15, 2)] + [None]
     assert [o.get("chunk_range") for o in one_offsets] == [[0, 15], None]
@@ -368,26 +372,9 @@ def test_the_driver_holds_two_batches_of_a_streamed_table_at_most(mariadb_server
 def test_a_restart_mid_snapshot_gives_a_streamed_table_once(mariadb_server, keyless, tmp_path):
     """Stopped inside a key-less table's chunks, the next run takes the snapshot again from the start: every
     table once, the markers those of one snapshot."""
-    props = {"connector.class": "mariadb", **mariadb_server.connector_properties(keyless),
-             "database.server.id": "5407", "topic.prefix": "s", "include.schema.changes": "false",
-             "snapshot.locking.mode": "minimal", "headwater.snapshot.chunk.rows": "10",
-             "headwater.max.batch.events": "20", "snapshot.mode": "initial_only", **overridden(keyless)}
-    offsets = OffsetFile(tmp_path / "o.json")
-    engine = Engine(validate_connector(props), offsets)
-    first = []
-    try:
-        for e in engine.events():
-            first.append(e.value_json())
-            if len(first) == 40:  # inside k's chunks, in the third batch
-                break
-    finally:
-        engine.close()
-    stored = offsets.load()
-    assert stored is not None and stored["snapshot"] == "chunks" and stored["chunk_range"] == [2, 4]
-    again = Engine(validate_connector(props), offsets)
-    try:
-        rows = [e.value_json() for e in again.events(once=True)]
-    finally:
-        again.close()
+    # stopped inside k's chunks, in the third batch
+    _, stored, rows = _stopped_and_run_again(mariadb_server, keyless, tmp_path, 40,
+                                             {"database.server.id": "5407", **overridden(keyless)})
+    assert stored["chunk_range"] == [2, 4]
     assert [(r["source"]["table"], r["after"]["id"]) for r in rows] == KEYLESS_ROWS
     assert [r["source"]["snapshot"] for r in rows] == KEYLESS_MARKS
