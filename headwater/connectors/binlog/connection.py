@@ -68,6 +68,22 @@ def clean(exc: BaseException, params: ConnectionParams) -> str:
     return text
 
 
+# server errors that are the connection's or the server's state, not the query's: shutting down (1053), the
+# connection killed or aborted (1927, 1152, 1184), network reads and writes (1158-1161), too many connections
+# (1040), a lock wait timeout or a deadlock (1205, 1213: transient), the query interrupted (1317)
+_NOT_THE_QUERY = {1040, 1053, 1152, 1158, 1159, 1160, 1161, 1184, 1205, 1213, 1317, 1927}
+
+
+def query_error(exc: BaseException) -> bool:
+    """Whether `exc` is an error the server returned for a query (a table that does not exist, bad SQL, a
+    missing privilege, ...) rather than one of the connection (lost, refused, the server shutting down: the
+    client's codes from 2000) or a transient one (a lock wait timeout, a deadlock)."""
+    if not isinstance(exc, pymysql.err.MySQLError) or isinstance(exc, pymysql.err.InterfaceError):
+        return False
+    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
+    return 0 < code < 2000 and code not in _NOT_THE_QUERY
+
+
 def connect(params: ConnectionParams, *, initial_statements: bool = True, **kwargs: Any) -> pymysql.Connection:
     """A connection (autocommit, utf8mb4, session time zone UTC) with `database.initial.statements` run;
     `kwargs` go to PyMySQL (e.g. `conv={}` for values as the text protocol gives them)."""

@@ -62,7 +62,7 @@ from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import Offset, WorkUnit
 from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog import lockfree
-from headwater.connectors.binlog.connection import ConnectionParams, connect
+from headwater.connectors.binlog.connection import ConnectionParams, clean, connect, query_error
 from headwater.connectors.binlog.gtid import GtidSet
 from headwater.connectors.binlog.lockfree import exact_position, master_position, read_window
 from headwater.connectors.binlog.locking import RANGE, TOKEN, LockingBatches
@@ -83,7 +83,15 @@ from headwater.connectors.common.adhoc import (
     key_values,
     open_data,
 )
-from headwater.connectors.common.incremental import Change, Collection, Key, TableSkipped, Window, parts_of
+from headwater.connectors.common.incremental import (
+    BlockingAbandoned,
+    Change,
+    Collection,
+    Key,
+    TableSkipped,
+    Window,
+    parts_of,
+)
 from headwater.connectors.common.notifications import NotificationUnit
 from headwater.connectors.common.planner import Planner
 from headwater.connectors.common.signals import WINDOW_CLOSE, WINDOW_OPEN, read_only, split_table
@@ -194,7 +202,22 @@ class BlockingBatches(LockingBatches):
         self.end()
         src = self.source
         self.snapshot = HeldSnapshot(src.params, -1, "none", src.config["snapshot.lock.timeout.ms"], src.gtid_query)
+        self.snapshot.abandon = lambda exc: clean(exc, src.params) if query_error(exc) else None
         self.tables, self.statements = list(tables), dict(statements)
+
+    @contextlib.contextmanager
+    def abandoning(self) -> Iterator[None]:
+        """A query error of the snapshot (planning its chunks, reading them here, or met by a unit before) is
+        `BlockingAbandoned`; an error of the connection goes on up."""
+        held = self.snapshot
+        if held is not None and held.failed is not None:
+            raise BlockingAbandoned(held.failed[1])
+        try:
+            yield
+        except pymysql.err.MySQLError as exc:
+            if not query_error(exc):
+                raise
+            raise BlockingAbandoned(clean(exc, self.source.params)) from None
 
     def held(self) -> HeldSnapshot | None:
         return self.snapshot
@@ -527,7 +550,8 @@ class BinlogIncremental:
             after = None
         if after is None:
             batches.take(snapshot["tables"], snapshot.get("statements") or {})
-        batch = batches.batch(after, max_events)
+        with batches.abandoning():
+            batch = batches.batch(after, max_events)
         if after is None:
             held = batches.held()
             assert held is not None
@@ -543,8 +567,10 @@ class BinlogIncremental:
             batches.take(blocking["tables"], blocking.get("statements") or {})
             held = batches.held()
             assert held is not None
-            blocking = {**blocking, TOKEN: held.token, RANGE: [0, len(batches.chunks(held, None))]}
-        return batches.plan(blocking)
+            with batches.abandoning():
+                blocking = {**blocking, TOKEN: held.token, RANGE: [0, len(batches.chunks(held, None))]}
+        with batches.abandoning():
+            return batches.plan(blocking)
 
     def end_blocking(self) -> None:
         self.blocking.end()
@@ -556,8 +582,7 @@ class BinlogIncremental:
 
 def _skip(exc: pymysql.err.MySQLError, what: str, hint: str = "") -> NoReturn:
     """Skip the table for an SQL error (a bad condition, a missing column); a lost connection goes on up."""
-    code = exc.args[0] if exc.args and isinstance(exc.args[0], int) else 0
-    if code >= 2000 or isinstance(exc, pymysql.err.InterfaceError):  # the client's errors: the connection
+    if not query_error(exc):  # the connection's, or transient
         raise exc
     raise TableSkipped(f"{what} ({exc.args[-1] if exc.args else exc}){hint}") from None
 

@@ -38,10 +38,11 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pymysql
 import pymysql.converters
 
@@ -132,6 +133,9 @@ class HeldSnapshot:
         self.ctx: BinlogContext | None = None
         self.stream: Streamed | None = None
         self.read_to = 0  # the chunks before this one have their rows read (or taken)
+        # a blocking snapshot's: the text of a query error that abandons it (None for an error that fails the read)
+        self.abandon: Callable[[BaseException], str | None] | None = None
+        self.failed: tuple[int, str] | None = None  # the chunk whose read abandoned the snapshot, and why
         self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
@@ -255,12 +259,25 @@ class HeldSnapshot:
             self.stream = None
 
     def rows(self, chunk: SnapshotChunk) -> TextRows:
-        """The chunk's rows, read in the transaction (or taken from those read ahead)."""
+        """The chunk's rows, read in the transaction (or taken from those read ahead). A blocking snapshot
+        (`abandon`) whose query fails is abandoned: that chunk and the ones after it have no rows."""
         with self.lock:
             self.claimed.add(chunk.index)
             self.lock.notify_all()
             rows = self.ahead.pop(chunk.index, None)
-            return self._read(chunk) if rows is None else rows
+            if self.failed is not None and chunk.index >= self.failed[0]:
+                return NO_ROWS
+            if rows is not None:
+                return rows
+            try:
+                return self._read(chunk)
+            except Exception as exc:
+                why = self.abandon(exc) if self.abandon is not None else None
+                if why is None:
+                    raise
+                log.info("%s failed (%s): the blocking snapshot reads no more rows", chunk.describe(), why)
+                self.failed = (chunk.index, why)
+                return NO_ROWS
 
     def read_ahead(self, after: Sequence[int], upto: int) -> None:
         """Read the rows of the chunks after `after` up to chunk number `upto` (planning those not planned
@@ -321,6 +338,9 @@ class HeldSnapshot:
         self.stream = None
         with contextlib.suppress(Exception):
             self.conn.close()
+
+
+NO_ROWS = TextRows(b"", np.zeros(0, np.int64), ())
 
 
 def table_ref(t: Table) -> str:

@@ -205,6 +205,20 @@ class State:
         return ",".join(c.id for c in self.collections)
 
 
+class BlockingAbandoned(Exception):
+    """An error the database returned for a blocking snapshot's query (a table dropped since the signal, a bad
+    `additional-conditions` statement or `snapshot.select.statement.overrides`, ...), not one of the connection:
+    the snapshot is abandoned and streaming resumes where it paused (`abandon_blocking`). The message never
+    holds the password."""
+
+
+def abandon_blocking(signal_id: Any, why: str) -> None:
+    """Say that the blocking snapshot of signal `signal_id` is abandoned for the query error `why`, at WARN, as
+    Debezium's `ChangeEventSourceCoordinator` does ("Error while executing requested blocking snapshot.")."""
+    log.warning("Error while executing requested blocking snapshot %s: %s; the snapshot is abandoned and streaming "
+                "resumes where it paused (the rows it delivered stay delivered)", signal_id, why)
+
+
 class TableSkipped(Exception):
     """A table an incremental snapshot cannot read (its condition is not valid SQL, a column is
     missing, ...): the message says why; the table is skipped with Debezium's status (`SQL_EXCEPTION`,
@@ -402,6 +416,7 @@ class Incremental:
         self.keys: dict[str, list[str] | None] = {}
         self._last_id: str | None = None  # the snapshot's signal id, when its last table is done
         self.blocking: dict[str, Any] | None = None  # a blocking snapshot signalled in the batch being planned
+        self.abandoned: Any = None  # the signal id of a blocking snapshot abandoned for a query error
         self.notify = Notifier(config.get("notification.enabled.channels"),
                                config.get("name") or config["topic.prefix"])
 
@@ -487,7 +502,15 @@ class Incremental:
         if not signalled and not running:
             return None
         snapshot = signalled or {k: running[k] for k in BLOCKING_SIGNAL if k in running}
-        batch = self.hooks.blocking_batch(snapshot, None if signalled else running, max_events)
+        if signalled:
+            self.abandoned = None
+        elif running.get("id") == self.abandoned:  # abandoned while its last batch was planned: streaming resumes
+            return None
+        try:
+            batch = self.hooks.blocking_batch(snapshot, None if signalled else running, max_events)
+        except BlockingAbandoned as exc:  # (the caller lets go of the snapshot: `end_blocking`)
+            abandon_blocking(snapshot["id"], str(exc))
+            return None
         if batch is None:
             log.info("blocking snapshot %s done: streaming resumes", snapshot["id"])
             return None
@@ -664,7 +687,13 @@ class Incremental:
         tail = [self.hooks.notification_unit(notes, end_pos)] if notes and self.notify.sink else []
         blocking = end.get(BLOCKING)
         if blocking:
-            return self.hooks.blocking_units(blocking, end_pos) + tail
+            try:
+                return self.hooks.blocking_units(blocking, end_pos) + tail
+            except BlockingAbandoned as exc:  # the batch reads nothing; the next one streams
+                abandon_blocking(blocking.get("id"), str(exc))
+                self.abandoned = blocking.get("id")
+                self.hooks.end_blocking()
+                return tail
         return self._chunk_units(start_pos, end, end_pos) + tail
 
     def _chunk_units(self, start_pos: Offset, end: Offset, end_pos: Offset) -> list[WorkUnit]:

@@ -103,13 +103,36 @@ class ConnectionParams:
 _LIBPQ_PREFIX = re.compile(r'^connection to server (at|on) "[^"]*"(, port \d+|[^:]*) failed: (FATAL: )?')
 
 
-def _clean(exc: Exception, params: ConnectionParams) -> str:
+def _clean(exc: BaseException, params: ConnectionParams) -> str:
     """libpq's message on one line, without the server's address it repeats (the caller names it)
     and never with the password."""
     text = " ".join(str(exc).split())
     if params.password:
         text = text.replace(params.password, "********")
     return _LIBPQ_PREFIX.sub("", text)
+
+
+# SQLSTATE classes that are the connection's or the server's state, not the query's: connection exceptions (08),
+# transaction rollbacks (40: serialization failures, deadlocks), insufficient resources (53), operator
+# intervention (57: shutdown, a cancelled query), system errors (58), internal errors (XX)
+_NOT_THE_QUERY = ("08", "40", "53", "57", "58", "XX")
+
+
+def query_error(exc: BaseException) -> bool:
+    """Whether `exc` (or the error it was raised from) is an error PostgreSQL returned for a query (a relation that
+    does not exist, bad SQL, a missing privilege, a value that cannot be converted, ...) rather than one of the
+    connection (lost: no SQLSTATE; refused; the server shutting down) or a transient one."""
+    while exc is not None and not isinstance(exc, psycopg2.Error):
+        exc = exc.__cause__  # type: ignore[assignment]
+    if exc is None or isinstance(exc, psycopg2.InterfaceError):
+        return False
+    code = getattr(exc, "pgcode", None)
+    return bool(code) and not str(code).startswith(_NOT_THE_QUERY)
+
+
+def clean(exc: BaseException, params: ConnectionParams) -> str:
+    """An error's message on one line, never with the password."""
+    return _clean(exc, params)
 
 
 def _target(params: ConnectionParams) -> str:

@@ -54,6 +54,7 @@ from headwater.connectors.common.adhoc import (
 )
 from headwater.connectors.common.columnar import SnapshotBlockEncoder
 from headwater.connectors.common.incremental import (
+    BlockingAbandoned,
     Change,
     Collection,
     Key,
@@ -69,12 +70,18 @@ from headwater.connectors.common.records import table_records
 from headwater.connectors.common.signals import read_only, split_table
 from headwater.connectors.postgres import catalog, pgoutput
 from headwater.connectors.postgres.catalog import TableSchema
-from headwater.connectors.postgres.connection import ConnectionParams, Reconnecting, connect
+from headwater.connectors.postgres.connection import (
+    ConnectionParams,
+    Reconnecting,
+    clean,
+    connect,
+    query_error,
+)
 from headwater.connectors.postgres.pgoutput import lsn_to_str, str_to_lsn
 from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.replication import ReplicationReader
-from headwater.connectors.postgres.snapshot import copy_blocks, plan_snapshot
+from headwater.connectors.postgres.snapshot import SnapshotChunk, copy_blocks, import_snapshot, plan_snapshot
 from headwater.connectors.postgres.streaming import StreamPlanner, sequence
 from headwater.events.batch import Events
 
@@ -462,14 +469,38 @@ class PostgresIncremental:
                 name = cur.fetchone()[0]
             found = [t for t in catalog.list_tables(src._connection(), src.context.filters) if str(t) in tables]
             chosen = blocking_config(src.config, [str(t) for t in found], statements)
-            units = plan_snapshot(src.params, name, src._position(at).lsn_commit, found, src.context, chosen,
-                                  src.parallelism)
+            try:
+                units = plan_snapshot(src.params, name, src._position(at).lsn_commit, found, src.context, chosen,
+                                      src.parallelism)
+                self._check_queries(name, units)
+            except psycopg2.Error as exc:
+                if not query_error(exc):
+                    raise
+                raise BlockingAbandoned(clean(exc, src.params)) from None
         except BaseException:
             holder.close()
             raise
+        for unit in units:
+            if isinstance(unit, SnapshotChunk):
+                unit.blocking = blocking.get("id")
         self.blocking_holder = holder
         log.info("blocking snapshot of %s in %d chunks", ", ".join(str(t) for t in found), len(units))
         return units
+
+    def _check_queries(self, snapshot_name: str, units: list[WorkUnit]) -> None:
+        """EXPLAIN each table's query (its override, or its SELECT) under the exported snapshot, in a transaction
+        of its own (which lets go of the tables' locks at once): a query that cannot run (bad SQL, a table or
+        column gone, a missing privilege) abandons the blocking snapshot before it delivers any row."""
+        conn = connect(self.source.params, autocommit=True)
+        try:
+            with conn.cursor() as cur:
+                import_snapshot(cur, snapshot_name)
+                for unit in units:
+                    if isinstance(unit, SnapshotChunk) and unit.first_chunk:
+                        cur.execute(sql.SQL("EXPLAIN ") + unit.query())
+                cur.execute("COMMIT")
+        finally:
+            conn.close()
 
     def end_blocking(self) -> None:
         if self.blocking_holder is not None:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,13 +28,14 @@ from psycopg2 import sql
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.columnar import SnapshotBlockEncoder
+from headwater.connectors.common.incremental import abandon_blocking
 from headwater.connectors.common.records import table_records
 from headwater.connectors.common.snapshot import marker, select_overrides, snapshot_tables
 from headwater.connectors.errors import SourceError
 from headwater.connectors.postgres import catalog
 from headwater.connectors.postgres.catalog import TableSchema
 from headwater.connectors.postgres.columnar import read_csv_blocks
-from headwater.connectors.postgres.connection import ConnectionParams, connect
+from headwater.connectors.postgres.connection import ConnectionParams, clean, connect, query_error
 from headwater.connectors.postgres.pgoutput import str_to_lsn
 from headwater.connectors.postgres.records import EventContext, RecordMaker
 from headwater.connectors.postgres.streaming import sequence
@@ -163,6 +165,7 @@ class SnapshotChunk(WorkUnit):
         self.first_ctid, self.last_ctid = first_ctid, last_ctid
         self.first_table, self.last_table = first_table, last_table
         self.first_chunk, self.last_chunk = first_chunk, last_chunk
+        self.blocking: Any = None  # a blocking snapshot's chunk: its signal id (a query error abandons it)
 
     def describe(self) -> str:
         return f"snapshot of {self.table.schema}.{self.table.name} pages [{self.lo}, {self.hi})"
@@ -182,6 +185,16 @@ class SnapshotChunk(WorkUnit):
         return q
 
     def read(self) -> Iterator[Events]:
+        """The chunk's events (`_read`). A blocking snapshot's chunk whose query fails for a reason of the query (not
+        of the connection) ends there: the snapshot is abandoned (its rows delivered stay delivered)."""
+        try:
+            yield from self._read()
+        except Exception as exc:
+            if self.blocking is None or not query_error(exc):
+                raise
+            abandon_blocking(self.blocking, f"{self.describe()}: {clean(exc, self.info.params)}")
+
+    def _read(self) -> Iterator[Events]:
         """The chunk's events, from `copy_blocks`; the last block is held back until the next (or the
         end) comes, so that the table's last row can be marked."""
         blocks = _Blocks(self)

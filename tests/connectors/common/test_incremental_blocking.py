@@ -144,3 +144,60 @@ def test_status_shows_a_blocking_snapshot():
                           **inc.State((inc.Collection("public.u"),), None, None, "s1").to_offset()})
     assert running["blocking_snapshot"] == "running" and running["blocking_snapshot_chunks"] == "[4, 6)"
     assert running["incremental_snapshot"] == "running"  # (an incremental snapshot waits meanwhile)
+
+
+class Failing(Hooks):
+    """A connector whose blocking snapshot meets a query error: planning the batch after `at` (`where`
+    "batch"), or planning the units of the batch at `at` (`where` "units")."""
+
+    def __init__(self, at: int, where: str):
+        super().__init__(chunks=6, per_batch=2)
+        self.at, self.where = at, where
+        self.failed = False
+
+    def blocking_batch(self, snapshot: dict[str, Any], after: dict[str, Any] | None,
+                       max_events: int | None) -> dict[str, Any] | None:
+        lo = 0 if after is None else after["chunk_range"][1]
+        if self.where == "batch" and lo == self.at and not self.failed:
+            self.asked.append((snapshot, after, max_events))
+            self.failed = True
+            raise inc.BlockingAbandoned("Table 'db.t' doesn't exist")
+        return super().blocking_batch(snapshot, after, max_events)
+
+    def blocking_units(self, blocking: dict[str, Any], at: dict[str, Any]) -> list[Any]:
+        if self.where == "units" and blocking["chunk_range"][0] == self.at and not self.failed:
+            self.failed = True
+            raise inc.BlockingAbandoned("Unknown column 'nope' in 'SELECT'")
+        return super().blocking_units(blocking, at)
+
+
+@pytest.mark.parametrize(("at", "where"), [(0, "batch"), (4, "batch"), (0, "units"), (2, "units")])
+def test_a_query_error_abandons_the_blocking_snapshot_and_streaming_resumes_where_it_paused(at, where, caplog):
+    """Debezium's coordinator: the error is logged at WARN and streaming resumes from where it paused; the
+    batches read before stay as they were (their rows delivered), the snapshot is let go, no batch reads
+    again."""
+    hooks = Failing(at, where)
+    incremental = _incremental(hooks)
+    streamed: list[int] = []
+    start: dict[str, Any] = {"snapshot": "streaming", "lsn": 10, "epoch": 1, inc.BLOCKING_PENDING: SIGNAL}
+    read: list[Any] = []
+    caplog.set_level("WARNING", logger="headwater.incremental")
+    for _ in range(10):
+        end = _run(incremental, start, streamed)
+        assert end is not None
+        read += incremental.units({"lsn": 10}, end, {"lsn": 10})
+        if not end.get(inc.BLOCKING):
+            break
+        assert end["lsn"] == 10 and not streamed
+        start = end
+    assert end["lsn"] == 20 and streamed == [1] and inc.BLOCKING_PENDING not in end
+    # let go when streaming resumes (and, failing in its units, at once too)
+    assert hooks.ended == (1 if where == "batch" else 2)
+    assert read == [("chunks", (lo, lo + 2), 10) for lo in range(0, at, 2)]  # the batches before the error's
+    warned = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "Error while executing requested blocking snapshot b1" in warned[0].getMessage()
+    assert ("doesn't exist" if where == "batch" else "Unknown column") in warned[0].getMessage()
+    assert len(hooks.asked) == at // 2 + 1  # never asked past the error
+    # a new blocking snapshot (even with the same id) runs again
+    again = _run(incremental, {**end, inc.BLOCKING_PENDING: SIGNAL}, streamed)
+    assert again is not None and again[inc.BLOCKING]["chunk_range"] == [0, 2]
