@@ -1,6 +1,8 @@
 """The blocking ad-hoc snapshot on a real MariaDB read in batches of chunks, as the locking snapshot is: the
 records of one batch, the driver holding two batches' rows at most, streaming resuming where it paused with
-nothing lost or doubled, and a restart in the middle taking the snapshot again from its start."""
+nothing lost or doubled, a restart in the middle taking the snapshot again from its start, and a query error
+(a bad statement, a table dropped, a chunk that cannot be read) abandoning it while streaming resumes where it
+paused (a lost connection fails the read instead)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 import pymysql
 import pytest
 
+from headwater.connectors.binlog.connection import query_error
 from headwater.connectors.binlog.snapshot import SnapshotChunk
 from headwater.connectors.common import incremental as inc
 from headwater.connectors.mariadb.source import MariaDbSource
@@ -214,3 +217,119 @@ def test_blocking_snapshots_in_batches_during_a_live_workload(mariadb_server, ma
     # the whole table (about 3,000 rows, as the workload leaves it): key ranges, two chunks a batch
     assert len(whole) >= 6 and whole[0][2] >= 11 and all(b[1] - b[0] == 1 for b in whole[:-1])
     assert support.replay(run.events, "items") == table_state(mariadb_server, db)
+
+
+WARNED = "Error while executing requested blocking snapshot"
+
+
+def warnings_of(caplog: Any) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelname == "WARNING" and WARNED in r.getMessage()]
+
+
+def streamed_changes(d: Driver) -> list[tuple[str, str, Any]]:
+    return [(v["source"]["table"], v["op"], (v["after"] or v["before"])["id"]) for v in d.values
+            if v.get("op") in ("c", "u", "d") and v["source"]["table"] != "dbz_signal"]
+
+
+def test_a_bad_statement_met_mid_snapshot_abandons_it_and_streaming_resumes(mariadb_server, tables, caplog):
+    """`a` is three chunks, `t` read by a statement naming a column that does not exist: the first batch delivers
+    two chunks of `a`; planning the next meets the error (reading `t`'s SELECT in the held transaction): the
+    snapshot is abandoned (WARN, without the password) and that batch streams from where streaming paused, a
+    change made during the snapshot once. The rows delivered stay delivered."""
+    db = tables
+    mariadb_server.execute("INSERT INTO a SELECT seq, CONCAT('a', seq) FROM seq_6_to_30", db)
+    d = Driver(source(mariadb_server, db, 20))
+    caplog.set_level("INFO")
+    try:
+        streaming(d)
+        insert_signal(pymysql.connect(**mariadb_server.connection_params(db), autocommit=True), "execute-snapshot",
+                      {"data-collections": [f"{db}.a", f"{db}.t"], "type": "blocking", "additional-conditions": [
+                          {"data-collection": f"{db}.t", "filter": f"SELECT id, nope FROM {db}.t"}]}, "b1")
+        d.until(lambda o: bool(o.get(inc.BLOCKING)))
+        mariadb_server.execute("UPDATE a SET v = 'changed' WHERE id = 25", db)
+        after = d.step()
+        assert not after.get(inc.BLOCKING) and d.src.incremental_hooks.blocking.held() is None
+        mariadb_server.execute("INSERT INTO done VALUES (1)", db)
+        d.until(lambda o: any(v["source"]["table"] == "done" for v in d.values))
+    finally:
+        d.src.close()
+    assert [(r[0], r[1]) for r in reads(d.values)] == [("a", i) for i in range(1, 21)]
+    assert streamed_changes(d) == [("a", "u", 25), ("done", "c", 1)]
+    warned = warnings_of(caplog)
+    assert len(warned) == 1 and "b1" in warned[0] and "Unknown column 'nope'" in warned[0]
+    assert mariadb_server.password not in caplog.text
+
+
+def test_a_table_dropped_after_the_signal_abandons_the_snapshot(mariadb_server, tables, caplog):
+    """`t` is dropped once the signal is met, before the snapshot's first batch is planned (the schema history
+    still holds it at the pause): cutting it into key ranges fails, nothing is read, streaming resumes."""
+    db = tables
+    d = Driver(source(mariadb_server, db, 20))
+    caplog.set_level("INFO")
+    try:
+        streaming(d)
+        signal(mariadb_server, db, "b2")
+        d.until(lambda o: bool(o.get(inc.BLOCKING_PENDING)))
+        mariadb_server.execute("DROP TABLE t; INSERT INTO done VALUES (1)", db)
+        d.until(lambda o: any(v["source"]["table"] == "done" for v in d.values))
+    finally:
+        d.src.close()
+    assert reads(d.values) == [] and not any(o.get(inc.BLOCKING) for o in d.offsets)
+    warned = warnings_of(caplog)
+    assert len(warned) == 1 and "b2" in warned[0] and "doesn't exist" in warned[0]
+
+
+def test_a_query_error_reading_a_chunk_abandons_the_snapshot_there(mariadb_server, tables, caplog, monkeypatch):
+    """The error met where a unit takes its chunk's rows (here made up for chunk 3, as a privilege revoked in
+    the middle would give): that chunk and the ones after it read nothing, the next batch streams; an error of
+    the connection fails the read instead."""
+    from headwater.connectors.binlog.snapshot import HeldSnapshot
+
+    read = HeldSnapshot._read
+
+    def failing(self: HeldSnapshot, chunk: SnapshotChunk) -> Any:
+        if chunk.index == 3:
+            raise pymysql.err.OperationalError(1142, "SELECT command denied to user for table `t`")
+        return read(self, chunk)
+
+    monkeypatch.setattr(HeldSnapshot, "_read", failing)
+    db = tables
+    d = Driver(source(mariadb_server, db, 20))
+    caplog.set_level("INFO")
+    try:
+        streaming(d)
+        signal(mariadb_server, db, "b3")
+        d.until(lambda o: not o.get(inc.BLOCKING) and any(p.get(inc.BLOCKING) for p in d.offsets))
+        mariadb_server.execute("INSERT INTO done VALUES (1)", db)
+        d.until(lambda o: any(v["source"]["table"] == "done" for v in d.values))
+    finally:
+        d.src.close()
+    assert [o[inc.BLOCKING]["chunk_range"] for o in d.offsets if o.get(inc.BLOCKING)] == [[0, 2], [2, 4]]
+    assert [(r[0], r[1]) for r in reads(d.values)] == [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 21)]
+    warned = warnings_of(caplog)
+    assert len(warned) == 1 and "b3" in warned[0] and "SELECT command denied" in warned[0]
+
+
+def test_a_lost_connection_fails_the_blocking_snapshot_rather_than_abandoning_it(mariadb_server, tables):
+    """The held transaction's connection killed between batches: the read fails (the batch is read again from the
+    last durable offset), the snapshot is not abandoned. Errors of the connection, and transient ones, are not
+    query errors."""
+    assert query_error(pymysql.err.ProgrammingError(1146, "Table 'd.t' doesn't exist"))
+    assert not any(query_error(e) for e in (pymysql.err.OperationalError(2013, "Lost connection"),
+                                            pymysql.err.InterfaceError(0, ""), pymysql.err.OperationalError(1927, ""),
+                                            pymysql.err.OperationalError(1205, "Lock wait timeout exceeded")))
+    db = tables
+    d = Driver(source(mariadb_server, db, 20))
+    try:
+        streaming(d)
+        signal(mariadb_server, db, "b4")
+        d.until(lambda o: bool(o.get(inc.BLOCKING)) and o[inc.BLOCKING]["chunk_range"] == [0, 2])
+        held = d.src.incremental_hooks.blocking.held()
+        assert held is not None
+        mariadb_server.execute(f"KILL {held.conn.thread_id()}")
+        with pytest.raises(pymysql.err.MySQLError):  # (lost, or closed by a read ahead that lost it)
+            for _ in range(5):
+                d.step()
+        assert held.failed is None and d.src.incremental_hooks.blocking.held() is held
+    finally:
+        d.src.close()
