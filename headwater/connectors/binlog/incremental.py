@@ -40,9 +40,19 @@
   names the held snapshot (`token`) and the batch's chunks (`chunk_range`, [from, to)), and the next
   batch's rows are read ahead in the transaction while a batch's are shipped, so the driver holds about
   two batches' rows. Streaming resumes where it paused once no chunk is left. The transaction does not
-  outlive the process: a batch replayed after a restart reads nothing, and the batch after a
-  `blocking_snapshot` offset whose token is not held takes the snapshot again from its start (nothing
-  is lost; the rows delivered before come again).
+  outlive the process, so each batch's field also says where the snapshot goes on after it (`resume`: after
+  its last chunk's key range, or after its table) and the key ranges it reads (`ranges`). After a restart the
+  batch after a `blocking_snapshot` offset whose token is not held goes on from its `resume` in a new
+  transaction (keyed tables from the next key on; a table read by one streamed SELECT, without a key or by a
+  statement, again from its start: its rows delivered before come again), and a batch replayed (Spark's,
+  planned before the restart and not committed) reads its `ranges` again in a new transaction (a streamed
+  table's chunks in it are read by the batch after it, from the table's start). This is exact: streaming
+  stays paused at the same position P for the whole snapshot and resumes from P afterwards, so a row read in
+  a later transaction is as consistent as one read late in the first (every change since P comes after it).
+- **A query error** (a table dropped since the signal, a bad statement: `connection.query_error`) met
+  planning or reading the chunks abandons the blocking snapshot (`BlockingAbandoned`; met where a unit takes
+  its chunk's rows, that chunk and those after it read nothing and the next batch abandons it): streaming
+  resumes where it paused, the rows delivered stay delivered. An error of the connection fails the batch.
 """
 
 from __future__ import annotations
@@ -70,7 +80,14 @@ from headwater.connectors.binlog.positions import BinlogPosition, split_pos
 from headwater.connectors.binlog.reader import BinlogReader
 from headwater.connectors.binlog.records import BinlogContext, BinlogMaker, records_of
 from headwater.connectors.binlog.schema import Table
-from headwater.connectors.binlog.snapshot import DIALECT, TEXT_VALUES, HeldSnapshot, table_ref
+from headwater.connectors.binlog.snapshot import (
+    DIALECT,
+    TEXT_VALUES,
+    HeldSnapshot,
+    SnapshotChunk,
+    table_name,
+    table_ref,
+)
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.streaming import DecodeControl, map_table, row_images, truncated_tables
 from headwater.connectors.binlog.tracking import SchemaHistoryTracker
@@ -95,13 +112,15 @@ from headwater.connectors.common.incremental import (
 from headwater.connectors.common.notifications import NotificationUnit
 from headwater.connectors.common.planner import Planner
 from headwater.connectors.common.signals import WINDOW_CLOSE, WINDOW_OPEN, read_only, split_table
-from headwater.connectors.common.snapshot import ChunkKey, key_between, order_by
+from headwater.connectors.common.snapshot import ChunkKey, KeyRange, key_between, order_by
 from headwater.connectors.errors import SourceError
 from headwater.events.batch import Events
 
 log = logging.getLogger("headwater.binlog.incremental")
 
 TableKey = tuple[str, str]
+RESUME = "resume"  # a blocking batch's field: where the snapshot goes on after it, in a new transaction after a restart
+REREAD = "ranges"  # its keyed chunks' ranges, read again in a new transaction when it is replayed after a restart
 COVER_TRIES = 100  # reads of a read-only chunk until its view holds everything delivered
 COVER_WAIT_S = 0.02
 AWAIT_CLOSE_S = 1.0  # how long opening a window waits for the stream to receive its close watermark
@@ -196,10 +215,11 @@ class BlockingBatches(LockingBatches):
         self.tables: list[str] = []
         self.statements: dict[str, str] = {}
 
-    def take(self, tables: list[str], statements: dict[str, str]) -> None:
+    def take(self, tables: list[str], statements: dict[str, str], resume: dict[str, Any] | None = None) -> None:
         """Take the snapshot of `tables` (`statements`: a table's SELECT in place of its own), letting go of
-        any held before."""
+        any held before; `resume`: going on after a restart from there (a batch's `resume`)."""
         self.end()
+        self.resume_at = resume
         src = self.source
         self.snapshot = HeldSnapshot(src.params, -1, "none", src.config["snapshot.lock.timeout.ms"], src.gtid_query)
         self.snapshot.abandon = lambda exc: clean(exc, src.params) if query_error(exc) else None
@@ -230,11 +250,67 @@ class BlockingBatches(LockingBatches):
     def first_units(self, held: HeldSnapshot) -> list[WorkUnit]:
         return []
 
+    def batch(self, after: Offset | None, max_events: int | None) -> Offset | None:
+        """`LockingBatches.batch`, with where the snapshot goes on after the batch (`resume`) and the key ranges
+        it reads (`ranges`), so that a restart needs no chunk numbers of a transaction that is gone."""
+        out = super().batch(after, max_events)
+        held = self.held()
+        if out is None or held is None:
+            return out
+        lo, hi = out[RANGE]
+        chunks = held.planned(hi)[lo:hi]
+        return {**out, RESUME: resume_after(chunks), REREAD: reread_ranges(chunks)}
+
+    def reread(self, blocking: dict[str, Any]) -> list[WorkUnit]:
+        """The batch `blocking`, planned before a restart, read again in a new transaction: its keyed chunks
+        before any streamed table's (`ranges`), with their markers (a streamed table is read again from its
+        start after the batch: `resume`)."""
+        self.take(blocking["tables"], blocking.get("statements") or {})
+        held = self.held()
+        assert held is not None
+        current = self.source.tracker.current()
+        chunks = []
+        for name, lo, hi, ends, part in blocking[REREAD]:
+            t = current.get(split_table(name))
+            if t is None:
+                raise BlockingAbandoned(f"the table {name} is no longer known")
+            chunks.append((t, KeyRange(None if lo is None else tuple(key_values(lo)),
+                                       None if hi is None else tuple(key_values(hi))), tuple(ends), part))
+        held.adopt(chunks, self.source.context)
+        log.info("blocking snapshot %s: the batch of chunks %s planned before a restart is read again in a new "
+                 "transaction (%d chunks)", blocking.get("id"), blocking[RANGE], len(chunks))
+        return self.plan({**blocking, TOKEN: held.token, RANGE: [0, len(chunks)]})
+
     def end(self) -> None:
         """The blocking snapshot is over (or taken again): its transaction is let go."""
         if self.snapshot is not None:
             self.snapshot.close()
             self.snapshot = None
+
+
+def resume_after(chunks: Sequence[SnapshotChunk]) -> dict[str, Any]:
+    """Where a blocking snapshot goes on after `chunks` (a batch's), in a new transaction after a restart: the
+    start of the first table read by a streamed SELECT that has chunks among them (its rows read after a
+    restart are other rows: it is read again whole), else after the last chunk's key range (`from`: its
+    upper bound), or after its table (`done`)."""
+    streamed = next((c for c in chunks if c.key is None), None)
+    if streamed is not None:
+        return {"table": table_name(streamed.table), "from": None}
+    last = chunks[-1]
+    if last.range.hi is None:
+        return {"table": table_name(last.table), "done": True}
+    return {"table": table_name(last.table), "from": key_text(last.range.hi)}
+
+
+def reread_ranges(chunks: Sequence[SnapshotChunk]) -> list[list[Any]]:
+    """The key ranges of `chunks` before the first one of a streamed table: `[table, lo, hi, ends, part]`."""
+    out: list[list[Any]] = []
+    for c in chunks:
+        if c.key is None:
+            break
+        out.append([table_name(c.table), None if c.range.lo is None else key_text(c.range.lo),
+                    None if c.range.hi is None else key_text(c.range.hi), list(c.ends), c.part])
+    return out
 
 
 class BinlogIncremental:
@@ -544,12 +620,18 @@ class BinlogIncremental:
         batches = self.blocking
         if after is not None and RANGE not in after:
             return None  # read whole in one batch (an offset of a version without batches)
+        resume = None
         if after is not None and not batches.holds(after):
-            log.warning("blocking snapshot %s: its transaction is gone (a restart after chunks %s): it is taken again "
-                        "from its start", snapshot["id"], after[RANGE])
+            resume = after.get(RESUME)
+            if resume is None:  # (an offset of a version that did not say where to go on)
+                log.warning("blocking snapshot %s: its transaction is gone (a restart after chunks %s): it is taken "
+                            "again from its start", snapshot["id"], after[RANGE])
+            else:
+                log.info("blocking snapshot %s: its transaction is gone (a restart after chunks %s): it goes on in a "
+                         "new one from %s", snapshot["id"], after[RANGE], resume)
             after = None
         if after is None:
-            batches.take(snapshot["tables"], snapshot.get("statements") or {})
+            batches.take(snapshot["tables"], snapshot.get("statements") or {}, resume)
         with batches.abandoning():
             batch = batches.batch(after, max_events)
         if after is None:
@@ -560,9 +642,13 @@ class BinlogIncremental:
         return batch
 
     def blocking_units(self, blocking: dict[str, Any], at: Offset) -> list[WorkUnit]:
-        """The chunks of the blocking snapshot's batch `blocking`, read in its held transaction (none when the
-        transaction is gone: a batch replayed after a restart, whose next batch takes the snapshot again)."""
+        """The chunks of the blocking snapshot's batch `blocking`, read in its held transaction, or, when that
+        transaction is gone (a batch replayed after a restart), its key ranges read again in a new one
+        (`BlockingBatches.reread`)."""
         batches = self.blocking
+        if RANGE in blocking and REREAD in blocking and not batches.holds(blocking):
+            with batches.abandoning():
+                return batches.reread(blocking)
         if RANGE not in blocking:  # planned by a version without batches, replayed: taken again, in one batch
             batches.take(blocking["tables"], blocking.get("statements") or {})
             held = batches.held()

@@ -29,7 +29,8 @@ batch replayed from such an offset reads nothing. A schema-only snapshot, or one
 (no table), stays one batch (`pending` -> `completed`).
 
 The blocking ad-hoc snapshot (`binlog.incremental`) is read in batches by the same class, over its own
-snapshot, tables and first units (`held`, `plan_tables`, `first_units`).
+snapshot, tables and first units (`held`, `plan_tables`, `first_units`); after a restart it goes on from where
+its last batch left it (`resume_at`) rather than from the start.
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class LockingBatches:
 
     def __init__(self, source: Any):
         self.source = source  # the BinlogSource
+        self.resume_at: dict[str, Any] | None = None  # where a snapshot taken again goes on (`HeldSnapshot.plan`)
 
     def held(self) -> HeldSnapshot | None:
         """The snapshot the batches are read in: the locking snapshot's."""
@@ -85,7 +87,7 @@ class LockingBatches:
         many (planned once per snapshot; none when the snapshot reads no rows)."""
         if held.todo is None:
             tables, config = self.plan_tables(held)
-            held.plan(tables, self.source.context, config)
+            held.plan(tables, self.source.context, config, self.resume_at)
         return held.planned(n)
 
     def batch(self, after: Offset | None, max_events: int | None) -> Offset | None:

@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,12 +56,14 @@ from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.snapshot_rows import snapshot_events
 from headwater.connectors.binlog.streaming import SchemaChange
 from headwater.connectors.binlog.textrows import RowStream, TextRows, read_text_rows
+from headwater.connectors.common.adhoc import key_values
 from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
     KeyRange,
     key_ranges,
     select_overrides,
+    snapshot_order,
     snapshot_tables,
 )
 from headwater.connectors.errors import SourceError
@@ -103,6 +105,7 @@ class TablePlan:
     override: str | None  # snapshot.select.statement.overrides for this table
     first: bool  # the snapshot's first table
     last: bool  # its last
+    resumed: bool = False  # its first range goes on after keys delivered before a restart (not its first rows)
 
 
 @dataclass
@@ -160,28 +163,55 @@ class HeldSnapshot:
         _HELD[self.token] = self
 
     # ---- planning
-    def plan(self, tables: Sequence[Table], ctx: BinlogContext, cfg: ConnectorConfig) -> None:
+    def plan(self, tables: Sequence[Table], ctx: BinlogContext, cfg: ConnectorConfig,
+             resume: Mapping[str, Any] | None = None) -> None:
         """Plan the chunks of the captured `tables`, in Debezium's table order (an empty table counts as the
         first or last table for the markers, as in Debezium, though it has no rows to mark): a table with a
         primary key is cut into key ranges at once; one without (or with a select override) is read with
-        one streamed SELECT and cut into chunks of as many rows as it is read (`planned`)."""
+        one streamed SELECT and cut into chunks of as many rows as it is read (`planned`).
+
+        `resume` (a blocking snapshot going on after a restart, `resume_at`): only the tables from its `table`
+        on, in order (none of them the snapshot's first: its first row was delivered), that table after it is
+        `done`, or from key `from` on (a keyed table), or whole (a streamed one, or `from` None)."""
         overrides = select_overrides(cfg)
-        chosen = snapshot_tables(tables, lambda t: f"{t.database}.{t.name}", cfg)
+        chosen = snapshot_tables(tables, table_name, cfg)
+        include = cfg.get("table.include.list")
         self.chunk_rows = cfg["headwater.snapshot.chunk.rows"]
         self.ctx = ctx
         todo: deque[TablePlan] = deque()
         with self.lock, self.conn.cursor() as cur:
             for i, t in enumerate(chosen):
-                override = overrides.get(f"{t.database}.{t.name}")
-                ends = (i == 0, i == len(chosen) - 1)
+                override = overrides.get(table_name(t))
+                ends = (i == 0 and resume is None, i == len(chosen) - 1)
+                start: tuple[Any, ...] | None = None
+                if resume is not None:
+                    order, at = snapshot_order(table_name(t), include), snapshot_order(resume["table"], include)
+                    if order < at or (order == at and resume.get("done")):
+                        continue  # delivered before the restart
+                    if order == at and resume.get("from") is not None:
+                        start = tuple(key_values(resume["from"]))
                 if not t.primary_key or override is not None:
                     todo.append(TablePlan(t, None, None, override, *ends))
                     continue
                 key = ChunkKey(t.primary_key, tuple(bool(c.optional) for c in (t.column(n) for n in t.primary_key)
                                                     if c is not None))
-                todo.append(TablePlan(t, key, key_ranges(cur, DIALECT, table_ref(t), key, self.chunk_rows),
-                                      None, *ends))
+                todo.append(TablePlan(t, key, key_ranges(cur, DIALECT, table_ref(t), key, self.chunk_rows,
+                                                         start=start), None, *ends, resumed=start is not None))
             self.todo = todo
+
+    def adopt(self, chunks: Sequence[tuple[Table, KeyRange, tuple[bool, bool, bool, bool], int]],
+              ctx: BinlogContext) -> None:
+        """Plan exactly `chunks` (keyed tables' ranges, with their markers and numbers within their tables): a
+        batch planned before a restart, read again in this snapshot."""
+        self.ctx = ctx
+        with self.lock:
+            pos = self.position
+            for t, r, ends, part in chunks:
+                key = ChunkKey(t.primary_key, tuple(bool(c.optional) for c in (t.column(n) for n in t.primary_key)
+                                                    if c is not None))
+                self.chunks.append(SnapshotChunk(self.token, len(self.chunks), pos.file, pos.pos, pos.stream,
+                                                 self.ts_us, ctx, t, key, r, None, ends, part))
+            self.todo = deque()
 
     def planned(self, n: int | None) -> list[SnapshotChunk]:
         """The chunks planned so far, at least `n` of them (None: all) when the snapshot has as many. A
@@ -202,7 +232,8 @@ class HeldSnapshot:
             for j, r in enumerate(t.ranges):
                 self.chunks.append(SnapshotChunk(self.token, len(self.chunks), pos.file, pos.pos, pos.stream,
                                                  self.ts_us, self.ctx, t.table, t.key, r, t.override,
-                                                 (t.first, t.last, j == 0, j == len(t.ranges) - 1), j))
+                                                 (t.first, t.last, j == 0 and not t.resumed, j == len(t.ranges) - 1),
+                                                 j))
             return
         chunk = SnapshotChunk(self.token, len(self.chunks), pos.file, pos.pos, pos.stream, self.ts_us, self.ctx,
                               t.table, None, KeyRange(None, None), t.override, (t.first, t.last, self.part == 0, False),
@@ -341,6 +372,11 @@ class HeldSnapshot:
 
 
 NO_ROWS = TextRows(b"", np.zeros(0, np.int64), ())
+
+
+def table_name(t: Table) -> str:
+    """`database.table`."""
+    return f"{t.database}.{t.name}"
 
 
 def table_ref(t: Table) -> str:

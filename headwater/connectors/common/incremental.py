@@ -67,12 +67,23 @@ in the field, as the locking snapshot's batches) while any are left, and the dri
 batches' rows whatever the tables' size. Then streaming resumes where it paused (rows changed between
 the pause and that snapshot come again: Debezium's "possible duplicates"). A restart in the middle
 (a `blocking_snapshot` field naming a snapshot this process does not hold: its transaction is gone)
-takes the blocking snapshot again from its start, streaming still paused at the same position: the
-rows already delivered come again (as `r` events of the new snapshot, first marker included), nothing
-is lost. The spec says nothing of restarts in a blocking snapshot; Debezium keeps the stream's offset
-through one and does not turn an interrupted one into an initial snapshot (DBZ-7903, DBZ-9337), and
-taking it again is the simplest safe reading. The batch after the last one leaves the snapshot (its
-offset has no `blocking_snapshot`), even when the stream has nothing new.
+goes on from where the last batch stored left it, in a new snapshot, streaming still paused at the same
+position (MySQL/MariaDB: `connectors.binlog.incremental`; nothing delivered comes again but the rows of a
+table read by one streamed SELECT, read again from its start). That is exact because streaming pauses at
+one position P for the whole snapshot and resumes from P: rows read in a later snapshot are as consistent
+as rows read late in the first one (every change since P is streamed after them). The spec says nothing of
+restarts in a blocking snapshot; Debezium keeps the stream's offset through one and does not turn an
+interrupted one into an initial snapshot (DBZ-7903, DBZ-9337). The batch after the last one leaves the
+snapshot (its offset has no `blocking_snapshot`), even when the stream has nothing new.
+
+An error the database returns for the blocking snapshot's query (a table dropped after the signal, a bad
+`additional-conditions` statement or override; not an error of the connection, which fails the batch so that
+it is read again from the last durable offset) abandons it, as Debezium 3's `ChangeEventSourceCoordinator`
+does (it catches the blocking snapshot's exception, logs "Error while executing requested blocking
+snapshot." at WARN and resumes streaming; DBZ-8244): a connector raises `BlockingAbandoned` from
+`blocking_batch` or `blocking_units` (or a unit that meets it logs it, `abandon_blocking`, and ends), the
+warning names the signal and the error, and the next batch streams from where streaming paused. Rows the
+snapshot delivered before stay delivered; nothing streamed is lost or doubled.
 
 Notifications of incremental snapshots go to `connectors.common.notifications` (IN_PROGRESS once a
 window, not once a chunk).
@@ -376,13 +387,15 @@ class IncrementalHooks(Protocol):
         """The fields naming the next batch of the blocking snapshot `snapshot` (its signal's `id`, `tables` and
         `statements`) after the batch whose `blocking_snapshot` field is `after` (None: the first batch; or
         one this process did not plan, after a restart), kept beside them in that batch's field; None when
-        no batch is left (streaming resumes). A snapshot read in one batch gives `{}`, then None."""
+        no batch is left (streaming resumes). A snapshot read in one batch gives `{}`, then None.
+        `BlockingAbandoned` for a query error: streaming resumes."""
         ...
 
     def blocking_units(self, blocking: dict[str, Any], at: Offset) -> list[WorkUnit]:
         """The units of the blocking snapshot's batch whose `blocking_snapshot` field is `blocking`: its part of
         the `tables`, read as an initial snapshot reads them (`statements`: a table's SELECT in place of its
-        own); streaming resumes at `at` once the snapshot is over."""
+        own); streaming resumes at `at` once the snapshot is over. `BlockingAbandoned` for a query error: the
+        batch reads nothing and the next one streams."""
         ...
 
     def end_blocking(self) -> None:

@@ -166,9 +166,10 @@ def order_by(key: ChunkKey, dialect: KeyDialect) -> str:
 
 
 def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chunk_rows: int,
-               first: tuple[int, int] = (0, 0)) -> list[KeyRange]:
+               first: tuple[int, int] = (0, 0), start: tuple[Any, ...] | None = None) -> list[KeyRange]:
     """Ranges of about `chunk_rows` rows covering `table` (an SQL table reference) by `key`, in order;
-    with `first` = (n, rows), the first n ranges of about `rows` rows instead.
+    with `first` = (n, rows), the first n ranges of about `rows` rows instead; with `start`, only the keys
+    from `start` on (the first range's `lo`).
 
     Each boundary is the key of the row `chunk_rows` rows after the previous boundary, read with one
     query through `cursor` (a DB-API cursor). A key value held by more than `chunk_rows` rows (a
@@ -189,17 +190,17 @@ def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chun
 
     bounds: list[tuple[Any, ...]] = []
     while True:
-        start = KeyRange(bounds[-1] if bounds else None, None).where(key, dialect)
-        bound = first_key(start, first[1] if len(bounds) < first[0] and first[1] else chunk_rows)
+        rest = KeyRange(bounds[-1] if bounds else start, None).where(key, dialect)
+        bound = first_key(rest, first[1] if len(bounds) < first[0] and first[1] else chunk_rows)
         if bound is None:
             break
-        if bound == (bounds[-1] if bounds else first_key(start, 0)):
+        if bound == (bounds[-1] if bounds else first_key(rest, 0)):
             # the whole chunk holds one key value: end this range at the next larger key
             bound = first_key(_compare(key, dialect, bound, below=False, strict=True), 0)
             if bound is None:
                 break
         bounds.append(bound)
-    edges: list[tuple[Any, ...] | None] = [None, *bounds, None]
+    edges: list[tuple[Any, ...] | None] = [start, *bounds, None]
     return [KeyRange(lo, hi) for lo, hi in zip(edges, edges[1:], strict=False)]
 
 

@@ -172,6 +172,10 @@ def test_empty_table_and_one_chunk(pg_server, pg_db, cursor):
         KeyRange(None, (2,)), KeyRange((2,), (3,)), KeyRange((3,), (7,)), KeyRange((7,), None)]
     assert key_ranges(cursor, KeyDialect(), "s", key, 10, first=(2, 4)) == [
         KeyRange(None, (5,)), KeyRange((5,), (9,)), KeyRange((9,), None)]
+    # from a key on (a blocking snapshot going on after a restart): ranges of the keys from it
+    assert key_ranges(cursor, KeyDialect(), "s", key, 3, start=(4,)) == [
+        KeyRange((4,), (7,)), KeyRange((7,), None)]
+    assert key_ranges(cursor, KeyDialect(), "s", key, 3, start=(10,)) == [KeyRange((10,), None)]
 
 
 def test_skewed_single_key(pg_server, pg_db, cursor):

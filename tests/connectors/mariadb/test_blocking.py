@@ -1,8 +1,9 @@
 """The blocking ad-hoc snapshot on a real MariaDB read in batches of chunks, as the locking snapshot is: the
 records of one batch, the driver holding two batches' rows at most, streaming resuming where it paused with
-nothing lost or doubled, a restart in the middle taking the snapshot again from its start, and a query error
-(a bad statement, a table dropped, a chunk that cannot be read) abandoning it while streaming resumes where it
-paused (a lost connection fails the read instead)."""
+nothing lost or doubled, a restart in the middle going on after the last batch stored (a replayed batch reading
+its key ranges again; a table read by a streamed SELECT read again from its start), and a query error (a bad
+statement, a table dropped, a chunk that cannot be read) abandoning it while streaming resumes where it paused (a
+lost connection fails the read instead)."""
 
 from __future__ import annotations
 
@@ -152,11 +153,12 @@ def test_a_blocking_snapshot_in_batches_gives_the_one_batch_records_and_streamin
     assert all(i > last for i, _, _ in streamed)  # after the snapshot
 
 
-def test_a_restart_mid_blocking_snapshot_takes_it_again_from_its_start(mariadb_server, tables):
-    """The process ends after the blocking snapshot's second batch was committed: the new one cannot go on in
-    a transaction that is gone. The batch replayed (planned before the restart) reads nothing; the next
-    batch takes the snapshot again from its first chunk, whole, with the stream still paused at the same
-    position; then streaming resumes with a change made meanwhile, once."""
+def test_a_restart_mid_blocking_snapshot_goes_on_after_the_last_batch(mariadb_server, tables):
+    """The process ends after the blocking snapshot's second batch (chunks 2 and 3: `t`'s keys 11 to 30) was
+    stored: its transaction is gone. Replayed (as Spark does when the batch was not committed), the batch reads
+    its key ranges again in a new transaction, with the same markers. Going on from it, the next batch reads the
+    keys from 31 on in a new transaction, with the stream still paused at the same position: no row comes twice,
+    none is missed; then streaming resumes, the changes made meanwhile once."""
     db = tables
     d = Driver(source(mariadb_server, db, 20))
     try:
@@ -166,10 +168,21 @@ def test_a_restart_mid_blocking_snapshot_takes_it_again_from_its_start(mariadb_s
     finally:
         d.src.close()
     before, stored = d.offsets[-2], d.offsets[-1]
-    mariadb_server.execute("INSERT INTO t VALUES (200, 'meanwhile')", db)
+    first = reads(d.values)
+    assert [(r[0], r[1]) for r in first] == [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 31)]
+    assert stored[inc.BLOCKING]["resume"] == {"table": f"{db}.t", "from": ["31"]}
+    mariadb_server.execute("INSERT INTO t VALUES (200, 'meanwhile'); UPDATE t SET v = 'moved' WHERE id = 25", db)
+    replay = Driver(source(mariadb_server, db, 20), before)
+    try:
+        replayed = reads([e.value_json() for u in replay.src.plan(before, stored) for b in pickle.loads(
+            pickle.dumps(u)).read() for e in b.rows() if e.value is not None])
+    finally:
+        replay.src.close()
+    assert [(r[0], r[1], r[3]) for r in replayed] == [(r[0], r[1], r[3]) for r in first if r[0] == "t" and r[1] > 10]
+    assert ("t", 25, "moved", "true") in replayed  # (read in the new transaction)
+
     again = Driver(source(mariadb_server, db, 20), stored)
     try:
-        assert again.src.plan(before, stored) == []  # a replay of the stored batch: its transaction is gone
         end = again.step()
         assert end[inc.BLOCKING]["chunk_range"] == [0, 2] and end[inc.BLOCKING]["token"] != stored[inc.BLOCKING]["token"]
         assert (end["file"], end["pos"]) == (stored["file"], stored["pos"])
@@ -179,14 +192,40 @@ def test_a_restart_mid_blocking_snapshot_takes_it_again_from_its_start(mariadb_s
     finally:
         again.src.close()
     got = reads(again.values)
-    assert [(r[0], r[1]) for r in got] == [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 101)] + \
-        [("t", 200)]  # (inserted before the snapshot was taken again: in it)
-    marks = [r[3] for r in got]
-    assert marks[0] == "first" and marks[-1] == "last" and marks.count("first") == marks.count("last") == 1
+    assert [(r[0], r[1]) for r in got] == [("t", i) for i in range(31, 101)] + [("t", 200)]
+    assert [r[3] for r in got] == ["true"] * 70 + ["last"]  # (the snapshot's first rows were delivered before)
     streamed = [(v["op"], v["after"]["id"]) for v in again.values
                 if v.get("op") != "r" and v.get("source", {}).get("table") == "t"]
     # and after the pause position: streamed once the snapshot is over (Debezium's "possible duplicates")
-    assert streamed == [("c", 200)]
+    assert streamed == [("c", 200), ("u", 25)]
+
+
+def test_a_restart_inside_a_table_read_by_a_streamed_select_reads_it_again_from_its_start(mariadb_server, tables):
+    """`t` read by a statement (a streamed SELECT cut as it is read: its rows after a restart would be other
+    rows): the process ends after the batch holding its parts 1 and 2; replayed, that batch reads nothing of it;
+    going on, `t` is read again whole (its rows delivered before come again), `a` is not."""
+    db = tables
+    d = Driver(source(mariadb_server, db, 20))
+    try:
+        streaming(d)
+        insert_signal(pymysql.connect(**mariadb_server.connection_params(db), autocommit=True), "execute-snapshot",
+                      {"data-collections": [f"{db}.a", f"{db}.t"], "type": "blocking", "additional-conditions": [
+                          {"data-collection": f"{db}.t", "filter": f"SELECT * FROM {db}.t ORDER BY id"}]}, "b1")
+        d.until(lambda o: bool(o.get(inc.BLOCKING)) and o[inc.BLOCKING]["chunk_range"] == [2, 4])
+    finally:
+        d.src.close()
+    before, stored = d.offsets[-2], d.offsets[-1]
+    assert stored[inc.BLOCKING]["resume"] == {"table": f"{db}.t", "from": None} and stored[inc.BLOCKING]["ranges"] == []
+    again = Driver(source(mariadb_server, db, 20), stored)
+    try:
+        assert again.src.plan(before, stored) == []
+        again.until(lambda o: not o.get(inc.BLOCKING))
+    finally:
+        again.src.close()
+    assert [(r[0], r[1]) for r in reads(d.values)] == [("a", i) for i in range(1, 6)] + [("t", i) for i in range(1, 31)]
+    got = reads(again.values)
+    assert [(r[0], r[1]) for r in got] == [("t", i) for i in range(1, 101)]
+    assert got[0][3] == "first_in_data_collection" and got[-1][3] == "last"
 
 
 def test_blocking_snapshots_in_batches_during_a_live_workload(mariadb_server, mariadb_db, caplog):
