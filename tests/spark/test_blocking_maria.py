@@ -82,7 +82,7 @@ def _blocking_in_flight(checkpoint: Path) -> bool:
     if not blocking and planned[-1] - 1 in committed and _offset(checkpoint, planned[-1] - 1).get(
             "blocking_snapshot"):
         raise AssertionError("the blocking snapshot ended before a batch of it could be killed in flight")
-    return bool(blocking) and blocking["chunk_range"][0] >= 2
+    return blocking is not None and blocking["chunk_range"][0] >= 2
 
 
 def test_sigkill_inside_a_blocking_snapshot_loses_nothing_and_doubles_nothing(spark, mariadb_server, mariadb_db,

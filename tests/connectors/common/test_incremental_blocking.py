@@ -182,9 +182,11 @@ def test_a_query_error_abandons_the_blocking_snapshot_and_streaming_resumes_wher
     start: dict[str, Any] = {"snapshot": "streaming", "lsn": 10, "epoch": 1, inc.BLOCKING_PENDING: SIGNAL}
     read: list[Any] = []
     caplog.set_level("WARNING", logger="headwater.incremental")
+    end: dict[str, Any] = start
     for _ in range(10):
-        end = _run(incremental, start, streamed)
-        assert end is not None
+        out = _run(incremental, start, streamed)
+        assert out is not None
+        end = out
         read += incremental.units({"lsn": 10}, end, {"lsn": 10})
         if not end.get(inc.BLOCKING):
             break

@@ -17,6 +17,7 @@ from headwater.connectors.postgres.source import PostgresSource
 from headwater.connectors.registry import validate_connector
 from headwater.devservers.postgres import PostgresServer
 from tests.connectors.common.incremental_support import insert_signal
+from tests.events_support import json_rows
 
 Record = dict[str, Any]
 WARNED = "Error while executing requested blocking snapshot"
@@ -54,7 +55,7 @@ class Driver:
         units = self.src.plan(self.start, end)
         if before_read is not None:
             before_read(end)
-        self.values += [e.value_json() for u in units for b in u.read() for e in b.rows() if e.value is not None]
+        self.values += [e.value_json() for u in units for b in u.read() for e in json_rows(b) if e.value is not None]
         self.src.commit(end)
         self.offsets.append(end)
         self.start = end
