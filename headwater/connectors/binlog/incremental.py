@@ -44,7 +44,8 @@
   its last chunk's key range, or after its table) and the key ranges it reads (`ranges`). After a restart the
   batch after a `blocking_snapshot` offset whose token is not held goes on from its `resume` in a new
   transaction (keyed tables from the next key on; a table read by one streamed SELECT, without a key or by a
-  statement, again from its start: its rows delivered before come again), and a batch replayed (Spark's,
+  statement, again from its start when the batch holds chunks of it: its rows delivered before come again, and
+  the batch's chunks after it), and a batch replayed (Spark's,
   planned before the restart and not committed) reads its `ranges` again in a new transaction (a streamed
   table's chunks in it are read by the batch after it, from the table's start). This is exact: streaming
   stays paused at the same position P for the whole snapshot and resumes from P afterwards, so a row read in
