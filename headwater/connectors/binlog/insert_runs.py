@@ -2,10 +2,11 @@
 
 Decoding a rows event value by value (`rows.py`) and building each record as a dict costs several
 microseconds a row. Here the events of a run are laid end to end in one buffer and walked with
-numpy: one step per row *position* in an event, every event at once (a step reads each row's null
-bitmap and each column's length), so a run of single-row transactions is one step and a 1M-row
-transaction ~120 (an event holds up to `binlog_row_event_max_size`, 8 KiB). That gives each
-value's offset; each column's values are then read from the buffer at once:
+numpy: one step per row *position* in an event, every event at once (a step takes each event's
+next row from its start to its end: where no row has a NULL, by the lengths of its length-prefixed
+values alone), so a run of single-row transactions is one step and a 1M-row transaction ~120 (an
+event holds up to `binlog_row_event_max_size`, 8 KiB). Every row's null bitmap and value offsets are
+then read at once, and each column's values from the buffer at once:
 
 - integers (signed or unsigned as the column is, BOOLEAN as true/false) as int64,
 - DECIMAL of up to 18 digits in precise mode as its unscaled int64 (Debezium's base64 bytes),
@@ -94,23 +95,26 @@ class RunRows:
     begins: np.ndarray  # per event: where it starts in `data` (its type byte)
 
 
-def _event_bounds(payload: bytes, ncols: int) -> int | None:
-    """The offset of the first row image in a framed WRITE_ROWS event whose rows carry every one
-    of `ncols` columns, or None."""
-    kind = payload[0]
-    if kind not in fr.WRITES:
+def _first_rows(buf: np.ndarray, begins: np.ndarray, ends: np.ndarray, ncols: int) -> np.ndarray | None:
+    """Where each framed WRITE_ROWS event's (at `begins` of `buf`, ending at `ends`) first row image is,
+    or None unless every one is a WRITE_ROWS event whose rows carry every one of `ncols` columns (the
+    columns-present bitmap full; fewer than 251 columns: the count one byte)."""
+    at = begins + 1 + fr.HEADER_SIZE + 8  # type byte, header, table id, flags
+    if ncols >= 251 or (at + 2 > ends).any():
         return None
-    at = 1 + fr.HEADER_SIZE + 8  # type byte, header, table id, flags
-    if kind == fr.WRITE_ROWS:
-        at += int.from_bytes(payload[at:at + 2], "little")  # extra data, its length included
-    n = payload[at]
-    if n >= 251 or n != ncols:  # a packed integer of more bytes: more columns than a run takes
+    kind = buf[begins]
+    v2 = kind == fr.WRITE_ROWS
+    if not (v2 | (kind == fr.WRITE_ROWS_V1)).all():
         return None
-    at += 1
-    bitmap = (n + 7) // 8
-    if int.from_bytes(payload[at:at + bitmap], "little") != (1 << n) - 1:
+    if v2.any():  # extra data, its length included
+        at = at + np.where(v2, buf[at].astype(np.int64) | buf[at + 1].astype(np.int64) << 8, 0)
+    bitmap = (ncols + 7) // 8
+    if (at + 1 + bitmap > ends).any() or (buf[at] != ncols).any():
         return None
-    return at + bitmap
+    full = np.frombuffer(((1 << ncols) - 1).to_bytes(bitmap, "little"), dtype=np.uint8)
+    if (buf[at[:, None] + 1 + np.arange(bitmap)] != full).any():
+        return None
+    return at + 1 + bitmap
 
 
 def _walk_plan(layouts: Sequence[tuple[int, int]]) -> list[tuple[int, int, np.ndarray | int]]:
@@ -131,82 +135,112 @@ def _walk_plan(layouts: Sequence[tuple[int, int]]) -> list[tuple[int, int, np.nd
     return plan
 
 
+def _prefixes(buf: np.ndarray, at: np.ndarray, size: int) -> np.ndarray:
+    """The little-endian lengths of `size` bytes at each offset, as int64."""
+    if size == 2:
+        return np.ascontiguousarray(buf[at[:, None] + _TWO]).view("<u2").ravel().astype(np.int64)
+    length = buf[at].astype(np.int64)
+    for b in range(1, size):
+        length |= buf[at + b].astype(np.int64) << (8 * b)
+    return length
+
+
+_TWO = np.arange(2, dtype=np.int64)
+
+
+def _walk(buf: np.ndarray, pos: np.ndarray, null: np.ndarray | None, walk: list[tuple[int, int, np.ndarray | int]],
+          last: int, off: np.ndarray | None = None) -> np.ndarray:
+    """The end of each row image whose values start at `pos` (after its null bitmap; `null`: its NULL
+    columns, None for none), and with `off` each value's offset into `off[:, column]`. A length
+    prefix is read at or before `last` (one past a malformed length's end reads the padding)."""
+    for first, stop, widths in walk:
+        if isinstance(widths, int):  # a length-prefixed column
+            if off is not None:
+                off[:, first] = pos
+            step = _prefixes(buf, np.minimum(pos, last), -widths) - widths
+            pos = pos + (step if null is None else np.where(null[:, first], 0, step))
+        elif null is None:
+            if off is not None:
+                off[:, first:stop] = pos[:, None] + (np.cumsum(widths) - widths)
+            pos = pos + int(widths.sum())
+        else:
+            steps = np.where(null[:, first:stop], 0, widths).cumsum(axis=1)
+            if off is not None:
+                off[:, first] = pos
+                off[:, first + 1:stop] = pos[:, None] + steps[:, :-1]
+            pos = pos + steps[:, -1]
+    return pos
+
+
 def decode_writes(payloads: Sequence[bytes], tm: Any) -> RunRows | None:
     """The value offsets of the rows of WRITE_ROWS events of TABLE_MAP table `tm` (framed: type byte
     + event without checksum), or None when `rows.py` would not decode them (a column type it leaves
     to python-mysql-replication, a partial row image, a malformed event).
 
-    The walk takes one step per row position, every event at once: a step reads each event's next
-    row's null bitmap, the offsets of a group of fixed-width columns as one cumulative sum of their
-    widths (0 for a NULL), and each length-prefixed column's length. A length that points past its
-    event's end shows after the row (offsets only grow within a row: reads stay inside the buffer)."""
+    Rows are found in one step per row position, every event at once: a step takes each event's next
+    row's start to its end (its null bitmap, the fixed widths of the columns not NULL, each
+    length-prefixed value's length; a step whose rows have no NULL reads only the lengths). Then every
+    row's null bitmap and value offsets are read at once. A length that points past its event's end
+    shows after the row (offsets only grow within a row: reads stay inside the buffer)."""
     plan = plan_of(tm)
     if plan is None or not payloads:
         return None
-    columns = tm.columns
-    ncols = len(columns)
-    walk = _walk_plan([_layout(c) for c in columns])
-    firsts = []
-    for p in payloads:
-        first = _event_bounds(p, ncols)
-        if first is None:
-            return None
-        firsts.append(first)
-    sizes = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
+    ncols = len(tm.columns)
+    walk = _walk_plan([_layout(c) for c in tm.columns])
+    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
     ends = np.cumsum(sizes)
-    starts = ends - sizes + np.array(firsts, dtype=np.int64)
+    begins = ends - sizes
     data = b"".join([*payloads, bytes(_PAD)])
     buf = np.frombuffer(data, dtype=np.uint8)
+    if (sizes < 1 + fr.HEADER_SIZE + 8).any():
+        return None
+    firsts = _first_rows(buf, begins, ends, ncols)
+    if firsts is None:
+        return None
     last = len(data) - _PAD  # a read at or past this (a malformed length) is moved back to it
     bitmap = (ncols + 7) // 8
     spread = np.arange(bitmap, dtype=np.int64)
-    idx = np.nonzero(starts < ends)[0]
-    pos, end = starts[idx], ends[idx]
-    events, offsets, nulls = [], [], []
+    used = np.frombuffer(((1 << ncols) - 1).to_bytes(bitmap, "little"), dtype=np.uint8)  # (the rest: padding)
+    if bitmap == 1:
+        used = used[0]
+    idx = np.nonzero(firsts < ends)[0]
+    pos, end = firsts[idx], ends[idx]
+    events, starts = [], []
     while len(idx):
         if (pos + bitmap > end).any():
             return None
-        null = np.unpackbits(buf[pos[:, None] + spread], axis=1, count=ncols, bitorder="little").view(bool)
-        pos = pos + bitmap
-        off = np.empty((len(idx), ncols), dtype=np.int64)
-        for first, stop, widths in walk:
-            if isinstance(widths, int):  # a length-prefixed column
-                off[:, first] = pos
-                at = np.minimum(pos, last)
-                length = buf[at].astype(np.int64)
-                for b in range(1, -widths):
-                    length |= buf[at + b].astype(np.int64) << (8 * b)
-                pos = pos + np.where(null[:, first], 0, length - widths)
-            elif stop == first + 1:
-                off[:, first] = pos
-                pos = pos + np.where(null[:, first], 0, widths[0])
-            else:
-                steps = np.where(null[:, first:stop], 0, widths).cumsum(axis=1)
-                off[:, first] = pos
-                off[:, first + 1:stop] = pos[:, None] + steps[:, :-1]
-                pos = pos + steps[:, -1]
-        if (pos > end).any():
+        bits = buf[pos] if bitmap == 1 else buf[pos[:, None] + spread]
+        null = None
+        if (bits & used).any():
+            null = np.unpackbits(bits.reshape(len(pos), bitmap), axis=1, count=ncols, bitorder="little").view(bool)
+        after = _walk(buf, pos + bitmap, null, walk, last)
+        if (after > end).any():
             return None
         events.append(idx)
-        offsets.append(off)
-        nulls.append(null)
-        more = pos < end
-        idx, pos, end = idx[more], pos[more], end[more]
-    counts = np.bincount(np.concatenate(events), minlength=len(payloads))
-    if len(events) == 1:  # one row an event: already in order
-        event = events[0]
-        return RunRows(data, buf, event, np.zeros(len(event), dtype=np.int64), offsets[0], nulls[0], counts,
-                       ends - sizes)
-    # rows were found step by step (row k of every event); in event order row k of event e goes to
-    # the event's first row + k
-    begin = np.cumsum(counts) - counts
-    dest = np.concatenate([begin[e] + k for k, e in enumerate(events)])
-    order = np.empty(len(dest), dtype=np.int64)
-    order[dest] = np.arange(len(dest), dtype=np.int64)
-    event = np.repeat(np.arange(len(payloads), dtype=np.int64), counts)
-    row = np.arange(len(dest), dtype=np.int64) - begin[event]
-    return RunRows(data, buf, event, row, np.concatenate(offsets)[order], np.concatenate(nulls)[order], counts,
-                   ends - sizes)
+        starts.append(pos)
+        more = after < end
+        if more.all():
+            pos = after
+        else:
+            idx, pos, end = idx[more], after[more], end[more]
+    counts = np.bincount(np.concatenate(events), minlength=len(payloads)) if events else \
+        np.zeros(len(payloads), dtype=np.int64)
+    if not events:  # (events without rows)
+        event = start = row = np.zeros(0, dtype=np.int64)
+    elif len(events) == 1:  # one row an event: already in order
+        event, start = events[0], starts[0]
+        row = np.zeros(len(event), dtype=np.int64)
+    else:  # rows were found step by step (row k of every event): row k of event e is its first row + k
+        begin = np.cumsum(counts) - counts
+        dest = np.concatenate([begin[e] + k for k, e in enumerate(events)])
+        start = np.empty(len(dest), dtype=np.int64)
+        start[dest] = np.concatenate(starts)
+        event = np.repeat(np.arange(len(payloads), dtype=np.int64), counts)
+        row = np.arange(len(dest), dtype=np.int64) - begin[event]
+    nulls = np.unpackbits(buf[start[:, None] + spread], axis=1, count=ncols, bitorder="little").view(bool)
+    offsets = np.empty((ncols, len(start)), dtype=np.int64).T  # (a column's offsets contiguous)
+    _walk(buf, start + bitmap, nulls if nulls.any() else None, walk, last, offsets)
+    return RunRows(data, buf, event, row, offsets, nulls, counts, begins)
 
 
 def header_fields(rows: RunRows) -> tuple[np.ndarray, np.ndarray]:
