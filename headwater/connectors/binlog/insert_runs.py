@@ -36,7 +36,12 @@ from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog import types
 from headwater.connectors.binlog.rows import Reader, plan_of, text_encoding
 from headwater.connectors.binlog.schema import Table
-from headwater.connectors.common.columnar import base64_twos_complement, decimal_text, text_json
+from headwater.connectors.common.columnar import (
+    any_escapable,
+    base64_twos_complement,
+    decimal_text,
+    text_json,
+)
 from headwater.connectors.common.records import ValueColumn
 from headwater.connectors.common.semantics import timestamp_unit
 from headwater.events.arrays import binary_array, bool_array, byte_spans, int64_array, lit, ragged_binary
@@ -465,13 +470,17 @@ class ColumnValues:
             out.append(v)
         return out
 
-    def json(self, col: ValueColumn) -> pa.Array:
-        """Each row's JSON text of the column `col` (binary)."""
+    def json(self, col: ValueColumn) -> pa.Array | list:
+        """Each row's JSON text of the column `col` (binary), or as parts for `join_parts`: a text
+        column without a NULL or a value JSON must escape is its values between two quotes (joined
+        once, with the rest of the event)."""
         kind = self.kind(col)
         if kind is None:
             dumps = orjson.dumps
             return binary_array([dumps(v) for v in self._per_value(col, None)])
         values, slow = self._kernel(kind)
+        if kind == "text" and isinstance(values, pa.Array) and not self.null.any() and not any_escapable(values):
+            return [b'"', values.cast(pa.binary()), b'"']
         if kind == "integer" or kind == "datetime":
             out = decimal_text(values)
         elif kind == "boolean":

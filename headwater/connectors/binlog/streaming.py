@@ -43,7 +43,7 @@ from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.columnar import (
     decimal_text,
     encode_block,
-    source_column,
+    source_parts,
     text_json,
     typed_insert_block,
     typed_source_column,
@@ -542,9 +542,12 @@ class _Decoder:
             fields["server_id"] = _ints_json_per_row(server_ids, rows.event)
             fields["pos"] = _ints_json_per_row(pos, rows.event)
             fields["row"] = _ints_json_per_row(np.arange(int(rows.row.max()) + 1), rows.row)  # (each number once)
-            source = source_column(self.maker, te, ts_us, {"sequence": b"null", **fields})
+            # (the source blocks as parts: joined once, with the rest of each event; the columns' JSON is
+            # valid UTF-8: text is checked where it is read, the rest is ASCII or orjson's)
+            source = source_parts(self.maker, te, ts_us, {"sequence": b"null", **fields})
             events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,
-                                              json_of=lambda c: columns[c.index].json(c)))
+                                              json_of=lambda c: columns[c.index].json(c), utf8_json=True,
+                                              rows=len(rows.event)))
         return events
 
     def _rows(self, pos: int, payload: bytes) -> None:
