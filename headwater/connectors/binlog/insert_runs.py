@@ -140,20 +140,26 @@ def _walk_plan(layouts: Sequence[tuple[int, int]]) -> list[tuple[int, int, np.nd
     return plan
 
 
-def _prefixes(buf: np.ndarray, at: np.ndarray, size: int) -> np.ndarray:
-    """The little-endian lengths of `size` bytes at each offset, as int64."""
-    if size == 2:
-        return np.ascontiguousarray(buf[at[:, None] + _TWO]).view("<u2").ravel().astype(np.int64)
-    length = buf[at].astype(np.int64)
-    for b in range(1, size):
-        length |= buf[at + b].astype(np.int64) << (8 * b)
-    return length
+def _words(data: bytes, big: bool = False) -> np.ndarray:
+    """Every 8-byte word of `data` (little- or big-endian) by the offset of its first byte: an unaligned,
+    overlapping view (a value's bytes are one gather, not a gather of each byte)."""
+    return np.ndarray((len(data) - 7,), dtype=">u8" if big else "<u8", buffer=data, strides=(1,))
 
 
-_TWO = np.arange(2, dtype=np.int64)
+def _read(data: bytes, at: np.ndarray, width: int, *, big: bool = False, signed: bool = False) -> np.ndarray:
+    """The integers of `width` (1 to 8) bytes at each offset of `data`, as int64 (an unsigned one of 8
+    bytes wraps). Each read takes the word at the offset: `data` ends with `_PAD` bytes, which the
+    value at an offset before them is followed by."""
+    v = _words(data, big)[at]
+    if width < 8:
+        v = v >> np.uint64(64 - 8 * width) if big else v & np.uint64((1 << 8 * width) - 1)
+    v = v.view(np.int64)
+    if signed and width < 8:
+        v = (v << (64 - 8 * width)) >> (64 - 8 * width)
+    return v
 
 
-def _walk(buf: np.ndarray, pos: np.ndarray, null: np.ndarray | None, walk: list[tuple[int, int, np.ndarray | int]],
+def _walk(data: bytes, pos: np.ndarray, null: np.ndarray | None, walk: list[tuple[int, int, np.ndarray | int]],
           last: int, off: np.ndarray | None = None) -> np.ndarray:
     """The end of each row image whose values start at `pos` (after its null bitmap; `null`: its NULL
     columns, None for none), and with `off` each value's offset into `off[:, column]`. A length
@@ -162,7 +168,7 @@ def _walk(buf: np.ndarray, pos: np.ndarray, null: np.ndarray | None, walk: list[
         if isinstance(widths, int):  # a length-prefixed column
             if off is not None:
                 off[:, first] = pos
-            step = _prefixes(buf, np.minimum(pos, last), -widths) - widths
+            step = _read(data, np.minimum(pos, last), -widths) - widths
             pos = pos + (step if null is None else np.where(null[:, first], 0, step))
         elif null is None:
             if off is not None:
@@ -218,7 +224,7 @@ def decode_writes(payloads: Sequence[bytes], tm: Any) -> RunRows | None:
         null = None
         if (bits & used).any():
             null = np.unpackbits(bits.reshape(len(pos), bitmap), axis=1, count=ncols, bitorder="little").view(bool)
-        after = _walk(buf, pos + bitmap, null, walk, last)
+        after = _walk(data, pos + bitmap, null, walk, last)
         if (after > end).any():
             return None
         events.append(idx)
@@ -244,69 +250,47 @@ def decode_writes(payloads: Sequence[bytes], tm: Any) -> RunRows | None:
         row = np.arange(len(dest), dtype=np.int64) - begin[event]
     nulls = np.unpackbits(buf[start[:, None] + spread], axis=1, count=ncols, bitorder="little").view(bool)
     offsets = np.empty((ncols, len(start)), dtype=np.int64).T  # (a column's offsets contiguous)
-    _walk(buf, start + bitmap, nulls if nulls.any() else None, walk, last, offsets)
+    _walk(data, start + bitmap, nulls if nulls.any() else None, walk, last, offsets)
     return RunRows(data, buf, event, row, offsets, nulls, counts, begins)
 
 
 def header_fields(rows: RunRows) -> tuple[np.ndarray, np.ndarray]:
     """Each event's header timestamp (seconds) and server id, as int64."""
     at = rows.begins + 1  # (after the type byte)
-    timestamp = np.ascontiguousarray(_gather(rows.buf, at, 4)).view("<u4").ravel()
-    server_id = np.ascontiguousarray(_gather(rows.buf, at + 5, 4)).view("<u4").ravel()
-    return timestamp.astype(np.int64), server_id.astype(np.int64)
+    return _read(rows.data, at, 4), _read(rows.data, at + 5, 4)
 
 
 # ----------------------------------------------------------------------------- column kernels
 
 
-def _gather(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """The `width` bytes at each offset, as a (rows, width) uint8 matrix."""
-    return buf[at[:, None] + np.arange(width)]
+def _integers(data: bytes, at: np.ndarray, column: Any) -> np.ndarray:
+    """A TABLE_MAP integer column's values as `rows.py` reads them (signed or unsigned as the map says;
+    BIGINT UNSIGNED wraps, as its converter does)."""
+    return _read(data, at, _INT_WIDTHS[column.type], signed=not column.unsigned)
 
 
-def _big_endian(mat: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(mat), dtype=np.int64)
-    for b in range(mat.shape[1]):
-        out = (out << 8) | mat[:, b]
-    return out
-
-
-def _integers(buf: np.ndarray, at: np.ndarray, column: Any) -> np.ndarray:
-    """A TABLE_MAP integer column's values as `rows.py` reads them (signed or unsigned as the map says)."""
-    width = _INT_WIDTHS[column.type]
-    mat = _gather(buf, at, width)
-    if width == 3:
-        v = mat[:, 0].astype(np.int64) | mat[:, 1].astype(np.int64) << 8 | mat[:, 2].astype(np.int64) << 16
-        return v - (1 << 24) * (v >= 1 << 23) if not column.unsigned else v
-    dtype = f"<{'u' if column.unsigned else 'i'}{width}"
-    v = np.ascontiguousarray(mat).view(dtype).ravel()
-    return v.view(np.int64) if width == 8 else v.astype(np.int64)  # BIGINT UNSIGNED wraps, as its converter does
-
-
-def _unscaled(buf: np.ndarray, at: np.ndarray, column: Any) -> np.ndarray:
-    """A NEWDECIMAL of up to 18 digits as its unscaled int64 (the coefficient `rows._decimal` reads)."""
-    groups = _decimal_groups(column.precision, column.decimals)
-    total = sum(size for size, _ in groups)
-    mat = _gather(buf, at, total)
-    negative = (mat[:, 0] & 0x80) == 0
-    mat[:, 0] ^= 0x80
-    mat[negative] ^= 0xFF
+def _unscaled(data: bytes, at: np.ndarray, column: Any) -> np.ndarray:
+    """A NEWDECIMAL of up to 18 digits as its unscaled int64 (the coefficient `rows._decimal` reads:
+    groups of digits big-endian, the sign in the first bit, a negative number's bytes inverted)."""
+    negative = (_read(data, at, 1) & 0x80) == 0
     out = np.zeros(len(at), dtype=np.int64)
     k = 0
-    for size, digits in groups:
-        out = out * 10 ** digits + _big_endian(mat[:, k:k + size])
+    for size, digits in _decimal_groups(column.precision, column.decimals):
+        group = _read(data, at + k, size, big=True)
+        if not k:
+            group ^= 0x80 << (8 * size - 8)
+        out = out * 10 ** digits + np.where(negative, group ^ ((1 << 8 * size) - 1), group)
         k += size
     return np.where(negative, -out, out)
 
 
-def _fraction(buf: np.ndarray, at: np.ndarray, fsp: int) -> np.ndarray:
+def _fraction(data: bytes, at: np.ndarray, fsp: int) -> np.ndarray:
     """Microseconds of a TIME2/DATETIME2/TIMESTAMP2 fraction at each offset, as `rows._fsp` reads them
     (a value at or below 0 counts as none, as `rows.py` keeps it)."""
     size = (fsp + 1) // 2
     if size == 0:
         return np.zeros(len(at), dtype=np.int64)
-    v = _big_endian(_gather(buf, at, size))
-    v = np.where(v >= 1 << (8 * size - 1), v - (1 << 8 * size), v)  # signed
+    v = _read(data, at, size, big=True, signed=True)
     if fsp % 2:
         v = np.trunc(v / 10).astype(np.int64)
     v = v * 10 ** (6 - fsp)
@@ -335,11 +319,20 @@ def days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.
     return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
 
 
+_PAIRS = np.frombuffer(b"".join(b"%02d" % i for i in range(100)), dtype=np.uint16)  # '00'..'99' as 2 bytes
+
+
 def _digits(out: np.ndarray, col: int, v: np.ndarray, width: int) -> None:
-    """Write `v` as `width` decimal digits into columns col.. of the uint8 matrix `out`."""
-    for i in range(width - 1, -1, -1):
-        out[:, col + i] = 48 + v % 10
-        v = v // 10
+    """Write `v` (0 <= v < 10**width) as `width` decimal digits into columns col.. of the uint8 matrix
+    `out`: two at a time, each pair's bytes one lookup."""
+    if width % 2:
+        scale = 10 ** (width - 1)
+        out[:, col] = 48 + v // scale
+        v, col, width = v % scale, col + 1, width - 1
+    pairs = out[:, col:col + width].view(np.uint16)  # (the matrix's rows are contiguous)
+    for i in range(width // 2 - 1, -1, -1):
+        pairs[:, i] = _PAIRS[v % 100] if i else _PAIRS[v]
+        v = v // 100
 
 
 def _iso_json(micros: np.ndarray, digits: int) -> pa.Array:
@@ -365,10 +358,10 @@ def _iso_json(micros: np.ndarray, digits: int) -> pa.Array:
 _MONTH_DAYS = np.array([0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
 
-def _datetime_fields(buf: np.ndarray, at: np.ndarray, fsp: int, adjust: bool) -> tuple[np.ndarray, np.ndarray]:
+def _datetime_fields(data: bytes, at: np.ndarray, fsp: int, adjust: bool) -> tuple[np.ndarray, np.ndarray]:
     """DATETIME2 values as microseconds since the epoch (`values.datetime_micros`), and which are
     valid dates (`rows.py` reads the others as None: a zero or impossible date)."""
-    v = _big_endian(_gather(buf, at, 5))
+    v = _read(data, at, 5, big=True)
     ym = v >> 22 & 0x1FFFF
     year, month, day = ym // 13, ym % 13, v >> 17 & 31
     hour, minute, second = v >> 12 & 31, v >> 6 & 63, v & 63
@@ -378,7 +371,7 @@ def _datetime_fields(buf: np.ndarray, at: np.ndarray, fsp: int, adjust: bool) ->
     if adjust:
         year = np.where(year <= 69, year + 2000, np.where(year <= 99, year + 1900, year))
     days = days_from_civil(year, np.where(valid, month, 1), np.where(valid, day, 1))
-    micros = (days * 86_400 + hour * 3600 + minute * 60 + second) * 1_000_000 + _fraction(buf, at + 5, fsp)
+    micros = (days * 86_400 + hour * 3600 + minute * 60 + second) * 1_000_000 + _fraction(data, at + 5, fsp)
     return micros, valid
 
 
@@ -426,27 +419,24 @@ class ColumnValues:
     def _kernel(self, kind: str) -> tuple[np.ndarray | pa.Array, np.ndarray]:
         """The kernel's values (an int64 numpy array, or for text and timestamps an Arrow array) and
         the rows it leaves to the converter."""
-        buf, at = self.rows.buf, self.at
+        data, at = self.rows.data, self.at
         slow = np.zeros(len(at), dtype=bool)
         if kind in ("integer", "boolean"):
-            return _integers(buf, at, self.tm), slow
+            return _integers(data, at, self.tm), slow
         if kind == "decimal":
-            return _unscaled(buf, at, self.tm), slow
+            return _unscaled(data, at, self.tm), slow
         if kind == "timestamp":
-            seconds = _big_endian(_gather(buf, at, 4))
-            seconds = np.where(seconds >= 1 << 31, seconds - (1 << 32), seconds)
-            micros = seconds * 1_000_000 + _fraction(buf, at + 4, self.tm.fsp)
+            seconds = _read(data, at, 4, big=True, signed=True)
+            micros = seconds * 1_000_000 + _fraction(data, at + 4, self.tm.fsp)
             return micros, micros <= 0  # 0: the zero TIMESTAMP (the column's null value)
         if kind == "datetime":
-            micros, valid = _datetime_fields(buf, at, self.tm.fsp, self.settings.time_adjuster)
+            micros, valid = _datetime_fields(data, at, self.tm.fsp, self.settings.time_adjuster)
             mode = "connect" if self.settings.time_precision_mode == "connect" else "adaptive"
             if timestamp_unit(mode, self.column.length or 0) == "ms":
                 micros = micros // 1000
             return micros, ~valid
         prefix = _layout(self.tm)[1]  # text
-        length = np.zeros(len(at), dtype=np.int64)
-        for b in range(prefix):
-            length |= buf[at + b].astype(np.int64) << (8 * b)
+        length = _read(data, at, prefix)
         length[self.null] = 0  # (a NULL as an empty text where its value would be: the starts stay in order)
         first = np.where(self.null, self.rows.offsets[:, self.index], at + prefix)
         return _strings(self.rows.data, first, length), slow

@@ -381,3 +381,114 @@ def test_events_the_walk_does_not_take(damage):
         bad = bad[:at]
     assert insert_runs.decode_writes([good, bytes(bad)], tm) is None
     assert insert_runs.decode_writes([good, good], tm) is not None
+
+
+# ----------------------------------------------------------------------------- the value kernels, without a server
+
+def _column(name: str, **attrs: Any) -> Any:
+    from types import SimpleNamespace
+
+    from pymysqlreplication.constants import FIELD_TYPE
+
+    return SimpleNamespace(type=getattr(FIELD_TYPE, name), unsigned=False, **attrs)
+
+
+def _laid_out(values: list[bytes]) -> tuple[bytes, np.ndarray]:
+    """Values end to end (with the run buffer's padding after them) and each one's offset."""
+    at = np.cumsum([0, *map(len, values)])[:-1].astype(np.int64)
+    return b"".join(values) + bytes(insert_runs._PAD), at
+
+
+def _decimal_bytes(negative: bool, digits: str, precision: int, decimals: int) -> bytes:
+    """MySQL's NEWDECIMAL bytes of the number `[-]digits` / 10**decimals (`rows._decimal` reads them)."""
+    integral, fraction = digits[:len(digits) - decimals].rjust(precision - decimals, "0"), digits[len(digits) - decimals:]
+    raw = b""
+    for size, width in insert_runs._decimal_groups(precision, decimals):
+        part, integral = (integral[:width], integral[width:]) if integral else (fraction[:width], fraction[width:])
+        raw += int(part or "0").to_bytes(size, "big")
+    out = bytearray(raw)
+    out[0] |= 0x80
+    return bytes(b ^ 0xFF for b in out) if negative else bytes(out)
+
+
+@given(st.data())
+@settings(max_examples=40, deadline=None)
+def test_integer_and_decimal_kernels_read_as_rows_py(data):
+    """Integers of every width, signed and unsigned (their extremes among random bytes), and DECIMALs of
+    up to 18 digits (negative, zero, every precision and scale) read at once as `rows.py` reads each."""
+    from headwater.connectors.binlog.rows import _reader
+
+    for name, width in (("TINY", 1), ("SHORT", 2), ("INT24", 3), ("LONG", 4), ("LONGLONG", 8)):
+        for unsigned in (False, True):
+            column = _column(name)
+            column.unsigned = unsigned
+            extremes = [b"\0" * width, b"\xff" * width, b"\x7f" + b"\xff" * (width - 1), b"\x80" + b"\0" * (width - 1)]
+            values = extremes + data.draw(st.lists(st.binary(min_size=width, max_size=width), max_size=20))
+            buf, at = _laid_out(values)
+            read = _reader(column)
+            assert read is not None
+            expected = [read(buf, int(a))[0] for a in at]
+            # (BIGINT UNSIGNED as int64 wraps, as its converter does)
+            assert insert_runs._integers(buf, at, column).tolist() == [v - (1 << 64) if v >= 1 << 63 else v for v in expected]
+    precision = data.draw(st.integers(1, 18))
+    decimals = data.draw(st.integers(0, precision))
+    column = _column("NEWDECIMAL", precision=precision, decimals=decimals)
+    numbers = [(False, "0"), (True, "0"), (False, "9" * precision), (True, "9" * precision)] + data.draw(st.lists(
+        st.tuples(st.booleans(), st.text("0123456789", min_size=1, max_size=precision)), max_size=20))
+    buf, at = _laid_out([_decimal_bytes(n, d, precision, decimals) for n, d in numbers])
+    read = _reader(column)
+    assert read is not None
+    expected = [int(read(buf, int(a))[0].scaleb(decimals)) for a in at]
+    assert insert_runs._unscaled(buf, at, column).tolist() == expected
+
+
+@given(st.data())
+@settings(max_examples=40, deadline=None)
+def test_timestamp_and_datetime_kernels_read_as_rows_py(data):
+    """TIMESTAMP2 (seconds and fraction, negative fractions) and DATETIME2 (zero and impossible dates
+    among valid ones) of every fractional precision read at once as `rows.py` reads each."""
+    import datetime as dt
+
+    from headwater.connectors.binlog.rows import _reader
+
+    epoch = dt.datetime(1970, 1, 1)
+    fsp = data.draw(st.integers(0, 6))
+    size = (fsp + 1) // 2
+    limit = 10 ** (2 * size)  # (a fraction's stored digits; negative ones count as none)
+    fraction = st.integers(1 - limit, limit - 1).map(lambda f: f.to_bytes(size, "big", signed=True))
+    stamps = data.draw(st.lists(st.tuples(st.binary(min_size=4, max_size=4), fraction).map(b"".join), max_size=20))
+    stamps = [b"\0" * (4 + size), *stamps]
+    buf, at = _laid_out(stamps)
+    read = _reader(_column("TIMESTAMP2", fsp=fsp))
+    assert read is not None
+    expected = [(read(buf, int(a))[0] - epoch) // dt.timedelta(microseconds=1) for a in at]
+    seconds = insert_runs._read(buf, at, 4, big=True, signed=True)
+    assert (seconds * 1_000_000 + insert_runs._fraction(buf, at + 4, fsp)).tolist() == expected
+
+    fields = st.tuples(st.integers(0, 9999), st.integers(0, 12), st.integers(0, 31), st.integers(0, 23),
+                       st.integers(0, 59), st.integers(0, 59))
+    values = []
+    for year, month, day, hour, minute, second in [(0, 0, 0, 0, 0, 0), *data.draw(st.lists(fields, max_size=20))]:
+        packed = 1 << 39 | (year * 13 + month) << 22 | day << 17 | hour << 12 | minute << 6 | second
+        values.append(packed.to_bytes(5, "big") + data.draw(fraction))
+    buf, at = _laid_out(values)
+    read = _reader(_column("DATETIME2", fsp=fsp))
+    assert read is not None
+    expected = [read(buf, int(a))[0] for a in at]
+    micros, valid = insert_runs._datetime_fields(buf, at, fsp, False)
+    assert valid.tolist() == [v is not None for v in expected]
+    assert micros[valid].tolist() == [(v - epoch) // dt.timedelta(microseconds=1) for v in expected if v is not None]
+
+
+@given(st.lists(st.integers(-62_135_596_800_000_000, 253_402_300_799_999_999), max_size=40), st.integers(0, 6))
+@settings(max_examples=30, deadline=None)
+def test_iso_timestamps_at_once_as_one_by_one(micros, digits):
+    """The ZonedTimestamp JSON of UTC microseconds from year 1 to 9999 (both ends, the epoch) as the
+    row-wise path writes each (`java.iso_timestamp_utc`)."""
+    import orjson
+
+    from headwater.connectors.common.java import iso_timestamp_utc
+
+    micros = [-62_135_596_800_000_000, 253_402_300_799_999_999, 0, -1, *micros]
+    got = insert_runs._iso_json(np.array(micros, dtype=np.int64), digits).to_pylist()
+    assert got == [orjson.dumps(iso_timestamp_utc(m, digits)) for m in micros]
