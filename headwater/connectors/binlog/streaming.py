@@ -239,25 +239,49 @@ class _WriteRun:
         self.nbytes = 0
 
 
-def _json_per_row(values: list[Any], per_row: pa.Array) -> pa.Array | bytes:
-    """Each row's JSON of its event's value (`per_row`: each row's event), or the JSON all share. Texts
-    (or None) that JSON need not escape are quoted column-wise."""
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON escapes in an ASCII text
+
+
+def _ascii_json(values: list[str]) -> pa.Array | None:
+    """The JSON strings of ASCII texts that JSON need not escape (as `orjson.dumps` writes them: the text
+    between quotes), made from one join of the texts; None if any text is not such."""
+    plain = "".join(values)
+    if not plain.isascii() or _ESCAPED.search(plain):
+        return None
+    joined = '""'.join(values)
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)) + 2, out=offsets[1:])
+    data = f'"{joined}"'.encode()
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                            pa.py_buffer(data)])
+
+
+def _json_per_row(values: list[Any], per_row: pa.Array | None) -> pa.Array | bytes:
+    """Each row's JSON of its event's value (`per_row`: each row's event; None: a row an event), or the
+    JSON all share. Texts (or None) that JSON need not escape are quoted column-wise."""
     distinct = set(values)
     if len(distinct) == 1:
         return orjson.dumps(values[0])
-    if len(distinct) > 64 and all(v is None or v.__class__ is str for v in distinct):
+    out = None
+    if len(distinct) > 64 and None not in distinct and all(v.__class__ is str for v in distinct):
+        out = _ascii_json(values)
+    if out is None and len(distinct) > 64 and all(v is None or v.__class__ is str for v in distinct):
         quoted, escapes = text_json(string_array(values), 0)
         if escapes is None:
-            return pc.coalesce(quoted, lit(b"null")).take(per_row)
-    known = {v: orjson.dumps(v) for v in distinct}
-    return binary_array([known[v] for v in values]).take(per_row)
+            out = pc.coalesce(quoted, lit(b"null"))
+    if out is None:
+        known = {v: orjson.dumps(v) for v in distinct}
+        out = binary_array([known[v] for v in values])
+    return out if per_row is None else out.take(per_row)
 
 
-def _ints_json_per_row(values: np.ndarray, event: np.ndarray) -> pa.Array | bytes:
-    """Each row's JSON of its event's integer (`event`: each row's event), or the JSON all share."""
+def _ints_json_per_row(values: np.ndarray, event: np.ndarray | None) -> pa.Array | bytes:
+    """Each row's JSON of its event's integer (`event`: each row's event; None: a row an event), or the
+    JSON all share."""
     if len(values) and (values == values[0]).all():
         return b"%d" % values[0]
-    return decimal_text(values).take(int64_array(event))  # (an event's text once)
+    text = decimal_text(values)
+    return text if event is None else text.take(int64_array(event))  # (an event's text once)
 
 
 def _optional_int64(values: list[int | None]) -> pa.Array:
@@ -537,10 +561,11 @@ class _Decoder:
             events: Events = TypedEvents([typed_insert_block(te, [], source, "c", versions, ts_us,
                                                              typed_of=lambda c, s: columns[c.index].typed(c, s))])
         else:
-            fields = {k: _json_per_row(vs, per_row) for k, vs in texts.items()}
-            fields["thread"] = _json_per_row(threads, per_row)
-            fields["server_id"] = _ints_json_per_row(server_ids, rows.event)
-            fields["pos"] = _ints_json_per_row(pos, rows.event)
+            each = len(rows.event) == len(run_events) and bool((rows.counts == 1).all())  # a row an event
+            fields = {k: _json_per_row(vs, None if each else per_row) for k, vs in texts.items()}
+            fields["thread"] = _json_per_row(threads, None if each else per_row)
+            fields["server_id"] = _ints_json_per_row(server_ids, None if each else rows.event)
+            fields["pos"] = _ints_json_per_row(pos, None if each else rows.event)
             fields["row"] = _ints_json_per_row(np.arange(int(rows.row.max()) + 1), rows.row)  # (each number once)
             # (the source blocks as parts: joined once, with the rest of each event; the columns' JSON is
             # valid UTF-8: text is checked where it is read, the rest is ASCII or orjson's)

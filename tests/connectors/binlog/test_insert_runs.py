@@ -492,3 +492,30 @@ def test_iso_timestamps_at_once_as_one_by_one(micros, digits):
     micros = [-62_135_596_800_000_000, 253_402_300_799_999_999, 0, -1, *micros]
     got = insert_runs._iso_json(np.array(micros, dtype=np.int64), digits).to_pylist()
     assert got == [orjson.dumps(iso_timestamp_utc(m, digits)) for m in micros]
+
+
+@given(st.data(), st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_a_runs_texts_per_event_as_orjson_writes_them(data, with_none):
+    """The source block's texts per event (GTIDs, files, statements: escapes, non-ASCII, empty texts,
+    None) column-wise as `orjson` writes each, taken for each row of its event or one row an event."""
+    import orjson
+
+    alphabet = data.draw(st.sampled_from(['ab-:0/\x7f', 'ab-:0"\\/\x7f', 'ab\x00\x1f', 'ab\u00e9\u2028']))
+    texts = data.draw(st.lists(st.text(alphabet=alphabet, max_size=6), min_size=65, max_size=90))
+    values: list[str | None] = [*texts, None] if with_none else list(texts)
+    values += [f"0-1-{i}" for i in range(70)]  # (more than 64 distinct: column-wise)
+    expected = [orjson.dumps(v) for v in values]
+    assert streaming._json_per_row(values, None).to_pylist() == expected
+    per_row = np.repeat(np.arange(len(values)), 2)
+    taken = streaming._json_per_row(values, streaming.int64_array(per_row))
+    assert taken.to_pylist() == [expected[e] for e in per_row]
+
+
+@pytest.mark.parametrize("text", ['a"b', "c\\d", "e\x01", "\x1f", "\x7f/", "\u00e9", "\u2028", ""])
+def test_a_runs_text_json_must_escape_or_is_not_ascii(text):
+    """A text among ASCII ones that JSON escapes, or that is not ASCII, as `orjson` writes it."""
+    import orjson
+
+    values = [text, *(f"0-1-{i}" for i in range(70))]
+    assert streaming._json_per_row(values, None).to_pylist() == [orjson.dumps(v) for v in values]
