@@ -176,10 +176,12 @@ class BinlogSlice(SegmentsByColumn, WorkUnit):
         messages = unpack(self.blob)
         out, batch_rows = maker.out, self.ctx.batch_rows
         check = 0  # messages until the next look at the records' count
+        message = decoder.message
         for seg in self.segments:
             decoder.segment(seg)
             for _ in range(seg.count):
-                decoder.message(*next(messages))
+                pos, payload = next(messages)
+                message(pos, payload)
                 if decoder.ready:
                     yield from decoder.drain()
                 check -= 1
@@ -213,6 +215,10 @@ MAX_RUN_BYTES = 1 << 20
 MAX_DECODE_BYTES = 4 << 20
 
 
+_TABLE_ID_AT = 1 + fr.HEADER_SIZE  # where a framed rows event's table id is
+_new_tuple = tuple.__new__
+
+
 class _RunEvent(NamedTuple):
     """A WRITE_ROWS event of a run, with the decoder's state where it was read (for its `source`)."""
 
@@ -232,6 +238,7 @@ class _WriteRun:
 
     def clear(self) -> None:
         self.table_id = -1
+        self.id_bytes = b""  # the table id as its rows events' bytes hold it
         self.tm: Any = None
         self.table: Table | None = None
         self.te: TableRecords | None = None
@@ -317,6 +324,7 @@ class _Decoder:
         self.runs = counters is None and not self.ctx.transaction_metadata and unit.keep is None \
             and "c" not in self.ctx.skipped
         self.run = _WriteRun()
+        self.batch_rows = self.ctx.batch_rows
         self.ready: list[Events | Iterator[Events]] = []  # batches made by a run, for the slice to hand on
         self.last_map, self.last_map_size = b"", 0  # the body (after the header) of the TABLE_MAP mapped last
 
@@ -411,14 +419,16 @@ class _Decoder:
         """Add a WRITE_ROWS event to the run (flushing a run of another table first); False for an event
         the row-wise path must take (a table not captured or not known, a column type `rows.py` leaves
         to the library)."""
-        table_id = fr.framed_table_id(payload)
-        tm = self.table_map.get(table_id)
         run = self.run
-        if run.events and tm is run.tm and table_id == run.table_id and run.nbytes < MAX_DECODE_BYTES \
-                and len(run.events) < self.ctx.batch_rows:  # the run's table as before (a DDL ends a run)
-            run.events.append(_RunEvent(pos, payload, self.seg, self.gtid, self.thread, self.query))  # type: ignore[arg-type]
+        # the run's table as before (a DDL ends a run; a TABLE_MAP mapping its table id anew too): the id's
+        # bytes compared in place, the event kept as a tuple made without NamedTuple's Python-level __new__
+        if run.events and payload.startswith(run.id_bytes, _TABLE_ID_AT) and run.nbytes < MAX_DECODE_BYTES \
+                and len(run.events) < self.batch_rows and self.table_map.get(run.table_id) is run.tm:
+            run.events.append(_new_tuple(_RunEvent, (pos, payload, self.seg, self.gtid, self.thread, self.query)))
             run.nbytes += len(payload)
             return True
+        table_id = fr.framed_table_id(payload)
+        tm = self.table_map.get(table_id)
         if tm is None or plan_of(tm) is None:
             return False
         key = (tm.schema, tm.table)
@@ -430,6 +440,7 @@ class _Decoder:
             self.flush()
         if not run.events:
             run.table_id, run.tm, run.table, run.te = table_id, tm, table, self._records(table)
+            run.id_bytes = payload[_TABLE_ID_AT:_TABLE_ID_AT + 6]
         seg = self.seg
         assert seg is not None
         run.events.append(_RunEvent(pos, payload, seg, self.gtid, self.thread, self.query))
