@@ -2,10 +2,11 @@
 
 Decoding a rows event value by value (`rows.py`) and building each record as a dict costs several
 microseconds a row. Here the events of a run are laid end to end in one buffer and walked with
-numpy: one step per row *position* in an event, every event at once (a step reads each row's null
-bitmap and each column's length), so a run of single-row transactions is one step and a 1M-row
-transaction ~120 (an event holds up to `binlog_row_event_max_size`, 8 KiB). That gives each
-value's offset; each column's values are then read from the buffer at once:
+numpy: one step per row *position* in an event, every event at once (a step takes each event's
+next row from its start to its end: where no row has a NULL, by the lengths of its length-prefixed
+values alone), so a run of single-row transactions is one step and a 1M-row transaction ~120 (an
+event holds up to `binlog_row_event_max_size`, 8 KiB). Every row's null bitmap and value offsets are
+then read at once, and each column's values from the buffer at once:
 
 - integers (signed or unsigned as the column is, BOOLEAN as true/false) as int64,
 - DECIMAL of up to 18 digits in precise mode as its unscaled int64 (Debezium's base64 bytes),
@@ -35,7 +36,12 @@ from headwater.connectors.binlog import framing as fr
 from headwater.connectors.binlog import types
 from headwater.connectors.binlog.rows import Reader, plan_of, text_encoding
 from headwater.connectors.binlog.schema import Table
-from headwater.connectors.common.columnar import base64_twos_complement, decimal_text, text_json
+from headwater.connectors.common.columnar import (
+    any_escapable,
+    base64_twos_complement,
+    decimal_text,
+    text_json,
+)
 from headwater.connectors.common.records import ValueColumn
 from headwater.connectors.common.semantics import timestamp_unit
 from headwater.events.arrays import binary_array, bool_array, byte_spans, int64_array, lit, ragged_binary
@@ -94,23 +100,26 @@ class RunRows:
     begins: np.ndarray  # per event: where it starts in `data` (its type byte)
 
 
-def _event_bounds(payload: bytes, ncols: int) -> int | None:
-    """The offset of the first row image in a framed WRITE_ROWS event whose rows carry every one
-    of `ncols` columns, or None."""
-    kind = payload[0]
-    if kind not in fr.WRITES:
+def _first_rows(buf: np.ndarray, begins: np.ndarray, ends: np.ndarray, ncols: int) -> np.ndarray | None:
+    """Where each framed WRITE_ROWS event's (at `begins` of `buf`, ending at `ends`) first row image is,
+    or None unless every one is a WRITE_ROWS event whose rows carry every one of `ncols` columns (the
+    columns-present bitmap full; fewer than 251 columns: the count one byte)."""
+    at = begins + 1 + fr.HEADER_SIZE + 8  # type byte, header, table id, flags
+    if ncols >= 251 or (at + 2 > ends).any():
         return None
-    at = 1 + fr.HEADER_SIZE + 8  # type byte, header, table id, flags
-    if kind == fr.WRITE_ROWS:
-        at += int.from_bytes(payload[at:at + 2], "little")  # extra data, its length included
-    n = payload[at]
-    if n >= 251 or n != ncols:  # a packed integer of more bytes: more columns than a run takes
+    kind = buf[begins]
+    v2 = kind == fr.WRITE_ROWS
+    if not (v2 | (kind == fr.WRITE_ROWS_V1)).all():
         return None
-    at += 1
-    bitmap = (n + 7) // 8
-    if int.from_bytes(payload[at:at + bitmap], "little") != (1 << n) - 1:
+    if v2.any():  # extra data, its length included
+        at = at + np.where(v2, buf[at].astype(np.int64) | buf[at + 1].astype(np.int64) << 8, 0)
+    bitmap = (ncols + 7) // 8
+    if (at + 1 + bitmap > ends).any() or (buf[at] != ncols).any():
         return None
-    return at + bitmap
+    full = np.frombuffer(((1 << ncols) - 1).to_bytes(bitmap, "little"), dtype=np.uint8)
+    if (buf[at[:, None] + 1 + np.arange(bitmap)] != full).any():
+        return None
+    return at + 1 + bitmap
 
 
 def _walk_plan(layouts: Sequence[tuple[int, int]]) -> list[tuple[int, int, np.ndarray | int]]:
@@ -131,143 +140,157 @@ def _walk_plan(layouts: Sequence[tuple[int, int]]) -> list[tuple[int, int, np.nd
     return plan
 
 
+def _words(data: bytes, big: bool = False) -> np.ndarray:
+    """Every 8-byte word of `data` (little- or big-endian) by the offset of its first byte: an unaligned,
+    overlapping view (a value's bytes are one gather, not a gather of each byte)."""
+    return np.ndarray((len(data) - 7,), dtype=">u8" if big else "<u8", buffer=data, strides=(1,))
+
+
+def _read(data: bytes, at: np.ndarray, width: int, *, big: bool = False, signed: bool = False) -> np.ndarray:
+    """The integers of `width` (1 to 8) bytes at each offset of `data`, as int64 (an unsigned one of 8
+    bytes wraps). Each read takes the word at the offset: `data` ends with `_PAD` bytes, which the
+    value at an offset before them is followed by."""
+    v = _words(data, big)[at]
+    if width < 8:
+        v = v >> np.uint64(64 - 8 * width) if big else v & np.uint64((1 << 8 * width) - 1)
+    v = v.view(np.int64)
+    if signed and width < 8:
+        v = (v << (64 - 8 * width)) >> (64 - 8 * width)
+    return v
+
+
+def _walk(data: bytes, pos: np.ndarray, null: np.ndarray | None, walk: list[tuple[int, int, np.ndarray | int]],
+          last: int, off: np.ndarray | None = None) -> np.ndarray:
+    """The end of each row image whose values start at `pos` (after its null bitmap; `null`: its NULL
+    columns, None for none), and with `off` each value's offset into `off[:, column]`. A length
+    prefix is read at or before `last` (one past a malformed length's end reads the padding)."""
+    for first, stop, widths in walk:
+        if isinstance(widths, int):  # a length-prefixed column
+            if off is not None:
+                off[:, first] = pos
+            step = _read(data, np.minimum(pos, last), -widths) - widths
+            pos = pos + (step if null is None else np.where(null[:, first], 0, step))
+        elif null is None:
+            if off is not None:
+                off[:, first:stop] = pos[:, None] + (np.cumsum(widths) - widths)
+            pos = pos + int(widths.sum())
+        else:
+            steps = np.where(null[:, first:stop], 0, widths).cumsum(axis=1)
+            if off is not None:
+                off[:, first] = pos
+                off[:, first + 1:stop] = pos[:, None] + steps[:, :-1]
+            pos = pos + steps[:, -1]
+    return pos
+
+
 def decode_writes(payloads: Sequence[bytes], tm: Any) -> RunRows | None:
     """The value offsets of the rows of WRITE_ROWS events of TABLE_MAP table `tm` (framed: type byte
     + event without checksum), or None when `rows.py` would not decode them (a column type it leaves
     to python-mysql-replication, a partial row image, a malformed event).
 
-    The walk takes one step per row position, every event at once: a step reads each event's next
-    row's null bitmap, the offsets of a group of fixed-width columns as one cumulative sum of their
-    widths (0 for a NULL), and each length-prefixed column's length. A length that points past its
-    event's end shows after the row (offsets only grow within a row: reads stay inside the buffer)."""
+    Rows are found in one step per row position, every event at once: a step takes each event's next
+    row's start to its end (its null bitmap, the fixed widths of the columns not NULL, each
+    length-prefixed value's length; a step whose rows have no NULL reads only the lengths). Then every
+    row's null bitmap and value offsets are read at once. A length that points past its event's end
+    shows after the row (offsets only grow within a row: reads stay inside the buffer)."""
     plan = plan_of(tm)
     if plan is None or not payloads:
         return None
-    columns = tm.columns
-    ncols = len(columns)
-    walk = _walk_plan([_layout(c) for c in columns])
-    firsts = []
-    for p in payloads:
-        first = _event_bounds(p, ncols)
-        if first is None:
-            return None
-        firsts.append(first)
-    sizes = np.fromiter((len(p) for p in payloads), dtype=np.int64, count=len(payloads))
+    ncols = len(tm.columns)
+    walk = _walk_plan([_layout(c) for c in tm.columns])
+    sizes = np.fromiter(map(len, payloads), dtype=np.int64, count=len(payloads))
     ends = np.cumsum(sizes)
-    starts = ends - sizes + np.array(firsts, dtype=np.int64)
+    begins = ends - sizes
     data = b"".join([*payloads, bytes(_PAD)])
     buf = np.frombuffer(data, dtype=np.uint8)
+    if (sizes < 1 + fr.HEADER_SIZE + 8).any():
+        return None
+    firsts = _first_rows(buf, begins, ends, ncols)
+    if firsts is None:
+        return None
     last = len(data) - _PAD  # a read at or past this (a malformed length) is moved back to it
     bitmap = (ncols + 7) // 8
     spread = np.arange(bitmap, dtype=np.int64)
-    idx = np.nonzero(starts < ends)[0]
-    pos, end = starts[idx], ends[idx]
-    events, offsets, nulls = [], [], []
+    used = np.frombuffer(((1 << ncols) - 1).to_bytes(bitmap, "little"), dtype=np.uint8)  # (the rest: padding)
+    if bitmap == 1:
+        used = used[0]
+    idx = np.nonzero(firsts < ends)[0]
+    pos, end = firsts[idx], ends[idx]
+    events, starts = [], []
     while len(idx):
         if (pos + bitmap > end).any():
             return None
-        null = np.unpackbits(buf[pos[:, None] + spread], axis=1, count=ncols, bitorder="little").view(bool)
-        pos = pos + bitmap
-        off = np.empty((len(idx), ncols), dtype=np.int64)
-        for first, stop, widths in walk:
-            if isinstance(widths, int):  # a length-prefixed column
-                off[:, first] = pos
-                at = np.minimum(pos, last)
-                length = buf[at].astype(np.int64)
-                for b in range(1, -widths):
-                    length |= buf[at + b].astype(np.int64) << (8 * b)
-                pos = pos + np.where(null[:, first], 0, length - widths)
-            elif stop == first + 1:
-                off[:, first] = pos
-                pos = pos + np.where(null[:, first], 0, widths[0])
-            else:
-                steps = np.where(null[:, first:stop], 0, widths).cumsum(axis=1)
-                off[:, first] = pos
-                off[:, first + 1:stop] = pos[:, None] + steps[:, :-1]
-                pos = pos + steps[:, -1]
-        if (pos > end).any():
+        bits = buf[pos] if bitmap == 1 else buf[pos[:, None] + spread]
+        null = None
+        if (bits & used).any():
+            null = np.unpackbits(bits.reshape(len(pos), bitmap), axis=1, count=ncols, bitorder="little").view(bool)
+        after = _walk(data, pos + bitmap, null, walk, last)
+        if (after > end).any():
             return None
         events.append(idx)
-        offsets.append(off)
-        nulls.append(null)
-        more = pos < end
-        idx, pos, end = idx[more], pos[more], end[more]
-    counts = np.bincount(np.concatenate(events), minlength=len(payloads))
-    if len(events) == 1:  # one row an event: already in order
-        event = events[0]
-        return RunRows(data, buf, event, np.zeros(len(event), dtype=np.int64), offsets[0], nulls[0], counts,
-                       ends - sizes)
-    # rows were found step by step (row k of every event); in event order row k of event e goes to
-    # the event's first row + k
-    begin = np.cumsum(counts) - counts
-    dest = np.concatenate([begin[e] + k for k, e in enumerate(events)])
-    order = np.empty(len(dest), dtype=np.int64)
-    order[dest] = np.arange(len(dest), dtype=np.int64)
-    event = np.repeat(np.arange(len(payloads), dtype=np.int64), counts)
-    row = np.arange(len(dest), dtype=np.int64) - begin[event]
-    return RunRows(data, buf, event, row, np.concatenate(offsets)[order], np.concatenate(nulls)[order], counts,
-                   ends - sizes)
+        starts.append(pos)
+        more = after < end
+        if more.all():
+            pos = after
+        else:
+            idx, pos, end = idx[more], after[more], end[more]
+    counts = np.bincount(np.concatenate(events), minlength=len(payloads)) if events else \
+        np.zeros(len(payloads), dtype=np.int64)
+    if not events:  # (events without rows)
+        event = start = row = np.zeros(0, dtype=np.int64)
+    elif len(events) == 1:  # one row an event: already in order
+        event, start = events[0], starts[0]
+        row = np.zeros(len(event), dtype=np.int64)
+    else:  # rows were found step by step (row k of every event): row k of event e is its first row + k
+        begin = np.cumsum(counts) - counts
+        dest = np.concatenate([begin[e] + k for k, e in enumerate(events)])
+        start = np.empty(len(dest), dtype=np.int64)
+        start[dest] = np.concatenate(starts)
+        event = np.repeat(np.arange(len(payloads), dtype=np.int64), counts)
+        row = np.arange(len(dest), dtype=np.int64) - begin[event]
+    nulls = np.unpackbits(buf[start[:, None] + spread], axis=1, count=ncols, bitorder="little").view(bool)
+    offsets = np.empty((ncols, len(start)), dtype=np.int64).T  # (a column's offsets contiguous)
+    _walk(data, start + bitmap, nulls if nulls.any() else None, walk, last, offsets)
+    return RunRows(data, buf, event, row, offsets, nulls, counts, begins)
 
 
 def header_fields(rows: RunRows) -> tuple[np.ndarray, np.ndarray]:
     """Each event's header timestamp (seconds) and server id, as int64."""
     at = rows.begins + 1  # (after the type byte)
-    timestamp = np.ascontiguousarray(_gather(rows.buf, at, 4)).view("<u4").ravel()
-    server_id = np.ascontiguousarray(_gather(rows.buf, at + 5, 4)).view("<u4").ravel()
-    return timestamp.astype(np.int64), server_id.astype(np.int64)
+    return _read(rows.data, at, 4), _read(rows.data, at + 5, 4)
 
 
 # ----------------------------------------------------------------------------- column kernels
 
 
-def _gather(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """The `width` bytes at each offset, as a (rows, width) uint8 matrix."""
-    return buf[at[:, None] + np.arange(width)]
+def _integers(data: bytes, at: np.ndarray, column: Any) -> np.ndarray:
+    """A TABLE_MAP integer column's values as `rows.py` reads them (signed or unsigned as the map says;
+    BIGINT UNSIGNED wraps, as its converter does)."""
+    return _read(data, at, _INT_WIDTHS[column.type], signed=not column.unsigned)
 
 
-def _big_endian(mat: np.ndarray) -> np.ndarray:
-    out = np.zeros(len(mat), dtype=np.int64)
-    for b in range(mat.shape[1]):
-        out = (out << 8) | mat[:, b]
-    return out
-
-
-def _integers(buf: np.ndarray, at: np.ndarray, column: Any) -> np.ndarray:
-    """A TABLE_MAP integer column's values as `rows.py` reads them (signed or unsigned as the map says)."""
-    width = _INT_WIDTHS[column.type]
-    mat = _gather(buf, at, width)
-    if width == 3:
-        v = mat[:, 0].astype(np.int64) | mat[:, 1].astype(np.int64) << 8 | mat[:, 2].astype(np.int64) << 16
-        return v - (1 << 24) * (v >= 1 << 23) if not column.unsigned else v
-    dtype = f"<{'u' if column.unsigned else 'i'}{width}"
-    v = np.ascontiguousarray(mat).view(dtype).ravel()
-    return v.view(np.int64) if width == 8 else v.astype(np.int64)  # BIGINT UNSIGNED wraps, as its converter does
-
-
-def _unscaled(buf: np.ndarray, at: np.ndarray, column: Any) -> np.ndarray:
-    """A NEWDECIMAL of up to 18 digits as its unscaled int64 (the coefficient `rows._decimal` reads)."""
-    groups = _decimal_groups(column.precision, column.decimals)
-    total = sum(size for size, _ in groups)
-    mat = _gather(buf, at, total)
-    negative = (mat[:, 0] & 0x80) == 0
-    mat[:, 0] ^= 0x80
-    mat[negative] ^= 0xFF
+def _unscaled(data: bytes, at: np.ndarray, column: Any) -> np.ndarray:
+    """A NEWDECIMAL of up to 18 digits as its unscaled int64 (the coefficient `rows._decimal` reads:
+    groups of digits big-endian, the sign in the first bit, a negative number's bytes inverted)."""
+    negative = (_read(data, at, 1) & 0x80) == 0
     out = np.zeros(len(at), dtype=np.int64)
     k = 0
-    for size, digits in groups:
-        out = out * 10 ** digits + _big_endian(mat[:, k:k + size])
+    for size, digits in _decimal_groups(column.precision, column.decimals):
+        group = _read(data, at + k, size, big=True)
+        if not k:
+            group ^= 0x80 << (8 * size - 8)
+        out = out * 10 ** digits + np.where(negative, group ^ ((1 << 8 * size) - 1), group)
         k += size
     return np.where(negative, -out, out)
 
 
-def _fraction(buf: np.ndarray, at: np.ndarray, fsp: int) -> np.ndarray:
+def _fraction(data: bytes, at: np.ndarray, fsp: int) -> np.ndarray:
     """Microseconds of a TIME2/DATETIME2/TIMESTAMP2 fraction at each offset, as `rows._fsp` reads them
     (a value at or below 0 counts as none, as `rows.py` keeps it)."""
     size = (fsp + 1) // 2
     if size == 0:
         return np.zeros(len(at), dtype=np.int64)
-    v = _big_endian(_gather(buf, at, size))
-    v = np.where(v >= 1 << (8 * size - 1), v - (1 << 8 * size), v)  # signed
+    v = _read(data, at, size, big=True, signed=True)
     if fsp % 2:
         v = np.trunc(v / 10).astype(np.int64)
     v = v * 10 ** (6 - fsp)
@@ -296,11 +319,20 @@ def days_from_civil(year: np.ndarray, month: np.ndarray, day: np.ndarray) -> np.
     return era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
 
 
+_PAIRS = np.frombuffer(b"".join(b"%02d" % i for i in range(100)), dtype=np.uint16)  # '00'..'99' as 2 bytes
+
+
 def _digits(out: np.ndarray, col: int, v: np.ndarray, width: int) -> None:
-    """Write `v` as `width` decimal digits into columns col.. of the uint8 matrix `out`."""
-    for i in range(width - 1, -1, -1):
-        out[:, col + i] = 48 + v % 10
-        v = v // 10
+    """Write `v` (0 <= v < 10**width) as `width` decimal digits into columns col.. of the uint8 matrix
+    `out`: two at a time, each pair's bytes one lookup."""
+    if width % 2:
+        scale = 10 ** (width - 1)
+        out[:, col] = 48 + v // scale
+        v, col, width = v % scale, col + 1, width - 1
+    pairs = out[:, col:col + width].view(np.uint16)  # (the matrix's rows are contiguous)
+    for i in range(width // 2 - 1, -1, -1):
+        pairs[:, i] = _PAIRS[v % 100] if i else _PAIRS[v]
+        v = v // 100
 
 
 def _iso_json(micros: np.ndarray, digits: int) -> pa.Array:
@@ -326,10 +358,10 @@ def _iso_json(micros: np.ndarray, digits: int) -> pa.Array:
 _MONTH_DAYS = np.array([0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
 
-def _datetime_fields(buf: np.ndarray, at: np.ndarray, fsp: int, adjust: bool) -> tuple[np.ndarray, np.ndarray]:
+def _datetime_fields(data: bytes, at: np.ndarray, fsp: int, adjust: bool) -> tuple[np.ndarray, np.ndarray]:
     """DATETIME2 values as microseconds since the epoch (`values.datetime_micros`), and which are
     valid dates (`rows.py` reads the others as None: a zero or impossible date)."""
-    v = _big_endian(_gather(buf, at, 5))
+    v = _read(data, at, 5, big=True)
     ym = v >> 22 & 0x1FFFF
     year, month, day = ym // 13, ym % 13, v >> 17 & 31
     hour, minute, second = v >> 12 & 31, v >> 6 & 63, v & 63
@@ -339,7 +371,7 @@ def _datetime_fields(buf: np.ndarray, at: np.ndarray, fsp: int, adjust: bool) ->
     if adjust:
         year = np.where(year <= 69, year + 2000, np.where(year <= 99, year + 1900, year))
     days = days_from_civil(year, np.where(valid, month, 1), np.where(valid, day, 1))
-    micros = (days * 86_400 + hour * 3600 + minute * 60 + second) * 1_000_000 + _fraction(buf, at + 5, fsp)
+    micros = (days * 86_400 + hour * 3600 + minute * 60 + second) * 1_000_000 + _fraction(data, at + 5, fsp)
     return micros, valid
 
 
@@ -387,27 +419,24 @@ class ColumnValues:
     def _kernel(self, kind: str) -> tuple[np.ndarray | pa.Array, np.ndarray]:
         """The kernel's values (an int64 numpy array, or for text and timestamps an Arrow array) and
         the rows it leaves to the converter."""
-        buf, at = self.rows.buf, self.at
+        data, at = self.rows.data, self.at
         slow = np.zeros(len(at), dtype=bool)
         if kind in ("integer", "boolean"):
-            return _integers(buf, at, self.tm), slow
+            return _integers(data, at, self.tm), slow
         if kind == "decimal":
-            return _unscaled(buf, at, self.tm), slow
+            return _unscaled(data, at, self.tm), slow
         if kind == "timestamp":
-            seconds = _big_endian(_gather(buf, at, 4))
-            seconds = np.where(seconds >= 1 << 31, seconds - (1 << 32), seconds)
-            micros = seconds * 1_000_000 + _fraction(buf, at + 4, self.tm.fsp)
+            seconds = _read(data, at, 4, big=True, signed=True)
+            micros = seconds * 1_000_000 + _fraction(data, at + 4, self.tm.fsp)
             return micros, micros <= 0  # 0: the zero TIMESTAMP (the column's null value)
         if kind == "datetime":
-            micros, valid = _datetime_fields(buf, at, self.tm.fsp, self.settings.time_adjuster)
+            micros, valid = _datetime_fields(data, at, self.tm.fsp, self.settings.time_adjuster)
             mode = "connect" if self.settings.time_precision_mode == "connect" else "adaptive"
             if timestamp_unit(mode, self.column.length or 0) == "ms":
                 micros = micros // 1000
             return micros, ~valid
         prefix = _layout(self.tm)[1]  # text
-        length = np.zeros(len(at), dtype=np.int64)
-        for b in range(prefix):
-            length |= buf[at + b].astype(np.int64) << (8 * b)
+        length = _read(data, at, prefix)
         length[self.null] = 0  # (a NULL as an empty text where its value would be: the starts stay in order)
         first = np.where(self.null, self.rows.offsets[:, self.index], at + prefix)
         return _strings(self.rows.data, first, length), slow
@@ -431,13 +460,17 @@ class ColumnValues:
             out.append(v)
         return out
 
-    def json(self, col: ValueColumn) -> pa.Array:
-        """Each row's JSON text of the column `col` (binary)."""
+    def json(self, col: ValueColumn) -> pa.Array | list:
+        """Each row's JSON text of the column `col` (binary), or as parts for `join_parts`: a text
+        column without a NULL or a value JSON must escape is its values between two quotes (joined
+        once, with the rest of the event)."""
         kind = self.kind(col)
         if kind is None:
             dumps = orjson.dumps
             return binary_array([dumps(v) for v in self._per_value(col, None)])
         values, slow = self._kernel(kind)
+        if kind == "text" and isinstance(values, pa.Array) and not self.null.any() and not any_escapable(values):
+            return [b'"', values.cast(pa.binary()), b'"']
         if kind == "integer" or kind == "datetime":
             out = decimal_text(values)
         elif kind == "boolean":

@@ -43,7 +43,7 @@ from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.columnar import (
     decimal_text,
     encode_block,
-    source_column,
+    source_parts,
     text_json,
     typed_insert_block,
     typed_source_column,
@@ -176,10 +176,12 @@ class BinlogSlice(SegmentsByColumn, WorkUnit):
         messages = unpack(self.blob)
         out, batch_rows = maker.out, self.ctx.batch_rows
         check = 0  # messages until the next look at the records' count
+        message = decoder.message
         for seg in self.segments:
             decoder.segment(seg)
             for _ in range(seg.count):
-                decoder.message(*next(messages))
+                pos, payload = next(messages)
+                message(pos, payload)
                 if decoder.ready:
                     yield from decoder.drain()
                 check -= 1
@@ -213,6 +215,10 @@ MAX_RUN_BYTES = 1 << 20
 MAX_DECODE_BYTES = 4 << 20
 
 
+_TABLE_ID_AT = 1 + fr.HEADER_SIZE  # where a framed rows event's table id is
+_new_tuple = tuple.__new__
+
+
 class _RunEvent(NamedTuple):
     """A WRITE_ROWS event of a run, with the decoder's state where it was read (for its `source`)."""
 
@@ -232,6 +238,7 @@ class _WriteRun:
 
     def clear(self) -> None:
         self.table_id = -1
+        self.id_bytes = b""  # the table id as its rows events' bytes hold it
         self.tm: Any = None
         self.table: Table | None = None
         self.te: TableRecords | None = None
@@ -239,25 +246,49 @@ class _WriteRun:
         self.nbytes = 0
 
 
-def _json_per_row(values: list[Any], per_row: pa.Array) -> pa.Array | bytes:
-    """Each row's JSON of its event's value (`per_row`: each row's event), or the JSON all share. Texts
-    (or None) that JSON need not escape are quoted column-wise."""
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')  # what JSON escapes in an ASCII text
+
+
+def _ascii_json(values: list[str]) -> pa.Array | None:
+    """The JSON strings of ASCII texts that JSON need not escape (as `orjson.dumps` writes them: the text
+    between quotes), made from one join of the texts; None if any text is not such."""
+    plain = "".join(values)
+    if not plain.isascii() or _ESCAPED.search(plain):
+        return None
+    joined = '""'.join(values)
+    offsets = np.zeros(len(values) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, values), dtype=np.int64, count=len(values)) + 2, out=offsets[1:])
+    data = f'"{joined}"'.encode()
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets.astype(np.int32)),
+                                                            pa.py_buffer(data)])
+
+
+def _json_per_row(values: list[Any], per_row: pa.Array | None) -> pa.Array | bytes:
+    """Each row's JSON of its event's value (`per_row`: each row's event; None: a row an event), or the
+    JSON all share. Texts (or None) that JSON need not escape are quoted column-wise."""
     distinct = set(values)
     if len(distinct) == 1:
         return orjson.dumps(values[0])
-    if len(distinct) > 64 and all(v is None or v.__class__ is str for v in distinct):
+    out = None
+    if len(distinct) > 64 and None not in distinct and all(v.__class__ is str for v in distinct):
+        out = _ascii_json(values)
+    if out is None and len(distinct) > 64 and all(v is None or v.__class__ is str for v in distinct):
         quoted, escapes = text_json(string_array(values), 0)
         if escapes is None:
-            return pc.coalesce(quoted, lit(b"null")).take(per_row)
-    known = {v: orjson.dumps(v) for v in distinct}
-    return binary_array([known[v] for v in values]).take(per_row)
+            out = pc.coalesce(quoted, lit(b"null"))
+    if out is None:
+        known = {v: orjson.dumps(v) for v in distinct}
+        out = binary_array([known[v] for v in values])
+    return out if per_row is None else out.take(per_row)
 
 
-def _ints_json_per_row(values: np.ndarray, event: np.ndarray) -> pa.Array | bytes:
-    """Each row's JSON of its event's integer (`event`: each row's event), or the JSON all share."""
+def _ints_json_per_row(values: np.ndarray, event: np.ndarray | None) -> pa.Array | bytes:
+    """Each row's JSON of its event's integer (`event`: each row's event; None: a row an event), or the
+    JSON all share."""
     if len(values) and (values == values[0]).all():
         return b"%d" % values[0]
-    return decimal_text(values).take(int64_array(event))  # (an event's text once)
+    text = decimal_text(values)
+    return text if event is None else text.take(int64_array(event))  # (an event's text once)
 
 
 def _optional_int64(values: list[int | None]) -> pa.Array:
@@ -293,6 +324,7 @@ class _Decoder:
         self.runs = counters is None and not self.ctx.transaction_metadata and unit.keep is None \
             and "c" not in self.ctx.skipped
         self.run = _WriteRun()
+        self.batch_rows = self.ctx.batch_rows
         self.ready: list[Events | Iterator[Events]] = []  # batches made by a run, for the slice to hand on
         self.last_map, self.last_map_size = b"", 0  # the body (after the header) of the TABLE_MAP mapped last
 
@@ -387,14 +419,16 @@ class _Decoder:
         """Add a WRITE_ROWS event to the run (flushing a run of another table first); False for an event
         the row-wise path must take (a table not captured or not known, a column type `rows.py` leaves
         to the library)."""
-        table_id = fr.framed_table_id(payload)
-        tm = self.table_map.get(table_id)
         run = self.run
-        if run.events and tm is run.tm and table_id == run.table_id and run.nbytes < MAX_DECODE_BYTES \
-                and len(run.events) < self.ctx.batch_rows:  # the run's table as before (a DDL ends a run)
-            run.events.append(_RunEvent(pos, payload, self.seg, self.gtid, self.thread, self.query))  # type: ignore[arg-type]
+        # the run's table as before (a DDL ends a run; a TABLE_MAP mapping its table id anew too): the id's
+        # bytes compared in place, the event kept as a tuple made without NamedTuple's Python-level __new__
+        if run.events and payload.startswith(run.id_bytes, _TABLE_ID_AT) and run.nbytes < MAX_DECODE_BYTES \
+                and len(run.events) < self.batch_rows and self.table_map.get(run.table_id) is run.tm:
+            run.events.append(_new_tuple(_RunEvent, (pos, payload, self.seg, self.gtid, self.thread, self.query)))
             run.nbytes += len(payload)
             return True
+        table_id = fr.framed_table_id(payload)
+        tm = self.table_map.get(table_id)
         if tm is None or plan_of(tm) is None:
             return False
         key = (tm.schema, tm.table)
@@ -406,6 +440,7 @@ class _Decoder:
             self.flush()
         if not run.events:
             run.table_id, run.tm, run.table, run.te = table_id, tm, table, self._records(table)
+            run.id_bytes = payload[_TABLE_ID_AT:_TABLE_ID_AT + 6]
         seg = self.seg
         assert seg is not None
         run.events.append(_RunEvent(pos, payload, seg, self.gtid, self.thread, self.query))
@@ -537,14 +572,18 @@ class _Decoder:
             events: Events = TypedEvents([typed_insert_block(te, [], source, "c", versions, ts_us,
                                                              typed_of=lambda c, s: columns[c.index].typed(c, s))])
         else:
-            fields = {k: _json_per_row(vs, per_row) for k, vs in texts.items()}
-            fields["thread"] = _json_per_row(threads, per_row)
-            fields["server_id"] = _ints_json_per_row(server_ids, rows.event)
-            fields["pos"] = _ints_json_per_row(pos, rows.event)
+            each = len(rows.event) == len(run_events) and bool((rows.counts == 1).all())  # a row an event
+            fields = {k: _json_per_row(vs, None if each else per_row) for k, vs in texts.items()}
+            fields["thread"] = _json_per_row(threads, None if each else per_row)
+            fields["server_id"] = _ints_json_per_row(server_ids, None if each else rows.event)
+            fields["pos"] = _ints_json_per_row(pos, None if each else rows.event)
             fields["row"] = _ints_json_per_row(np.arange(int(rows.row.max()) + 1), rows.row)  # (each number once)
-            source = source_column(self.maker, te, ts_us, {"sequence": b"null", **fields})
+            # (the source blocks as parts: joined once, with the rest of each event; the columns' JSON is
+            # valid UTF-8: text is checked where it is read, the rest is ASCII or orjson's)
+            source = source_parts(self.maker, te, ts_us, {"sequence": b"null", **fields})
             events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,
-                                              json_of=lambda c: columns[c.index].json(c)))
+                                              json_of=lambda c: columns[c.index].json(c), utf8_json=True,
+                                              rows=len(rows.event)))
         return events
 
     def _rows(self, pos: int, payload: bytes) -> None:

@@ -75,7 +75,7 @@ def column_json_parts(values: pa.Array, col: ValueColumn, kernels: Mapping[str, 
     the text fewer), any other column its `column_json`."""
     kind = col.text_kind[0] if col.text_kind else None
     if kind == "text" and kernels.get(kind) is text_json and values.type == pa.string() and not values.null_count \
-            and not _any_escapable(values):
+            and not any_escapable(values):
         return [b'"', values.cast(pa.binary()), b'"']
     return [column_json(values, col, kernels)]
 
@@ -89,12 +89,12 @@ def text_json(values: pa.Array, _: int) -> tuple[pa.Array, pa.Array | None]:
     """A JSON string of the text as it is; values JSON must escape are slow."""
     out = join_parts([b'"', values.cast(pa.binary()), b'"'])
     slow = None
-    if _any_escapable(values):
+    if any_escapable(values):
         slow = pc.fill_null(pc.match_substring_regex(values, _NEEDS_ESCAPE), lit(False))
     return out, slow
 
 
-def _any_escapable(values: pa.Array) -> bool:
+def any_escapable(values: pa.Array) -> bool:
     """Whether any value holds a byte JSON escapes (a few passes over the values' bytes)."""
     if not len(values):
         return False
@@ -242,22 +242,23 @@ ColumnJson = Callable[[ValueColumn], "pa.Array | list"]
 ColumnTyped = Callable[[ValueColumn, dict], pa.Array]
 
 
-def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array | bytes, op: str,
+def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array | bytes | list, op: str,
                  version: int | np.ndarray, ts_us: int | np.ndarray, json_of: ColumnJson | None = None,
                  utf8_json: bool = False, rows: int | None = None) -> pa.RecordBatch:
     """Insert-shaped events (no before image) for rows whose values, in the table's layout order,
     are `columns` (text, made JSON by `column_json`), with each row's `source` block JSON (or, as
-    bytes, every row's: then `rows` rows), commit version and commit time. A connector that makes each
-    column's JSON itself passes `json_of` (and no `columns`), and `utf8_json` if that JSON is known to
-    be valid UTF-8 (else it is checked)."""
+    bytes, every row's: then `rows` rows; or as `source_parts`' parts: then `rows` rows too), commit
+    version and commit time. A connector that makes each column's JSON itself passes `json_of` (and no
+    `columns`), and `utf8_json` if that JSON is known to be valid UTF-8 (else it is checked)."""
     n = len(source) if isinstance(source, pa.Array) else rows or 0
+    sources = source if isinstance(source, list) else [source]
     kernels = te.ctx.text_kernels
     cache: dict[tuple[int, bool], list] = {}
     # JSON made by `column_json` from string columns (valid UTF-8, as Arrow holds them) and the source
     # block's is valid UTF-8: taken as text without checking it again; a connector's own JSON is checked
     # unless it says it is valid
     trusted = (utf8_json if json_of is not None else all(c.type == pa.string() for c in columns)) \
-        and (isinstance(source, bytes) or source.type == pa.binary())
+        and all(isinstance(p, bytes) or p.type == pa.binary() for p in sources)
 
     def as_text(joined: pa.Array) -> pa.Array:
         return utf8_view(joined) if trusted else joined.cast(pa.string())
@@ -280,7 +281,7 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
     ms, us, ns = now_ts()
     parts = [te.value_out.head, b'{"before":null,"after":']
     _struct_json(parts, [(c.name, frag(c)) for c in te.columns])
-    parts += [b',"source":', source, b',"transaction":null,"op":"%s","ts_ms":%d,"ts_us":%d,"ts_ns":%d}'
+    parts += [b',"source":', *sources, b',"transaction":null,"op":"%s","ts_ms":%d,"ts_us":%d,"ts_ns":%d}'
               % (op.encode(), ms, us, ns)]
     if te.value_out.schemas:
         parts.append(b"}")
@@ -439,18 +440,25 @@ def typed_insert_block(te: TableRecords, columns: Sequence[pa.Array], source: pa
                       np.asarray(ts_us, dtype=np.int64))
 
 
-def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array | bytes],
-                  snapshot: str = "false") -> pa.Array:
-    """The `source` blocks of streamed records: the commit time per row (`ts_us`) and the JSON of
-    the connector's other open slots per row (`fields`: `sequence` and the tail's; bytes: the JSON
-    of every row)."""
+def source_parts(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array | bytes],
+                 snapshot: str = "false") -> list:
+    """`source_column`'s blocks as parts for `join_parts` (`encode_block` takes them as its source: the
+    blocks are then joined once, with the rest of each event)."""
     if len(ts_us) and (ts_us == ts_us[0]).all():  # one commit time (a transaction's rows): its text once
         t = int(ts_us[0])
         times: dict[str, pa.Array | bytes] = {"ts_ms": b"%d" % (t // 1000), "ts_us": b"%d" % t, "ts_ns": b"%d" % (t * 1000)}
     else:
         times = {"ts_ms": decimal_text(ts_us // 1000), "ts_us": decimal_text(ts_us), "ts_ns": decimal_text(ts_us * 1000)}
     values = {**times, **fields}
-    out = join_parts([values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)])
+    return [values[p] if isinstance(p, str) else p for p in maker.source_template(te, snapshot)]
+
+
+def source_column(maker: RecordMaker, te: TableRecords, ts_us: np.ndarray, fields: Mapping[str, pa.Array | bytes],
+                  snapshot: str = "false") -> pa.Array:
+    """The `source` blocks of streamed records: the commit time per row (`ts_us`) and the JSON of
+    the connector's other open slots per row (`fields`: `sequence` and the tail's; bytes: the JSON
+    of every row)."""
+    out = join_parts(source_parts(maker, te, ts_us, fields, snapshot))
     return out if isinstance(out, pa.Array) else pa.repeat(out, len(ts_us))  # (every field the same)
 
 
