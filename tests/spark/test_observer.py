@@ -19,7 +19,8 @@ from headwater.observe.metrics import metrics_path, read_file
 from headwater.pipeline_config import load_config
 from headwater.spark.observer import batch_counts, observed_stream
 from headwater.spark.pipeline import query_observer, start_query
-from tests.observe.test_notifications import SETUP, TOPIC, _comparable, _golden
+from tests.observe.notes_support import TOPIC, comparable, golden
+from tests.observe.test_notifications import SETUP
 from tests.spark_support import read_sink, write_config
 
 pytestmark = pytest.mark.spark
@@ -48,7 +49,7 @@ def _run(spark, props: dict[str, str], out: Path, checkpoint: Path) -> list[Any]
 
 def _split(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """The notification records (comparable) and the ops of the change events."""
-    notes = [_comparable(e) for e in events if e["topic"] == TOPIC]
+    notes = [comparable(e) for e in events if e["topic"] == TOPIC]
     ops = [e["value"]["payload"]["op"] for e in events if e["topic"] != TOPIC and e["value"] is not None]
     return notes, ops
 
@@ -62,7 +63,7 @@ def test_counts_and_notifications_once_per_committed_batch(spark, pg_server, pg_
     with caplog.at_level(logging.INFO, logger="headwater.notifications"):
         _run(spark, props, out, checkpoint)
     notes, ops = _split(read_sink(out))
-    assert notes == _golden("initial_snapshot_debezium.jsonl")  # in the batch after the snapshot's
+    assert notes == golden("initial_snapshot_debezium.jsonl")  # in the batch after the snapshot's
     logged = [r.getMessage().split("type='")[1].split("'")[0] for r in caplog.records
               if r.name == "headwater.notifications"]
     assert logged == ["STARTED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED",

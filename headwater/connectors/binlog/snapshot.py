@@ -138,7 +138,8 @@ class HeldSnapshot:
         self.read_to = 0  # the chunks before this one have their rows read (or taken)
         # a blocking snapshot's: the text of a query error that abandons it (None for an error that fails the read)
         self.abandon: Callable[[BaseException], str | None] | None = None
-        self.failed: tuple[int, str] | None = None  # the chunk whose read abandoned the snapshot, and why
+        # the chunk whose read abandoned the snapshot, why, and its table
+        self.failed: tuple[int, str, str] | None = None
         self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
@@ -307,7 +308,7 @@ class HeldSnapshot:
                 if why is None:
                     raise
                 log.info("%s failed (%s): the blocking snapshot reads no more rows", chunk.describe(), why)
-                self.failed = (chunk.index, why)
+                self.failed = (chunk.index, why, table_name(chunk.table))
                 return NO_ROWS
 
     def read_ahead(self, after: Sequence[int], upto: int) -> None:
