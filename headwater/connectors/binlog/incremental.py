@@ -238,7 +238,8 @@ class BlockingBatches(LockingBatches):
         except pymysql.err.MySQLError as exc:
             if not query_error(exc):
                 raise
-            raise BlockingAbandoned(clean(exc, self.source.params)) from None
+            now = self.snapshot  # (the table whose planning met the error names it in the notifications)
+            raise BlockingAbandoned(clean(exc, self.source.params), now.planning if now is not None else None) from None
 
     def held(self) -> HeldSnapshot | None:
         return self.snapshot

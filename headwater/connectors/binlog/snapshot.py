@@ -140,6 +140,7 @@ class HeldSnapshot:
         self.abandon: Callable[[BaseException], str | None] | None = None
         # the chunk whose read abandoned the snapshot, why, and its table
         self.failed: tuple[int, str, str] | None = None
+        self.planning: str | None = None  # the table being cut into chunks (where a planning error was met)
         self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
@@ -182,6 +183,7 @@ class HeldSnapshot:
         todo: deque[TablePlan] = deque()
         with self.lock, self.conn.cursor() as cur:
             for i, t in enumerate(chosen):
+                self.planning = table_name(t)
                 override = overrides.get(table_name(t))
                 ends = (i == 0 and resume is None, i == len(chosen) - 1)
                 start: tuple[Any, ...] | None = None
@@ -198,7 +200,7 @@ class HeldSnapshot:
                                                     if c is not None))
                 todo.append(TablePlan(t, key, key_ranges(cur, DIALECT, table_ref(t), key, self.chunk_rows,
                                                          start=start), None, *ends, resumed=start is not None))
-            self.todo = todo
+            self.todo, self.planning = todo, None
 
     def adopt(self, chunks: Sequence[tuple[Table, KeyRange, tuple[bool, bool, bool, bool], int]],
               ctx: BinlogContext) -> None:
@@ -228,6 +230,7 @@ class HeldSnapshot:
         assert self.todo and self.ctx is not None
         t = self.todo[0]
         pos = self.position
+        self.planning = table_name(t.table)
         if t.ranges is not None:
             self.todo.popleft()
             for j, r in enumerate(t.ranges):
@@ -240,6 +243,7 @@ class HeldSnapshot:
                               t.table, None, KeyRange(None, None), t.override, (t.first, t.last, self.part == 0, False),
                               self.part)
         rows = self._read(chunk)
+        self.planning = None
         last = self.stream is None  # (the SELECT's end follows the rows: it is let go)
         chunk.ends = (t.first, t.last, self.part == 0, last)
         self.chunks.append(chunk)
