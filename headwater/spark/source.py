@@ -133,6 +133,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         observe = self.options.get(OBSERVE_OPTION)
         self.observe_dir = Path(observe).expanduser() if observe else None
         self._carrier: Carrier | None = None
+        self._blocking = False  # the last batch planned started in a blocking snapshot
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -213,9 +214,13 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         end = self.connector.latest_offset(inner, max_events)
         if self._carrier is None:
             return start if end == inner else end
-        from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase  # (the driver's: see _open)
+        from headwater.connectors.common.incremental import BLOCKING  # (the driver's: see _open)
+        from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase
 
-        return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED)
+        # the batch that ended at `inner` was the initial snapshot's last, or a blocking snapshot's (or the one
+        # after its last): the observer's notifications of it come with the next batch
+        blocking, self._blocking = self._blocking, bool(inner.get(BLOCKING))
+        return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED or blocking or self._blocking)
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Spark calls this before the first latestOffset: what is available now is fixed once the

@@ -1,8 +1,9 @@
 """Debezium's metrics and the initial snapshot's notifications of a `headwater` stream on local Spark,
 in process, against a real PostgreSQL: the counts equal the events the jsonl sink holds, a batch
 Spark runs again is not counted twice, the notifications (sink and log) equal the real Debezium's but
-for ids and times and come once, the observed metrics are in StreamingQueryProgress; and a
-`--once` run (availableNow) finishes an incremental snapshot signalled before it."""
+for ids and times and come once, the observed metrics are in StreamingQueryProgress; a
+`--once` run (availableNow) finishes an incremental snapshot signalled before it; and a blocking
+snapshot's notifications equal the real Debezium's (tests/observe/test_blocking_notifications.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from headwater.observe.metrics import metrics_path, read_file
 from headwater.pipeline_config import load_config
 from headwater.spark.observer import batch_counts, observed_stream
 from headwater.spark.pipeline import query_observer, start_query
+from tests.connectors.common.incremental_support import insert_signal
+from tests.observe import test_blocking_notifications as blocking
 from tests.observe.notes_support import TOPIC, comparable, golden
 from tests.observe.test_notifications import SETUP
 from tests.spark_support import read_sink, write_config
@@ -230,3 +233,26 @@ def test_mariadb_typed_blocks_snapshot_in_batches(spark, mariadb_server, mariadb
     assert st["TotalNumberOfEventsSeen"] == len(streamed) == 4  # insert, key change (delete + create), delete
     assert (st["TotalNumberOfCreateEventsSeen"], st["TotalNumberOfDeleteEventsSeen"]) == (2, 2)
     assert st["NumberOfCommittedTransactions"] == 2
+
+
+def test_a_blocking_snapshots_notifications_equal_debeziums(spark, pg_server, pg_db, tmp_path):
+    """As `blocking._run` through the engine (without its change after the snapshot); each comes in the batch
+    after the one that made it (the observer counts a batch once Spark committed it), so COMPLETED after the
+    streamed changes of the batch that follows the snapshot's; and each start with no snapshot due is SKIPPED,
+    as Debezium's."""
+    pg_server.execute(blocking.SETUP, pg_db)
+    props = {**blocking._props(pg_server, pg_db), "slot.name": f"ob_{pg_db}"}
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    _run(spark, props, out, checkpoint)
+    pg_server.execute("INSERT INTO a VALUES (3, 'before')", pg_db)
+    insert_signal(pg_server.connect(pg_db), "execute-snapshot", blocking.SIGNAL, "sig-1")
+    pg_server.execute("INSERT INTO b VALUES (6)", pg_db)
+    _run(spark, props, out, checkpoint)
+    notes, ops = _split(read_sink(out))
+    skipped = [n for n in notes if n["payload"]["type"] == "SKIPPED"]
+    assert skipped == golden("blocking_snapshot_debezium.jsonl")[:1] * 2  # a start each
+    assert [n for n in notes if n not in skipped] == golden("blocking_snapshot_debezium.jsonl")[1:]
+    assert ops.count("r") == 5
+    doc = read_file(metrics_path(checkpoint))
+    assert doc is not None and doc["snapshot"]["SnapshotCompleted"] is True
+    assert doc["snapshot"]["RowsScanned"] == {"public.a": 3, "public.b": 2}
