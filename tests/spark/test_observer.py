@@ -235,24 +235,29 @@ def test_mariadb_typed_blocks_snapshot_in_batches(spark, mariadb_server, mariadb
     assert st["NumberOfCommittedTransactions"] == 2
 
 
-def test_a_blocking_snapshots_notifications_equal_debeziums(spark, pg_server, pg_db, tmp_path):
-    """As `blocking._run` through the engine (without its change after the snapshot); each comes in the batch
-    after the one that made it (the observer counts a batch once Spark committed it), so COMPLETED after the
-    streamed changes of the batch that follows the snapshot's; and each start with no snapshot due is SKIPPED,
-    as Debezium's."""
+@pytest.mark.parametrize(("signal", "recording"), [("SIGNAL", "blocking_snapshot_debezium.jsonl"),
+                                                  ("BAD", "blocking_aborted_debezium.jsonl")])
+def test_a_blocking_snapshots_notifications_equal_debeziums(spark, pg_server, pg_db, tmp_path, signal, recording):
+    """As `blocking._run` through the engine (without its change after the snapshot), completed or abandoned;
+    each comes in the batch after the one that made it (the observer counts a batch once Spark committed it),
+    so COMPLETED after the streamed changes of the batch that follows the snapshot's; and each start with no
+    snapshot due is SKIPPED, as Debezium's."""
     pg_server.execute(blocking.SETUP, pg_db)
     props = {**blocking._props(pg_server, pg_db), "slot.name": f"ob_{pg_db}"}
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     _run(spark, props, out, checkpoint)
     pg_server.execute("INSERT INTO a VALUES (3, 'before')", pg_db)
-    insert_signal(pg_server.connect(pg_db), "execute-snapshot", blocking.SIGNAL, "sig-1")
+    insert_signal(pg_server.connect(pg_db), "execute-snapshot", getattr(blocking, signal), "sig-1")
     pg_server.execute("INSERT INTO b VALUES (6)", pg_db)
     _run(spark, props, out, checkpoint)
     notes, ops = _split(read_sink(out))
     skipped = [n for n in notes if n["payload"]["type"] == "SKIPPED"]
-    assert skipped == golden("blocking_snapshot_debezium.jsonl")[:1] * 2  # a start each
-    assert [n for n in notes if n not in skipped] == golden("blocking_snapshot_debezium.jsonl")[1:]
-    assert ops.count("r") == 5
+    assert skipped == golden(recording)[:1] * 2  # a start each
+    assert [n for n in notes if n not in skipped] == golden(recording)[1:]
     doc = read_file(metrics_path(checkpoint))
-    assert doc is not None and doc["snapshot"]["SnapshotCompleted"] is True
-    assert doc["snapshot"]["RowsScanned"] == {"public.a": 3, "public.b": 2}
+    assert doc is not None
+    if signal == "BAD":
+        assert ops.count("r") == 0 and doc["snapshot"]["SnapshotAborted"] is True
+    else:
+        assert ops.count("r") == 5 and doc["snapshot"]["SnapshotCompleted"] is True
+        assert doc["snapshot"]["RowsScanned"] == {"public.a": 3, "public.b": 2}
