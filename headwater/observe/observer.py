@@ -142,7 +142,7 @@ class Observer:
             self._blocking_ended(abandoned)
         if running_id is not None and self._blocking is None:
             self._blocking = running_id
-            self.snapshot_started(list(running.get("tables") or []) if running else [])
+            self.snapshot_started(list((running or {}).get("tables") or []))
         return running_id is not None
 
     def _blocking_ended(self, abandoned: dict[str, Any] | None) -> None:

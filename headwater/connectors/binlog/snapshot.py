@@ -230,7 +230,6 @@ class HeldSnapshot:
         assert self.todo and self.ctx is not None
         t = self.todo[0]
         pos = self.position
-        self.planning = table_name(t.table)
         if t.ranges is not None:
             self.todo.popleft()
             for j, r in enumerate(t.ranges):
@@ -242,6 +241,7 @@ class HeldSnapshot:
         chunk = SnapshotChunk(self.token, len(self.chunks), pos.file, pos.pos, pos.stream, self.ts_us, self.ctx,
                               t.table, None, KeyRange(None, None), t.override, (t.first, t.last, self.part == 0, False),
                               self.part)
+        self.planning = table_name(t.table)
         rows = self._read(chunk)
         self.planning = None
         last = self.stream is None  # (the SELECT's end follows the rows: it is let go)
