@@ -146,6 +146,9 @@ class Engine:
                         if blocking:
                             yield from self._notifications()
                         yield self._out(batch)
+                    if blocking and unit.abandoned is not None:  # it met a query error: the snapshot is aborted
+                        self.observer.scan_failed(unit.abandoned)
+                        yield from self._notifications()
             self._commit(end)
             if not snapshot:
                 self.observer.incremental(end)

@@ -20,7 +20,8 @@ sends them (it runs one through its snapshot source): the runner calls `blocking
 each streaming batch before its events, and counts the events of a batch that reads a blocking snapshot
 as a snapshot's (`seen` with `snapshot`: True). `STARTED` comes with its first batch (`data_collections`:
 the signal's tables), `COMPLETED` with the batch after its last (before that batch's streamed events); when
-it was abandoned for a query error (the offset's `blocking_snapshot_abandoned`), the table whose query
+it was abandoned for a query error (the offset's `blocking_snapshot_abandoned`, or a unit's
+`WorkUnit.abandoned`, which the runner hands to `scan_failed`, or the facts carry), the table whose query
 failed gets `IN_PROGRESS` and `TABLE_SCAN_COMPLETED` with `status` `SQL_EXCEPTION` (and, as Debezium's,
 no `data_collections` nor `total_rows_scanned`), then `ABORTED`. Debezium's snapshot metrics follow it as
 they follow the initial snapshot (`SnapshotRunning`, `RowsScanned`, ...).
@@ -69,6 +70,7 @@ class Observer:
         self._initial = False  # the initial snapshot is running
         self._incremental = False  # an incremental snapshot is running
         self._blocking: str | None = None  # the signal id of the blocking snapshot running
+        self._failed = False  # a table of it met a query error: it ends ABORTED
 
     def opened(self, tables: list[str], snapshot_due: bool) -> None:
         """The connector is open, capturing `tables`; `snapshot_due`: its first batch is a snapshot."""
@@ -141,22 +143,34 @@ class Observer:
             self.snapshot_started(list(abandoned.get("tables") or []))
             self._blocking_ended(abandoned)
         if running_id is not None and self._blocking is None:
-            self._blocking = running_id
+            self._blocking, self._failed = running_id, False
             self.snapshot_started(list((running or {}).get("tables") or []))
         return running_id is not None
 
     def _blocking_ended(self, abandoned: dict[str, Any] | None) -> None:
         self._blocking = None
-        if abandoned is None:
+        if abandoned is None and not self._failed:
             self.snapshot_finished()
             return
-        table = abandoned.get("table")
+        table = (abandoned or {}).get("table")
         if table:
-            self._in_progress(table)
-            self._scanned.append(table)
-            self.notifier.initial_snapshot("TABLE_SCAN_COMPLETED", {"scanned_collection": table,
-                                                                    "status": "SQL_EXCEPTION"})
+            self._scan_failed(table)
         self.snapshot_aborted()
+
+    def scan_failed(self, table: str) -> None:
+        """A unit of the running blocking snapshot met a query error reading `table` and ended
+        (`WorkUnit.abandoned`): its TABLE_SCAN_COMPLETED with `status` `SQL_EXCEPTION` now, ABORTED when the
+        snapshot's batches are over."""
+        if self._blocking is not None:
+            self._failed = True
+            self._scan_failed(table)
+
+    def _scan_failed(self, table: str) -> None:
+        if table in self._scanned:
+            return
+        self._in_progress(table)
+        self._scanned.append(table)
+        self.notifier.initial_snapshot("TABLE_SCAN_COMPLETED", {"scanned_collection": table, "status": "SQL_EXCEPTION"})
 
     # ------------------------------------------------------------------ events
     def seen(self, batch: Events | TypedEvents, snapshot: bool) -> None:
@@ -172,6 +186,8 @@ class Observer:
             steps += [(place, 1, table) for place, table in facts.table_ends]
             for _, done, table in sorted(steps):
                 (self._table_done if done else self._in_progress)(table)
+            for table in facts.abandoned:
+                self.scan_failed(table)
         else:
             self.metrics.streamed(facts)
         if time.monotonic() - self._written >= WRITE_EVERY_S:
@@ -230,14 +246,14 @@ class Observer:
         """What `restore` needs besides the metrics' values."""
         return {"metrics": self.metrics.state(), "tables": self._tables, "started": self._started,
                 "scanned": self._scanned, "initial": self._initial, "incremental": self._incremental,
-                "blocking": self._blocking}
+                "blocking": self._blocking, "failed": self._failed}
 
     def restore(self, doc: dict[str, Any], state: dict[str, Any]) -> None:
         """Carry on from a metrics file `doc` and the `state` kept in it."""
         self.metrics.restore(doc, state.get("metrics") or {})
         self._tables, self._started, self._scanned = (list(state.get(k) or []) for k in ("tables", "started", "scanned"))
         self._initial, self._incremental = bool(state.get("initial")), bool(state.get("incremental"))
-        self._blocking = state.get("blocking")
+        self._blocking, self._failed = state.get("blocking"), bool(state.get("failed"))
         for n in doc.get("notifications") or []:
             self.notifier.recent.append(Notification(**n))
 

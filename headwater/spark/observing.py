@@ -66,10 +66,15 @@ class PartitionFacts:
             self.parts.append(batch_facts(batch))
             yield batch
 
+    def abandoned(self, table: str) -> None:
+        """The partition's unit met a query error reading `table` for a blocking snapshot (`WorkUnit.abandoned`)."""
+        self.parts.append(BatchFacts(abandoned=[table]))
+
     def row(self, layout: str, index: int) -> pa.RecordBatch | None:
-        """The facts row of partition number `index` (None when it delivered no change event)."""
+        """The facts row of partition number `index` (None when it delivered no change event and abandoned
+        nothing)."""
         facts = merge(self.parts)
-        if not facts.events:
+        if not facts.events and not facts.abandoned:
             return None
         text = json.dumps({**facts.to_json(), "events": facts.events, "partition": index}, separators=(",", ":"),
                           default=str)

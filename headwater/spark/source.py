@@ -256,6 +256,8 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             batches = facts.count(batches)
         yield from self._rows(self._transformed(batches))
         if facts is not None:
+            if partition.unit.abandoned is not None:
+                facts.abandoned(partition.unit.abandoned)
             row = facts.row(self.layout, partition.value)
             if row is not None:
                 yield row

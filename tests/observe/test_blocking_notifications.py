@@ -11,6 +11,9 @@ channel's records equal those but for ids and timestamps, they come where Debezi
 events (as far as batches compare: every notification of a batch comes before its events), the `log`
 channel writes each, and the snapshot metrics follow the blocking snapshot.
 
+A PostgreSQL chunk whose SELECT fails while it is read (after the EXPLAIN that checks every table's query)
+aborts it the same way, after the tables read before.
+
 On MariaDB (no recording of Debezium's there) the same sequence comes for a blocking snapshot read in several
 batches, and for one abandoned when its second table's statement fails (PostgreSQL's headwater checks every
 table's query before it reads a row, so there the failing table is the only one announced)."""
@@ -36,6 +39,9 @@ CREATE TABLE b (id int PRIMARY KEY); INSERT INTO b VALUES (5);
 """
 SIGNAL = {"data-collections": ["public.a", "public.b"], "type": "blocking"}
 BAD = {**SIGNAL, "additional-conditions": [{"data-collection": "public.a", "filter": "nosuch = 1"}]}
+# public.b's SELECT fails once it is run (EXPLAIN passes): its chunk's unit meets the error while reading
+FAILS = {**SIGNAL, "additional-conditions": [{"data-collection": "public.b",
+                                              "filter": "SELECT id FROM public.b WHERE 1 / (id - 5) > 0"}]}
 
 
 def _props(pg_server, pg_db) -> dict[str, Any]:
@@ -122,6 +128,19 @@ def test_an_abandoned_blocking_snapshot_is_aborted(pg_server, pg_db, tmp_path, c
     snapshot = engine.observer.metrics.values()["snapshot"]
     assert snapshot["SnapshotAborted"] is True and snapshot["SnapshotRunning"] is False
     assert [json.loads(e.value or "null")["payload"]["op"] for e in events if e.topic == "p.public.a"] == ["c", "c"]
+
+
+def test_a_chunk_that_fails_while_read_aborts_the_snapshot(pg_server, pg_db, tmp_path):
+    """The error is met by b's unit (`WorkUnit.abandoned`), after a was read: Debezium's sequence when its second
+    table's query fails (a's scan completed, b's SQL_EXCEPTION, ABORTED)."""
+    events, engine = _run(pg_server, pg_db, tmp_path, FAILS)
+    records = as_records(events)
+    notes = [comparable(r) for r in records if r["topic"] == TOPIC]
+    assert notes == golden("blocking_aborted_second_table_debezium.jsonl")
+    order = _order(records)
+    assert order == _order(recorded("blocking_aborted_second_table_debezium.jsonl"))
+    assert "False" not in " ".join(order)
+    assert engine.observer.metrics.values()["snapshot"]["SnapshotAborted"] is True
 
 
 def _renamed(notes: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:

@@ -236,9 +236,11 @@ def test_mariadb_typed_blocks_snapshot_in_batches(spark, mariadb_server, mariadb
 
 
 @pytest.mark.parametrize(("signal", "recording"), [("SIGNAL", "blocking_snapshot_debezium.jsonl"),
-                                                  ("BAD", "blocking_aborted_debezium.jsonl")])
+                                                  ("BAD", "blocking_aborted_debezium.jsonl"),
+                                                  ("FAILS", "blocking_aborted_second_table_debezium.jsonl")])
 def test_a_blocking_snapshots_notifications_equal_debeziums(spark, pg_server, pg_db, tmp_path, signal, recording):
-    """As `blocking._run` through the engine (without its change after the snapshot), completed or abandoned;
+    """As `blocking._run` through the engine (without its change after the snapshot), completed or abandoned
+    (planning it, or in a unit on an executor: FAILS);
     each comes in the batch after the one that made it (the observer counts a batch once Spark committed it),
     so COMPLETED after the streamed changes of the batch that follows the snapshot's; and each start with no
     snapshot due is SKIPPED, as Debezium's."""
@@ -256,8 +258,8 @@ def test_a_blocking_snapshots_notifications_equal_debeziums(spark, pg_server, pg
     assert [n for n in notes if n not in skipped] == golden(recording)[1:]
     doc = read_file(metrics_path(checkpoint))
     assert doc is not None
-    if signal == "BAD":
-        assert ops.count("r") == 0 and doc["snapshot"]["SnapshotAborted"] is True
+    if signal != "SIGNAL":
+        assert ops.count("r") == (0 if signal == "BAD" else 3) and doc["snapshot"]["SnapshotAborted"] is True
     else:
         assert ops.count("r") == 5 and doc["snapshot"]["SnapshotCompleted"] is True
         assert doc["snapshot"]["RowsScanned"] == {"public.a": 3, "public.b": 2}

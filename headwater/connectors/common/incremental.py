@@ -85,8 +85,8 @@ snapshot." at WARN and resumes streaming; DBZ-8244): a connector raises `Blockin
 warning names the signal and the error, and the next batch streams from where streaming paused. Rows the
 snapshot delivered before stay delivered; nothing streamed is lost or doubled. That batch's offset says so
 (`blocking_snapshot_abandoned`: the signal's id and tables, and the table whose query failed when the error
-names one), for the snapshot's notifications (`observe.observer`: Debezium's ABORTED). A unit that meets
-the error while reading (PostgreSQL's chunks, on the executors) is not known there.
+names one), for the snapshot's notifications (`observe.observer`: Debezium's ABORTED); a unit that meets it
+while reading (PostgreSQL's chunks, on the executors) says so itself (`WorkUnit.abandoned`).
 
 Notifications of incremental snapshots go to `connectors.common.notifications` (IN_PROGRESS once a
 window, not once a chunk).
