@@ -86,10 +86,11 @@ class Observer:
         """The initial snapshot is running (not an incremental one)."""
         return self._initial
 
-    def snapshot_started(self, tables: list[str]) -> None:
+    def snapshot_started(self, tables: list[str], blocking: bool = False) -> None:
+        """The initial snapshot of `tables` started, or (`blocking`) a blocking snapshot of them."""
         self._initial, self._incremental = True, False
         self._tables, self._started, self._scanned = list(tables), [], []
-        self.metrics.snapshot_started(tables)
+        self.metrics.snapshot_started(tables, more=blocking)
         self.notifier.initial_snapshot("STARTED")
 
     def _collections(self) -> str:
@@ -140,11 +141,11 @@ class Observer:
             self._blocking_ended(abandoned if ours else None)
             abandoned = None if ours else abandoned
         if abandoned is not None and str(abandoned.get("id")) != running_id:  # abandoned before its first batch
-            self.snapshot_started(list(abandoned.get("tables") or []))
+            self.snapshot_started(list(abandoned.get("tables") or []), blocking=True)
             self._blocking_ended(abandoned)
         if running_id is not None and self._blocking is None:
             self._blocking, self._failed = running_id, False
-            self.snapshot_started(list((running or {}).get("tables") or []))
+            self.snapshot_started(list((running or {}).get("tables") or []), blocking=True)
         return running_id is not None
 
     def _blocking_ended(self, abandoned: dict[str, Any] | None) -> None:

@@ -75,3 +75,24 @@ def test_completed_after_batches_and_a_restart_of_the_observer(tmp_path):
                                             "TABLE_SCAN_COMPLETED", "COMPLETED"]
     snapshot = again.metrics.values()["snapshot"]
     assert snapshot["SnapshotCompleted"] is True and snapshot["RowsScanned"] == {"public.a": 2, "public.b": 1}
+
+
+def test_the_snapshot_metrics_count_a_blocking_snapshot_on_top_of_the_initial_ones():
+    """As Debezium's meter, which a blocking snapshot does not reset: the tables of both snapshots, the other
+    tables' rows kept, a table read again counted from zero."""
+    o = _observer()
+    o.opened(["public.x", "public.a"], snapshot_due=True)
+    o.snapshot_started(["public.x", "public.a"])
+    o.seen_facts(_rows("public.x", 4, last=True), snapshot=True)
+    o.seen_facts(_rows("public.a", 2, last=True), snapshot=True)
+    o.snapshot_finished()
+    assert o.blocking({"lsn": 5, inc.BLOCKING: {**SIGNAL, "chunk_range": [0, 1]}}) is True
+    snapshot = o.metrics.values()["snapshot"]
+    assert snapshot["SnapshotRunning"] is True and snapshot["RemainingTableCount"] == 2
+    assert snapshot["TotalTableCount"] == 3 and snapshot["CapturedTables"] == ["public.x", "public.a", "public.b"]
+    o.seen_facts(_rows("public.a", 3, last=True), snapshot=True)
+    o.seen_facts(_rows("public.b", 1, last=True), snapshot=True)
+    o.blocking({"lsn": 6})
+    snapshot = o.metrics.values()["snapshot"]
+    assert snapshot["RowsScanned"] == {"public.x": 4, "public.a": 3, "public.b": 1}
+    assert snapshot["RemainingTableCount"] == 0 and snapshot["SnapshotCompleted"] is True
