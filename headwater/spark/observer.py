@@ -20,7 +20,8 @@ notifications, metrics file and Prometheus endpoint) in step with the committed 
 - the batch's offsets (in its progress) tell a snapshot batch from a streaming one, the snapshot's
   last batch, the stream position (`SourceEventPosition`), the incremental snapshot's chunk, and a
   blocking snapshot's batches, end and abandonment (its notifications, `Observer.blocking`: COMPLETED
-  or ABORTED once the batch after its last is counted, carried by the batch after that);
+  or ABORTED once the batch after its last is counted, carried with those before by the batch after
+  that);
 - the reader's state file tells when the connector opened (the captured tables; STARTED and a
   running snapshot when one is due, else SKIPPED), polled every `POLL_S` and before each batch;
 - the `sink` channel's notifications wait in the file's outbox (`spark.outbox`) until a batch

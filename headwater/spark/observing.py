@@ -19,9 +19,8 @@ All of it is on when the reader option `headwater.observe.dir` names a directory
   and that batch's first partition writes them, so a batch Spark replays from its offset log writes
   the same ones. Right after the snapshot's last batch the reader waits (at most `OUTBOX_WAIT_S`)
   until the observer has counted that batch, so that its TABLE_SCAN_COMPLETED and COMPLETED come in
-  the very next batch (also at the end of a `--once` run); so it does after each batch of a blocking
-  snapshot and after the batch that follows its last (`spark.source`: that batch's count makes its
-  COMPLETED or ABORTED).
+  the very next batch (also at the end of a `--once` run); so it does after the batch that follows a
+  blocking snapshot's last (`spark.source`: that batch's count makes its COMPLETED or ABORTED).
 """
 
 from __future__ import annotations

@@ -217,10 +217,10 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         from headwater.connectors.common.incremental import BLOCKING  # (the driver's: see _open)
         from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase
 
-        # the batch that ended at `inner` was the initial snapshot's last, or a blocking snapshot's (or the one
-        # after its last): the observer's notifications of it come with the next batch
-        blocking, self._blocking = self._blocking, bool(inner.get(BLOCKING))
-        return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED or blocking or self._blocking)
+        # the batch that ended at `inner` was the initial snapshot's last, or the one after a blocking snapshot's
+        # last (its count makes COMPLETED or ABORTED): the observer's notifications of it come with the next batch
+        left, self._blocking = self._blocking and not inner.get(BLOCKING), bool(inner.get(BLOCKING))
+        return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED or left)
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Spark calls this before the first latestOffset: what is available now is fixed once the
