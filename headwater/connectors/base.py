@@ -27,7 +27,11 @@ Offset = dict[str, Any]
 
 
 class WorkUnit(ABC):
-    """A picklable piece of a batch; `read()` may run in another process."""
+    """A picklable piece of a batch; `read()` may run in another process. A unit of a blocking snapshot that met
+    a query error and ended there (its rows read before stay delivered) sets `abandoned` to its table's name, for
+    the snapshot's notifications (`observe.observer`: its runner reads it once `read()` is over)."""
+
+    abandoned: str | None = None
 
     @abstractmethod
     def read(self) -> Iterator[Events]:

@@ -138,10 +138,17 @@ class Engine:
             if snapshot:
                 yield from self._snapshot(connector.plan(start, end), last=phase(end) == SNAPSHOT_COMPLETED)
             else:
+                blocking = self.observer.blocking(end)  # a blocking snapshot's batch is counted as a snapshot's
+                yield from self._notifications()
                 for unit in connector.plan(start, end):
                     for batch in unit.read():
-                        self.observer.seen(batch, snapshot=False)
+                        self.observer.seen(batch, snapshot=blocking)
+                        if blocking:
+                            yield from self._notifications()
                         yield self._out(batch)
+                    if blocking and unit.abandoned is not None:  # it met a query error: the snapshot is aborted
+                        self.observer.scan_failed(unit.abandoned)
+                        yield from self._notifications()
             self._commit(end)
             if not snapshot:
                 self.observer.incremental(end)

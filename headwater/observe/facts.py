@@ -15,7 +15,9 @@ text of JSON rows.
 The commit versions are kept as their count and the first and last (ascending): a log is read in
 commit order, so the facts of consecutive pieces of one batch (Spark partitions, each reading its
 piece on an executor) `merge` into the batch's, a transaction that goes on from one piece into the
-next counted once. `to_json`/`from_json` carry the facts from an executor to the driver.
+next counted once. `to_json`/`from_json` carry the facts from an executor to the driver, and with them
+`abandoned`: the tables whose blocking-snapshot unit met a query error (`WorkUnit.abandoned`), which the
+runner of the units adds (no event says so).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ class BatchFacts:
     last_op: str = ""
     last_source: dict[str, Any] = field(default_factory=dict)
     size: int = 0  # the records of the batch the places count (greater than every place)
+    abandoned: list[str] = field(default_factory=list)  # tables a blocking snapshot's unit met a query error reading
 
     @property
     def events(self) -> int:
@@ -59,13 +62,14 @@ class BatchFacts:
         return {"ops": self.ops, "topics": self.topics, "table_ends": self.table_ends,
                 "transactions": self.transactions, "first_version": self.first_version,
                 "last_version": self.last_version, "last_topic": self.last_topic, "last_op": self.last_op,
-                "last_source": self.last_source, "size": self.size}
+                "last_source": self.last_source, "size": self.size, "abandoned": self.abandoned}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> BatchFacts:
         return cls(dict(d["ops"]), [(int(p), t, table, int(n)) for p, t, table, n in d["topics"]],
                    [(int(p), t) for p, t in d["table_ends"]], int(d["transactions"]), d["first_version"],
-                   d["last_version"], d["last_topic"], d["last_op"], dict(d["last_source"]), int(d["size"]))
+                   d["last_version"], d["last_topic"], d["last_op"], dict(d["last_source"]), int(d["size"]),
+                   list(d.get("abandoned") or []))
 
 
 def merge(parts: Sequence[BatchFacts]) -> BatchFacts:
@@ -83,6 +87,7 @@ def merge(parts: Sequence[BatchFacts]) -> BatchFacts:
             else:
                 entry[2] += n
         out.table_ends += [(base + place, table) for place, table in f.table_ends]
+        out.abandoned += f.abandoned
         if f.transactions:
             continued = out.last_version is not None and f.first_version == out.last_version
             out.transactions += f.transactions - int(continued)

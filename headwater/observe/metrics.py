@@ -67,11 +67,16 @@ class ConnectorMetrics:
         self.snapshot["CapturedTables"] = list(tables)
         self.streaming["CapturedTables"] = list(tables)
 
-    def snapshot_started(self, tables: list[str]) -> None:
+    def snapshot_started(self, tables: list[str], more: bool = False) -> None:
+        """A snapshot of `tables` started. `more`: a blocking snapshot, which Debezium's meter counts on top of
+        what it holds (it is not reset: `TotalTableCount` counts the tables of every snapshot so far, those
+        `RowsScanned` holds, whose other tables' counts stay; `CapturedTables` gains the new ones)."""
         s = self.snapshot
-        s.update(CapturedTables=list(tables), TotalTableCount=len(tables), RemainingTableCount=len(tables),
+        captured = list(dict.fromkeys([*s["CapturedTables"], *tables])) if more else list(tables)
+        rows = {**s["RowsScanned"], **{t: 0 for t in tables}} if more else {t: 0 for t in tables}
+        s.update(CapturedTables=captured, TotalTableCount=len(rows), RemainingTableCount=len(tables),
                  SnapshotRunning=True, SnapshotCompleted=False, SnapshotAborted=False, SnapshotPaused=False,
-                 RowsScanned={t: 0 for t in tables})
+                 RowsScanned=rows)
         self._snapshot_start, self._snapshot_end = time.monotonic(), None
         self._paused_seconds, self._paused_since = 0.0, None
 

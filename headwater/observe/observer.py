@@ -14,6 +14,17 @@ row marked the last of the table (`source.snapshot`), or when the snapshot ends 
 rows gets both then);
 then `COMPLETED`, or `ABORTED` when the snapshot batch did not finish; `SKIPPED` at an open with no
 snapshot due.
+
+A blocking snapshot (`execute-snapshot` with `type: blocking`) gets the same notifications, as Debezium 3.6
+sends them (it runs one through its snapshot source): the runner calls `blocking` with the end offset of
+each streaming batch before its events, and counts the events of a batch that reads a blocking snapshot
+as a snapshot's (`seen` with `snapshot`: True). `STARTED` comes with its first batch (`data_collections`:
+the signal's tables), `COMPLETED` with the batch after its last (before that batch's streamed events); when
+it was abandoned for a query error (the offset's `blocking_snapshot_abandoned`, or a unit's
+`WorkUnit.abandoned`, which the runner hands to `scan_failed`, or the facts carry), the table whose query
+failed gets `IN_PROGRESS` and `TABLE_SCAN_COMPLETED` with `status` `SQL_EXCEPTION` (and, as Debezium's,
+no `data_collections` nor `total_rows_scanned`), then `ABORTED`. Debezium's snapshot metrics follow it as
+they follow the initial snapshot (`SnapshotRunning`, `RowsScanned`, ...).
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from headwater.config.properties import ConnectorConfig
-from headwater.connectors.common.incremental import CHUNK, NOTIFICATIONS, State
+from headwater.connectors.common.incremental import BLOCKING, BLOCKING_ABANDONED, CHUNK, NOTIFICATIONS, State
 from headwater.connectors.common.notifications import Notification
 from headwater.events.batch import Events
 from headwater.events.typed import TypedEvents
@@ -58,6 +69,8 @@ class Observer:
         self.file_extra: Callable[[], dict[str, Any]] | None = None  # more fields for the metrics file
         self._initial = False  # the initial snapshot is running
         self._incremental = False  # an incremental snapshot is running
+        self._blocking: str | None = None  # the signal id of the blocking snapshot running
+        self._failed = False  # a table of it met a query error: it ends ABORTED
 
     def opened(self, tables: list[str], snapshot_due: bool) -> None:
         """The connector is open, capturing `tables`; `snapshot_due`: its first batch is a snapshot."""
@@ -73,10 +86,11 @@ class Observer:
         """The initial snapshot is running (not an incremental one)."""
         return self._initial
 
-    def snapshot_started(self, tables: list[str]) -> None:
+    def snapshot_started(self, tables: list[str], blocking: bool = False) -> None:
+        """The initial snapshot of `tables` started, or (`blocking`) a blocking snapshot of them."""
         self._initial, self._incremental = True, False
         self._tables, self._started, self._scanned = list(tables), [], []
-        self.metrics.snapshot_started(tables)
+        self.metrics.snapshot_started(tables, more=blocking)
         self.notifier.initial_snapshot("STARTED")
 
     def _collections(self) -> str:
@@ -109,10 +123,55 @@ class Observer:
         self.write()
 
     def snapshot_aborted(self) -> None:
-        self._initial = False
+        self._initial, self._blocking = False, None
         self.metrics.snapshot_ended(completed=False)
         self.notifier.initial_snapshot("ABORTED")
         self.write()
+
+    # ------------------------------------------------------------------ a blocking snapshot
+    def blocking(self, end: dict[str, Any]) -> bool:
+        """Before the events of the streaming batch ending at `end`: the notifications of a blocking snapshot
+        that ends with the batch before it (COMPLETED, or ABORTED) and of one it starts (STARTED). True when
+        the batch reads a blocking snapshot (its events are a snapshot's)."""
+        running = end.get(BLOCKING) or None
+        abandoned = end.get(BLOCKING_ABANDONED) or None
+        running_id = None if running is None else str(running.get("id"))
+        if self._blocking is not None and running_id != self._blocking:
+            ours = abandoned is not None and str(abandoned.get("id")) == self._blocking
+            self._blocking_ended(abandoned if ours else None)
+            abandoned = None if ours else abandoned
+        if abandoned is not None and str(abandoned.get("id")) != running_id:  # abandoned before its first batch
+            self.snapshot_started(list(abandoned.get("tables") or []), blocking=True)
+            self._blocking_ended(abandoned)
+        if running_id is not None and self._blocking is None:
+            self._blocking, self._failed = running_id, False
+            self.snapshot_started(list((running or {}).get("tables") or []), blocking=True)
+        return running_id is not None
+
+    def _blocking_ended(self, abandoned: dict[str, Any] | None) -> None:
+        self._blocking = None
+        if abandoned is None and not self._failed:
+            self.snapshot_finished()
+            return
+        table = (abandoned or {}).get("table")
+        if table:
+            self._scan_failed(table)
+        self.snapshot_aborted()
+
+    def scan_failed(self, table: str) -> None:
+        """A unit of the running blocking snapshot met a query error reading `table` and ended
+        (`WorkUnit.abandoned`): its TABLE_SCAN_COMPLETED with `status` `SQL_EXCEPTION` now, ABORTED when the
+        snapshot's batches are over."""
+        if self._blocking is not None:
+            self._failed = True
+            self._scan_failed(table)
+
+    def _scan_failed(self, table: str) -> None:
+        if table in self._scanned:
+            return
+        self._in_progress(table)
+        self._scanned.append(table)
+        self.notifier.initial_snapshot("TABLE_SCAN_COMPLETED", {"scanned_collection": table, "status": "SQL_EXCEPTION"})
 
     # ------------------------------------------------------------------ events
     def seen(self, batch: Events | TypedEvents, snapshot: bool) -> None:
@@ -128,6 +187,8 @@ class Observer:
             steps += [(place, 1, table) for place, table in facts.table_ends]
             for _, done, table in sorted(steps):
                 (self._table_done if done else self._in_progress)(table)
+            for table in facts.abandoned:
+                self.scan_failed(table)
         else:
             self.metrics.streamed(facts)
         if time.monotonic() - self._written >= WRITE_EVERY_S:
@@ -185,13 +246,15 @@ class Observer:
     def state(self) -> dict[str, Any]:
         """What `restore` needs besides the metrics' values."""
         return {"metrics": self.metrics.state(), "tables": self._tables, "started": self._started,
-                "scanned": self._scanned, "initial": self._initial, "incremental": self._incremental}
+                "scanned": self._scanned, "initial": self._initial, "incremental": self._incremental,
+                "blocking": self._blocking, "failed": self._failed}
 
     def restore(self, doc: dict[str, Any], state: dict[str, Any]) -> None:
         """Carry on from a metrics file `doc` and the `state` kept in it."""
         self.metrics.restore(doc, state.get("metrics") or {})
         self._tables, self._started, self._scanned = (list(state.get(k) or []) for k in ("tables", "started", "scanned"))
         self._initial, self._incremental = bool(state.get("initial")), bool(state.get("incremental"))
+        self._blocking, self._failed = state.get("blocking"), bool(state.get("failed"))
         for n in doc.get("notifications") or []:
             self.notifier.recent.append(Notification(**n))
 

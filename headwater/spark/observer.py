@@ -18,7 +18,10 @@ notifications, metrics file and Prometheus endpoint) in step with the committed 
   Spark runs again after a crash is not counted twice (its progress is reported only after Spark
   committed it, and an id not above the last counted is skipped);
 - the batch's offsets (in its progress) tell a snapshot batch from a streaming one, the snapshot's
-  last batch, the stream position (`SourceEventPosition`) and the incremental snapshot's chunk;
+  last batch, the stream position (`SourceEventPosition`), the incremental snapshot's chunk, and a
+  blocking snapshot's batches, end and abandonment (its notifications, `Observer.blocking`: COMPLETED
+  or ABORTED once the batch after its last is counted, carried with those before by the batch after
+  that);
 - the reader's state file tells when the connector opened (the captured tables; STARTED and a
   running snapshot when one is due, else SKIPPED), polled every `POLL_S` and before each batch;
 - the `sink` channel's notifications wait in the file's outbox (`spark.outbox`) until a batch
@@ -188,8 +191,8 @@ class SparkObserver:
                 obs.seen_facts(facts, snapshot=True)
                 if phase(end) == SNAPSHOT_COMPLETED:
                     obs.snapshot_finished()
-            else:
-                obs.seen_facts(facts, snapshot=False)
+            else:  # (a blocking snapshot's batch counts as a snapshot's)
+                obs.seen_facts(facts, snapshot=obs.blocking(end))
                 obs.incremental(end)
             self._take_notes()
             self.batch, self.end = int(p.batchId), end

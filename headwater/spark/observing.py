@@ -19,7 +19,8 @@ All of it is on when the reader option `headwater.observe.dir` names a directory
   and that batch's first partition writes them, so a batch Spark replays from its offset log writes
   the same ones. Right after the snapshot's last batch the reader waits (at most `OUTBOX_WAIT_S`)
   until the observer has counted that batch, so that its TABLE_SCAN_COMPLETED and COMPLETED come in
-  the very next batch (also at the end of a `--once` run).
+  the very next batch (also at the end of a `--once` run); so it does after the batch that follows a
+  blocking snapshot's last (`spark.source`: that batch's count makes its COMPLETED or ABORTED).
 """
 
 from __future__ import annotations
@@ -64,10 +65,15 @@ class PartitionFacts:
             self.parts.append(batch_facts(batch))
             yield batch
 
+    def abandoned(self, table: str) -> None:
+        """The partition's unit met a query error reading `table` for a blocking snapshot (`WorkUnit.abandoned`)."""
+        self.parts.append(BatchFacts(abandoned=[table]))
+
     def row(self, layout: str, index: int) -> pa.RecordBatch | None:
-        """The facts row of partition number `index` (None when it delivered no change event)."""
+        """The facts row of partition number `index` (None when it delivered no change event and abandoned
+        nothing)."""
         facts = merge(self.parts)
-        if not facts.events:
+        if not facts.events and not facts.abandoned:
             return None
         text = json.dumps({**facts.to_json(), "events": facts.events, "partition": index}, separators=(",", ":"),
                           default=str)

@@ -133,6 +133,7 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         observe = self.options.get(OBSERVE_OPTION)
         self.observe_dir = Path(observe).expanduser() if observe else None
         self._carrier: Carrier | None = None
+        self._blocking = False  # the last batch planned started in a blocking snapshot
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -213,9 +214,13 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         end = self.connector.latest_offset(inner, max_events)
         if self._carrier is None:
             return start if end == inner else end
-        from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase  # (the driver's: see _open)
+        from headwater.connectors.common.incremental import BLOCKING  # (the driver's: see _open)
+        from headwater.connectors.common.phases import SNAPSHOT_COMPLETED, phase
 
-        return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED)
+        # the batch that ended at `inner` was the initial snapshot's last, or the one after a blocking snapshot's
+        # last (its count makes COMPLETED or ABORTED): the observer's notifications of it come with the next batch
+        left, self._blocking = self._blocking and not inner.get(BLOCKING), bool(inner.get(BLOCKING))
+        return self._carrier.attach(start, end, wait=phase(inner) == SNAPSHOT_COMPLETED or left)
 
     def prepareForTriggerAvailableNow(self) -> None:
         # Spark calls this before the first latestOffset: what is available now is fixed once the
@@ -251,6 +256,8 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             batches = facts.count(batches)
         yield from self._rows(self._transformed(batches))
         if facts is not None:
+            if partition.unit.abandoned is not None:
+                facts.abandoned(partition.unit.abandoned)
             row = facts.row(self.layout, partition.value)
             if row is not None:
                 yield row

@@ -1,5 +1,6 @@
 """The facts of pieces of one batch merge into the batch's: counts add up, a transaction that goes on
-from one piece into the next counts once, places follow the pieces' order; and they survive JSON."""
+from one piece into the next counts once, places follow the pieces' order, the tables a blocking snapshot's
+units abandoned are kept; and they survive JSON."""
 
 from __future__ import annotations
 
@@ -37,3 +38,12 @@ def test_pieces_merge_into_the_batch():
     assert merged.table_ends == [(5, "s.a")] and merged.size == 6
     assert (merged.last_topic, merged.last_op) == ("a", "r") and merged.last_source["table"] == "a"
     assert BatchFacts.from_json(json.loads(json.dumps(merged.to_json()))) == merged
+
+
+def test_the_tables_abandoned_are_kept_through_a_merge_and_json():
+    merged = merge([_piece([("a", "r", 1, "first")]), BatchFacts(abandoned=["s.b"]), BatchFacts(abandoned=["s.c"])])
+    assert merged.abandoned == ["s.b", "s.c"] and merged.ops == {"r": 1}
+    again = BatchFacts.from_json(json.loads(json.dumps(merged.to_json())))
+    assert again == merged
+    old = {k: v for k, v in merged.to_json().items() if k != "abandoned"}  # a facts row of an older version
+    assert BatchFacts.from_json(old).abandoned == []

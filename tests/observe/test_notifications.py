@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Generator
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -20,9 +19,8 @@ from headwater.engine import Engine, OffsetFile
 from headwater.events.batch import Event
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.observe.notifications import Notifier
+from tests.observe.notes_support import TOPIC, comparable, golden
 
-DATA = Path(__file__).resolve().parent.parent / "data" / "notifications"
-TOPIC = "io.debezium.notification"
 # the tables and rows the golden files were recorded with
 SETUP = """
 CREATE TABLE a (id int PRIMARY KEY, v text); INSERT INTO a VALUES (1, 'x'), (2, 'y');
@@ -36,25 +34,12 @@ def _props(pg_server, pg_db, **extra: str) -> dict:
             "notification.sink.topic.name": TOPIC, **extra}
 
 
-def _comparable(record: dict) -> dict:
-    """A notification record without what differs in every run (its id and time)."""
-    key, value = record["key"], record["value"]
-    payload = {k: v for k, v in value["payload"].items() if k not in ("id", "timestamp")}
-    assert key["payload"]["id"] == value["payload"]["id"]
-    assert isinstance(value["payload"]["timestamp"], int)
-    return {"topic": record["topic"], "key_schema": key["schema"], "value_schema": value["schema"], "payload": payload}
-
-
-def _golden(name: str) -> list[dict]:
-    return [_comparable(json.loads(line)) for line in (DATA / name).read_text().splitlines()]
-
-
 def _records(events: list[Event]) -> tuple[list[dict], list[Event]]:
     """The notification records (as comparable dicts) and the other events."""
     notes, others = [], []
     for e in events:
         if e.topic == TOPIC:
-            notes.append(_comparable({"topic": e.topic, "key": json.loads(e.key or "null"), "value": json.loads(e.value or "null")}))
+            notes.append(comparable({"topic": e.topic, "key": json.loads(e.key or "null"), "value": json.loads(e.value or "null")}))
         else:
             others.append(e)
     return notes, others
@@ -70,7 +55,7 @@ def test_initial_snapshot_notifications_equal_debeziums(pg_server, pg_db, tmp_pa
     finally:
         engine.close()
     notes, others = _records(events)
-    assert notes == _golden("initial_snapshot_debezium.jsonl")
+    assert notes == golden("initial_snapshot_debezium.jsonl")
     # STARTED first, COMPLETED last, a table's notifications with the batch of its rows, before them
     kinds = [json.loads(e.value or "null")["payload"]["type"] if e.topic == TOPIC else e.topic for e in events]
     assert kinds[0] == "STARTED" and kinds[-1] == "COMPLETED"
@@ -111,7 +96,7 @@ def test_no_snapshot_is_skipped(pg_server, pg_db):
     finally:
         engine.close()
     notes, others = _records(events)
-    assert notes == _golden("skipped_debezium.jsonl") and others == []
+    assert notes == golden("skipped_debezium.jsonl") and others == []
 
 
 def test_an_interrupted_snapshot_is_aborted(pg_server, pg_db, tmp_path):
@@ -169,6 +154,6 @@ def test_the_incremental_snapshot_notification_for_signals():
     [row] = list(to_event_batch(records, JsonOptions(True, True)).rows())
     value = json.loads(row.value or "null")
     assert row.topic == TOPIC and json.loads(row.key or "null")["payload"] == {"id": "signal-1"}
-    assert value["schema"] == _golden("initial_snapshot_debezium.jsonl")[0]["value_schema"]
+    assert value["schema"] == golden("initial_snapshot_debezium.jsonl")[0]["value_schema"]
     assert value["payload"]["aggregate_type"] == "Incremental Snapshot" and value["payload"]["type"] == "IN_PROGRESS"
     assert value["payload"]["additional_data"] == {"connector_name": "p", **data}

@@ -1,8 +1,9 @@
 """Debezium's metrics and the initial snapshot's notifications of a `headwater` stream on local Spark,
 in process, against a real PostgreSQL: the counts equal the events the jsonl sink holds, a batch
 Spark runs again is not counted twice, the notifications (sink and log) equal the real Debezium's but
-for ids and times and come once, the observed metrics are in StreamingQueryProgress; and a
-`--once` run (availableNow) finishes an incremental snapshot signalled before it."""
+for ids and times and come once, the observed metrics are in StreamingQueryProgress; a
+`--once` run (availableNow) finishes an incremental snapshot signalled before it; and a blocking
+snapshot's notifications equal the real Debezium's (tests/observe/test_blocking_notifications.py)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,10 @@ from headwater.observe.metrics import metrics_path, read_file
 from headwater.pipeline_config import load_config
 from headwater.spark.observer import batch_counts, observed_stream
 from headwater.spark.pipeline import query_observer, start_query
-from tests.observe.test_notifications import SETUP, TOPIC, _comparable, _golden
+from tests.connectors.common.incremental_support import insert_signal
+from tests.observe import test_blocking_notifications as blocking
+from tests.observe.notes_support import TOPIC, comparable, golden
+from tests.observe.test_notifications import SETUP
 from tests.spark_support import read_sink, write_config
 
 pytestmark = pytest.mark.spark
@@ -48,7 +52,7 @@ def _run(spark, props: dict[str, str], out: Path, checkpoint: Path) -> list[Any]
 
 def _split(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """The notification records (comparable) and the ops of the change events."""
-    notes = [_comparable(e) for e in events if e["topic"] == TOPIC]
+    notes = [comparable(e) for e in events if e["topic"] == TOPIC]
     ops = [e["value"]["payload"]["op"] for e in events if e["topic"] != TOPIC and e["value"] is not None]
     return notes, ops
 
@@ -62,7 +66,7 @@ def test_counts_and_notifications_once_per_committed_batch(spark, pg_server, pg_
     with caplog.at_level(logging.INFO, logger="headwater.notifications"):
         _run(spark, props, out, checkpoint)
     notes, ops = _split(read_sink(out))
-    assert notes == _golden("initial_snapshot_debezium.jsonl")  # in the batch after the snapshot's
+    assert notes == golden("initial_snapshot_debezium.jsonl")  # in the batch after the snapshot's
     logged = [r.getMessage().split("type='")[1].split("'")[0] for r in caplog.records
               if r.name == "headwater.notifications"]
     assert logged == ["STARTED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED", "IN_PROGRESS", "TABLE_SCAN_COMPLETED",
@@ -229,3 +233,33 @@ def test_mariadb_typed_blocks_snapshot_in_batches(spark, mariadb_server, mariadb
     assert st["TotalNumberOfEventsSeen"] == len(streamed) == 4  # insert, key change (delete + create), delete
     assert (st["TotalNumberOfCreateEventsSeen"], st["TotalNumberOfDeleteEventsSeen"]) == (2, 2)
     assert st["NumberOfCommittedTransactions"] == 2
+
+
+@pytest.mark.parametrize(("signal", "recording"), [("SIGNAL", "blocking_snapshot_debezium.jsonl"),
+                                                  ("BAD", "blocking_aborted_debezium.jsonl"),
+                                                  ("FAILS", "blocking_aborted_second_table_debezium.jsonl")])
+def test_a_blocking_snapshots_notifications_equal_debeziums(spark, pg_server, pg_db, tmp_path, signal, recording):
+    """As `blocking._run` through the engine (without its change after the snapshot), completed or abandoned
+    (planning it, or in a unit on an executor: FAILS);
+    each comes in the batch after the one that made it (the observer counts a batch once Spark committed it),
+    so COMPLETED after the streamed changes of the batch that follows the snapshot's; and each start with no
+    snapshot due is SKIPPED, as Debezium's."""
+    pg_server.execute(blocking.SETUP, pg_db)
+    props = {**blocking._props(pg_server, pg_db), "slot.name": f"ob_{pg_db}"}
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    _run(spark, props, out, checkpoint)
+    pg_server.execute("INSERT INTO a VALUES (3, 'before')", pg_db)
+    insert_signal(pg_server.connect(pg_db), "execute-snapshot", getattr(blocking, signal), "sig-1")
+    pg_server.execute("INSERT INTO b VALUES (6)", pg_db)
+    _run(spark, props, out, checkpoint)
+    notes, ops = _split(read_sink(out))
+    skipped = [n for n in notes if n["payload"]["type"] == "SKIPPED"]
+    assert skipped == golden(recording)[:1] * 2  # a start each
+    assert [n for n in notes if n not in skipped] == golden(recording)[1:]
+    doc = read_file(metrics_path(checkpoint))
+    assert doc is not None
+    if signal != "SIGNAL":
+        assert ops.count("r") == (0 if signal == "BAD" else 3) and doc["snapshot"]["SnapshotAborted"] is True
+    else:
+        assert ops.count("r") == 5 and doc["snapshot"]["SnapshotCompleted"] is True
+        assert doc["snapshot"]["RowsScanned"] == {"public.a": 3, "public.b": 2}

@@ -232,13 +232,14 @@ class BlockingBatches(LockingBatches):
         `BlockingAbandoned`; an error of the connection goes on up."""
         held = self.snapshot
         if held is not None and held.failed is not None:
-            raise BlockingAbandoned(held.failed[1])
+            raise BlockingAbandoned(held.failed[1], held.failed[2])
         try:
             yield
         except pymysql.err.MySQLError as exc:
             if not query_error(exc):
                 raise
-            raise BlockingAbandoned(clean(exc, self.source.params)) from None
+            now = self.snapshot  # (the table whose planning met the error names it in the notifications)
+            raise BlockingAbandoned(clean(exc, self.source.params), now.planning if now is not None else None) from None
 
     def held(self) -> HeldSnapshot | None:
         return self.snapshot
@@ -274,7 +275,7 @@ class BlockingBatches(LockingBatches):
         for name, lo, hi, ends, part in blocking[REREAD]:
             t = current.get(split_table(name))
             if t is None:
-                raise BlockingAbandoned(f"the table {name} is no longer known")
+                raise BlockingAbandoned(f"the table {name} is no longer known", name)
             chunks.append((t, KeyRange(None if lo is None else tuple(key_values(lo)),
                                        None if hi is None else tuple(key_values(hi))), tuple(ends), part))
         held.adopt(chunks, self.source.context)

@@ -138,7 +138,9 @@ class HeldSnapshot:
         self.read_to = 0  # the chunks before this one have their rows read (or taken)
         # a blocking snapshot's: the text of a query error that abandons it (None for an error that fails the read)
         self.abandon: Callable[[BaseException], str | None] | None = None
-        self.failed: tuple[int, str] | None = None  # the chunk whose read abandoned the snapshot, and why
+        # the chunk whose read abandoned the snapshot, why, and its table
+        self.failed: tuple[int, str, str] | None = None
+        self.planning: str | None = None  # the table being cut into chunks (where a planning error was met)
         self.conn = connect(params, conv=TEXT_VALUES)
         self.locked = False
         try:
@@ -181,6 +183,7 @@ class HeldSnapshot:
         todo: deque[TablePlan] = deque()
         with self.lock, self.conn.cursor() as cur:
             for i, t in enumerate(chosen):
+                self.planning = table_name(t)
                 override = overrides.get(table_name(t))
                 ends = (i == 0 and resume is None, i == len(chosen) - 1)
                 start: tuple[Any, ...] | None = None
@@ -197,7 +200,7 @@ class HeldSnapshot:
                                                     if c is not None))
                 todo.append(TablePlan(t, key, key_ranges(cur, DIALECT, table_ref(t), key, self.chunk_rows,
                                                          start=start), None, *ends, resumed=start is not None))
-            self.todo = todo
+            self.todo, self.planning = todo, None
 
     def adopt(self, chunks: Sequence[tuple[Table, KeyRange, tuple[bool, bool, bool, bool], int]],
               ctx: BinlogContext) -> None:
@@ -238,7 +241,9 @@ class HeldSnapshot:
         chunk = SnapshotChunk(self.token, len(self.chunks), pos.file, pos.pos, pos.stream, self.ts_us, self.ctx,
                               t.table, None, KeyRange(None, None), t.override, (t.first, t.last, self.part == 0, False),
                               self.part)
+        self.planning = table_name(t.table)
         rows = self._read(chunk)
+        self.planning = None
         last = self.stream is None  # (the SELECT's end follows the rows: it is let go)
         chunk.ends = (t.first, t.last, self.part == 0, last)
         self.chunks.append(chunk)
@@ -307,7 +312,7 @@ class HeldSnapshot:
                 if why is None:
                     raise
                 log.info("%s failed (%s): the blocking snapshot reads no more rows", chunk.describe(), why)
-                self.failed = (chunk.index, why)
+                self.failed = (chunk.index, why, table_name(chunk.table))
                 return NO_ROWS
 
     def read_ahead(self, after: Sequence[int], upto: int) -> None:

@@ -83,7 +83,10 @@ does (it catches the blocking snapshot's exception, logs "Error while executing 
 snapshot." at WARN and resumes streaming; DBZ-8244): a connector raises `BlockingAbandoned` from
 `blocking_batch` or `blocking_units` (or a unit that meets it logs it, `abandon_blocking`, and ends), the
 warning names the signal and the error, and the next batch streams from where streaming paused. Rows the
-snapshot delivered before stay delivered; nothing streamed is lost or doubled.
+snapshot delivered before stay delivered; nothing streamed is lost or doubled. That batch's offset says so
+(`blocking_snapshot_abandoned`: the signal's id and tables, and the table whose query failed when the error
+names one), for the snapshot's notifications (`observe.observer`: Debezium's ABORTED); a unit that meets it
+while reading (PostgreSQL's chunks, on the executors) says so itself (`WorkUnit.abandoned`).
 
 Notifications of incremental snapshots go to `connectors.common.notifications` (IN_PROGRESS once a
 window, not once a chunk).
@@ -135,10 +138,11 @@ FILE_POSITIONS = "signal_file_positions"
 NOTIFICATIONS = "notifications"
 BLOCKING_PENDING = "blocking_snapshot_pending"  # a blocking snapshot signalled: the next batch reads it
 BLOCKING = "blocking_snapshot"  # a batch that reads (part of) a blocking snapshot (its stream range is empty)
+BLOCKING_ABANDONED = "blocking_snapshot_abandoned"  # the batch after an abandoned blocking snapshot: its id and tables
 BLOCKING_SIGNAL = ("id", "tables", "statements")  # what `blocking_snapshot` keeps of the signal (and the connector's
 # batch fields beside them)
 OFFSET_KEYS = (COLLECTIONS, PRIMARY_KEY, MAXIMUM_KEY, CORRELATION_ID, PAUSED, ROWS_SCANNED, CHUNK, FILE_POSITIONS,
-               NOTIFICATIONS, BLOCKING_PENDING, BLOCKING)
+               NOTIFICATIONS, BLOCKING_PENDING, BLOCKING, BLOCKING_ABANDONED)
 
 Key = tuple[Any, ...]  # a row's key values, as the database writes them as text
 
@@ -220,7 +224,11 @@ class BlockingAbandoned(Exception):
     """An error the database returned for a blocking snapshot's query (a table dropped since the signal, a bad
     `additional-conditions` statement or `snapshot.select.statement.overrides`, ...), not one of the connection:
     the snapshot is abandoned and streaming resumes where it paused (`abandon_blocking`). The message never
-    holds the password."""
+    holds the password; `table` is the table (`schema.table`) whose query failed, when known."""
+
+    def __init__(self, message: str, table: str | None = None):
+        super().__init__(message)
+        self.table = table
 
 
 def abandon_blocking(signal_id: Any, why: str) -> None:
@@ -430,6 +438,7 @@ class Incremental:
         self._last_id: str | None = None  # the snapshot's signal id, when its last table is done
         self.blocking: dict[str, Any] | None = None  # a blocking snapshot signalled in the batch being planned
         self.abandoned: Any = None  # the signal id of a blocking snapshot abandoned for a query error
+        self.abandoned_table: str | None = None  # the table whose query failed, when known
         self.notify = Notifier(config.get("notification.enabled.channels"),
                                config.get("name") or config["topic.prefix"])
 
@@ -491,7 +500,8 @@ class Incremental:
             self._end(self.pending.pop(window.id, None) if window is not None else None)
         changed = (state != State.from_offset(start) or files != (start.get(FILE_POSITIONS) or {})
                    or chunk is not None or bool(self.notify.pending) or self.blocking is not None
-                   or bool(start.get(BLOCKING)))  # (a blocking snapshot's last batch: the offset leaves it)
+                   or bool(start.get(BLOCKING)) or bool(start.get(BLOCKING_PENDING)))  # (the offset leaves a
+        # blocking snapshot after its last batch, or when its first was abandoned)
         if end_pos is None and not changed:
             return None
         out = {**stream_offset(end_pos if end_pos is not None else without_heartbeat(start_pos)),
@@ -506,6 +516,10 @@ class Incremental:
         if self.blocking:
             out[BLOCKING_PENDING] = self.blocking
             self.blocking = None
+        ended = start.get(BLOCKING) or start.get(BLOCKING_PENDING)
+        if ended and ended.get("id") == self.abandoned:  # the batch after the snapshot says it was abandoned
+            out[BLOCKING_ABANDONED] = {"id": ended["id"], "tables": ended.get("tables") or [],
+                                       **({"table": self.abandoned_table} if self.abandoned_table else {})}
         return out
 
     def _blocking_batch(self, start: Offset, max_events: int | None) -> dict[str, Any] | None:
@@ -516,13 +530,14 @@ class Incremental:
             return None
         snapshot = signalled or {k: running[k] for k in BLOCKING_SIGNAL if k in running}
         if signalled:
-            self.abandoned = None
+            self.abandoned, self.abandoned_table = None, None
         elif running.get("id") == self.abandoned:  # abandoned while its last batch was planned: streaming resumes
             return None
         try:
             batch = self.hooks.blocking_batch(snapshot, None if signalled else running, max_events)
         except BlockingAbandoned as exc:  # (the caller lets go of the snapshot: `end_blocking`)
             abandon_blocking(snapshot["id"], str(exc))
+            self.abandoned, self.abandoned_table = snapshot["id"], exc.table
             return None
         if batch is None:
             log.info("blocking snapshot %s done: streaming resumes", snapshot["id"])
@@ -704,7 +719,7 @@ class Incremental:
                 return self.hooks.blocking_units(blocking, end_pos) + tail
             except BlockingAbandoned as exc:  # the batch reads nothing; the next one streams
                 abandon_blocking(blocking.get("id"), str(exc))
-                self.abandoned = blocking.get("id")
+                self.abandoned, self.abandoned_table = blocking.get("id"), exc.table
                 self.hooks.end_blocking()
                 return tail
         return self._chunk_units(start_pos, end, end_pos) + tail

@@ -497,7 +497,14 @@ class PostgresIncremental:
                 import_snapshot(cur, snapshot_name)
                 for unit in units:
                     if isinstance(unit, SnapshotChunk) and unit.first_chunk:
-                        cur.execute(sql.SQL("EXPLAIN ") + unit.query())
+                        try:
+                            cur.execute(sql.SQL("EXPLAIN ") + unit.query())
+                        except psycopg2.Error as exc:
+                            if not query_error(exc):
+                                raise
+                            table = unit.table
+                            raise BlockingAbandoned(clean(exc, self.source.params),
+                                                    f"{table.schema}.{table.name}") from None
                 cur.execute("COMMIT")
         finally:
             conn.close()

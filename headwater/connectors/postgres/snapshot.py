@@ -192,6 +192,7 @@ class SnapshotChunk(WorkUnit):
         except Exception as exc:
             if self.blocking is None or not query_error(exc):
                 raise
+            self.abandoned = f"{self.table.schema}.{self.table.name}"
             abandon_blocking(self.blocking, f"{self.describe()}: {clean(exc, self.info.params)}")
 
     def _read(self) -> Iterator[Events]:

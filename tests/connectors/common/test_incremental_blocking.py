@@ -161,13 +161,13 @@ class Failing(Hooks):
         if self.where == "batch" and lo == self.at and not self.failed:
             self.asked.append((snapshot, after, max_events))
             self.failed = True
-            raise inc.BlockingAbandoned("Table 'db.t' doesn't exist")
+            raise inc.BlockingAbandoned("Table 'db.t' doesn't exist", "db.t")
         return super().blocking_batch(snapshot, after, max_events)
 
     def blocking_units(self, blocking: dict[str, Any], at: dict[str, Any]) -> list[Any]:
         if self.where == "units" and blocking["chunk_range"][0] == self.at and not self.failed:
             self.failed = True
-            raise inc.BlockingAbandoned("Unknown column 'nope' in 'SELECT'")
+            raise inc.BlockingAbandoned("Unknown column 'nope' in 'SELECT'", "db.t")
         return super().blocking_units(blocking, at)
 
 
@@ -193,6 +193,8 @@ def test_a_query_error_abandons_the_blocking_snapshot_and_streaming_resumes_wher
         assert end["lsn"] == 10 and not streamed
         start = end
     assert end["lsn"] == 20 and streamed == [1] and inc.BLOCKING_PENDING not in end
+    # the batch that streams again says it was abandoned, and at which table (for the notifications' ABORTED)
+    assert end[inc.BLOCKING_ABANDONED] == {"id": "b1", "tables": ["public.t"], "table": "db.t"}
     # let go when streaming resumes (and, failing in its units, at once too)
     assert hooks.ended == (1 if where == "batch" else 2)
     assert read == [("chunks", (lo, lo + 2), 10) for lo in range(0, at, 2)]  # the batches before the error's
@@ -203,3 +205,15 @@ def test_a_query_error_abandons_the_blocking_snapshot_and_streaming_resumes_wher
     # a new blocking snapshot (even with the same id) runs again
     again = _run(incremental, {**end, inc.BLOCKING_PENDING: SIGNAL}, streamed)
     assert again is not None and again[inc.BLOCKING]["chunk_range"] == [0, 2]
+    assert inc.BLOCKING_ABANDONED not in again
+
+
+def test_a_snapshot_abandoned_at_its_first_batch_leaves_the_offset_even_when_nothing_is_new():
+    """Else the signalled snapshot would stay in the offset and be tried (and warned of) at every poll."""
+    incremental = _incremental(Failing(0, "batch"))
+    streamed: list[int] = []
+    end = _run(incremental, {"snapshot": "streaming", "lsn": 10, "epoch": 1, inc.BLOCKING_PENDING: SIGNAL}, streamed,
+               new=False)
+    assert end == {"snapshot": "streaming", "lsn": 10, "epoch": 1,
+                   inc.BLOCKING_ABANDONED: {"id": "b1", "tables": ["public.t"], "table": "db.t"}}
+    assert _run(incremental, end, streamed, new=False) is None
