@@ -77,6 +77,15 @@ class SourceConnector(ABC):
         """True when the next batch after `offset` (at which the connector is open) is a snapshot."""
         return False
 
+    def snapshot_scans(self) -> bool:
+        """True when the connector's snapshot reads the tables' rows (False: the schema only)."""
+        return True
+
+    def schema_snapshot_at_open(self, offset: Offset) -> bool:
+        """True when opening at `offset`, with no snapshot due, read the tables' schema again (Debezium's
+        schema-only snapshot at every start, as `snapshot.mode=recovery` takes on the binlog connectors)."""
+        return False
+
     def is_finished(self, offset: Offset) -> bool:
         """True when nothing will ever follow `offset` (initial_only after its snapshot)."""
         return False

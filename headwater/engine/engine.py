@@ -122,7 +122,8 @@ class Engine:
             self.offset = stored if stored is not None else connector.initial_offset()
             open_connector(connector, self.offset, self.stopping)
             connector.commit(self.offset)
-            self.observer.opened(connector.captured_tables, connector.snapshot_due(self.offset))
+            self.observer.opened(connector.captured_tables, connector.snapshot_due(self.offset),
+                                 connector.schema_snapshot_at_open(self.offset))
             yield from self._notifications()
         start = self.offset
         if once:
@@ -172,7 +173,7 @@ class Engine:
         """A snapshot batch's events (`last`: the snapshot's last batch), with the initial snapshot's
         notifications and metrics."""
         if not self.observer.snapshot_running:
-            self.observer.snapshot_started(self.connector.captured_tables)
+            self.observer.snapshot_started(self.connector.captured_tables, scans=self.connector.snapshot_scans())
         finished = False
         try:
             yield from self._notifications()

@@ -13,7 +13,11 @@ first row arrives and `TABLE_SCAN_COMPLETED` (`total_rows_scanned`, `status` `SU
 row marked the last of the table (`source.snapshot`), or when the snapshot ends (a table with no
 rows gets both then);
 then `COMPLETED`, or `ABORTED` when the snapshot batch did not finish; `SKIPPED` at an open with no
-snapshot due.
+snapshot due. A snapshot that reads no rows (`snapshot_started` with `scans` False: the binlog connectors'
+schema-only snapshot, `no_data`, `recovery`) has no table's notifications: `STARTED` then `COMPLETED`, as
+Debezium's RelationalSnapshotChangeEventSource sends them only from the tables' data scans; an open that
+read the tables' schema again instead of a snapshot (`opened` with `schema_snapshot`: `recovery` at a
+restart, where Debezium takes its schema-only snapshot at every start) sends those two instead of `SKIPPED`.
 
 A blocking snapshot (`execute-snapshot` with `type: blocking`) gets the same notifications, as Debezium 3.6
 sends them (it runs one through its snapshot source): the runner calls `blocking` with the end offset of
@@ -68,15 +72,20 @@ class Observer:
         self._written = 0.0
         self.file_extra: Callable[[], dict[str, Any]] | None = None  # more fields for the metrics file
         self._initial = False  # the initial snapshot is running
+        self._scans = True  # the running snapshot reads the tables' rows (not the schema only)
         self._incremental = False  # an incremental snapshot is running
         self._blocking: str | None = None  # the signal id of the blocking snapshot running
         self._failed = False  # a table of it met a query error: it ends ABORTED
 
-    def opened(self, tables: list[str], snapshot_due: bool) -> None:
-        """The connector is open, capturing `tables`; `snapshot_due`: its first batch is a snapshot."""
+    def opened(self, tables: list[str], snapshot_due: bool, schema_snapshot: bool = False) -> None:
+        """The connector is open, capturing `tables`; `snapshot_due`: its first batch is a snapshot;
+        `schema_snapshot`: opening it read the tables' schema again (a schema-only snapshot, no batch)."""
         self.metrics.captured(tables)
         self.metrics.connected(True)
-        if not snapshot_due:
+        if schema_snapshot and not snapshot_due:
+            self.snapshot_started(tables, scans=False)
+            self.snapshot_finished()
+        elif not snapshot_due:
             self.notifier.initial_snapshot("SKIPPED")
         self.write()
 
@@ -86,9 +95,10 @@ class Observer:
         """The initial snapshot is running (not an incremental one)."""
         return self._initial
 
-    def snapshot_started(self, tables: list[str], blocking: bool = False) -> None:
-        """The initial snapshot of `tables` started, or (`blocking`) a blocking snapshot of them."""
-        self._initial, self._incremental = True, False
+    def snapshot_started(self, tables: list[str], blocking: bool = False, scans: bool = True) -> None:
+        """The initial snapshot of `tables` started, or (`blocking`) a blocking snapshot of them; `scans`
+        False: it reads no rows (the schema only)."""
+        self._initial, self._incremental, self._scans = True, False, scans
         self._tables, self._started, self._scanned = list(tables), [], []
         self.metrics.snapshot_started(tables, more=blocking)
         self.notifier.initial_snapshot("STARTED")
@@ -116,8 +126,9 @@ class Observer:
 
     def snapshot_finished(self) -> None:
         self._initial = False
-        for table in self._started + self._tables:  # tables whose last row was not marked, or with no rows
-            self._table_done(table)
+        if self._scans:
+            for table in self._started + self._tables:  # tables whose last row was not marked, or with no rows
+                self._table_done(table)
         self.metrics.snapshot_ended(completed=True)
         self.notifier.initial_snapshot("COMPLETED")
         self.write()
@@ -247,7 +258,7 @@ class Observer:
         """What `restore` needs besides the metrics' values."""
         return {"metrics": self.metrics.state(), "tables": self._tables, "started": self._started,
                 "scanned": self._scanned, "initial": self._initial, "incremental": self._incremental,
-                "blocking": self._blocking, "failed": self._failed}
+                "blocking": self._blocking, "failed": self._failed, "scans": self._scans}
 
     def restore(self, doc: dict[str, Any], state: dict[str, Any]) -> None:
         """Carry on from a metrics file `doc` and the `state` kept in it."""
@@ -255,6 +266,7 @@ class Observer:
         self._tables, self._started, self._scanned = (list(state.get(k) or []) for k in ("tables", "started", "scanned"))
         self._initial, self._incremental = bool(state.get("initial")), bool(state.get("incremental"))
         self._blocking, self._failed = state.get("blocking"), bool(state.get("failed"))
+        self._scans = bool(state.get("scans", True))
         for n in doc.get("notifications") or []:
             self.notifier.recent.append(Notification(**n))
 

@@ -23,7 +23,9 @@ notifications, metrics file and Prometheus endpoint) in step with the committed 
   or ABORTED once the batch after its last is counted, carried with those before by the batch after
   that);
 - the reader's state file tells when the connector opened (the captured tables; STARTED and a
-  running snapshot when one is due, else SKIPPED), polled every `POLL_S` and before each batch;
+  running snapshot when one is due, whether it reads rows; else SKIPPED, or STARTED and COMPLETED
+  when the opening read the tables' schema again: `Observer.opened`), polled every `POLL_S` and before
+  each batch;
 - the `sink` channel's notifications wait in the file's outbox (`spark.outbox`) until a batch
   carries them (`spark.observing`); the `log` channel logs them when they are made.
 
@@ -96,6 +98,7 @@ class SparkObserver:
         self.outbox: list[dict[str, Any]] = []  # sink notifications no batch carried yet
         self.reader_opened: int | None = None  # the reader's open acted on (its opened_ms)
         self.captured: list[str] = []
+        self.scans = True  # the reader's snapshots read rows (not the schema only)
         self.run_id: str | None = None  # the run of the query whose progress counts (None: any)
         self._restore()
         self._stop = threading.Event()
@@ -105,7 +108,7 @@ class SparkObserver:
     # ------------------------------------------------------------------ the state kept in the metrics file
     def _state(self) -> dict[str, Any]:
         return {"spark": {"batch": self.batch, "end": self.end, "outbox": self.outbox,
-                          "reader_opened": self.reader_opened, "captured": self.captured,
+                          "reader_opened": self.reader_opened, "captured": self.captured, "scans": self.scans,
                           "state": self.observer.state()}}
 
     def _restore(self) -> None:
@@ -119,7 +122,7 @@ class SparkObserver:
         self.observer.restore(doc, spark.get("state") or {})
         self.batch, self.end = int(spark["batch"]), spark.get("end")
         self.outbox, self.captured = list(spark.get("outbox") or []), list(spark.get("captured") or [])
-        self.reader_opened = spark.get("reader_opened")
+        self.reader_opened, self.scans = spark.get("reader_opened"), bool(spark.get("scans", True))
         if committed > self.batch:  # committed while no observer counted them (a kill -9, a crash)
             log.warning("the metrics of batches %d to %d were not counted: the pipeline stopped before Spark "
                         "reported them", self.batch + 1, committed)
@@ -156,13 +159,13 @@ class SparkObserver:
                 return
             self.reader_opened = st["opened_ms"]
             self.captured = list(st.get("captured") or [])
-            due = bool(st.get("snapshot_due"))
+            due, self.scans = bool(st.get("snapshot_due")), bool(st.get("snapshot_scans", True))
             obs = self.observer
             if due and obs.snapshot_running:  # a snapshot the last run did not finish starts again
                 obs.snapshot_aborted()
-            obs.opened(self.captured, due)
+            obs.opened(self.captured, due, bool(st.get("schema_snapshot")))
             if due:
-                obs.snapshot_started(self.captured)
+                obs.snapshot_started(self.captured, scans=self.scans)
             self._take_notes()
             obs.write()
 
@@ -187,7 +190,7 @@ class SparkObserver:
                 pass
             elif snapshot:
                 if not obs.snapshot_running:
-                    obs.snapshot_started(self.captured)
+                    obs.snapshot_started(self.captured, scans=self.scans)
                 obs.seen_facts(facts, snapshot=True)
                 if phase(end) == SNAPSHOT_COMPLETED:
                     obs.snapshot_finished()

@@ -167,11 +167,15 @@ class Carrier:
 # ---------------------------------------------------------------------- the reader's state
 
 
-def write_reader_state(directory: Path, captured: list[str], snapshot_due: bool) -> int:
-    """Tell the observer the reader opened its connector (atomically replaced); the opening's time (ms)."""
+def write_reader_state(directory: Path, captured: list[str], snapshot_due: bool, snapshot_scans: bool = True,
+                       schema_snapshot: bool = False) -> int:
+    """Tell the observer the reader opened its connector (atomically replaced); the opening's time (ms).
+    `snapshot_scans`: its snapshots read rows (not the schema only); `schema_snapshot`: the opening read the
+    tables' schema again (`Observer.opened`)."""
     directory.mkdir(parents=True, exist_ok=True)
     opened = time.time_ns() // 1_000_000
-    doc = {"opened_ms": opened, "pid": os.getpid(), "captured": captured, "snapshot_due": snapshot_due}
+    doc = {"opened_ms": opened, "pid": os.getpid(), "captured": captured, "snapshot_due": snapshot_due,
+           "snapshot_scans": snapshot_scans, "schema_snapshot": schema_snapshot}
     path = directory / READER_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc))

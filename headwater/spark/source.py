@@ -196,7 +196,8 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 self.connector.prepare_available_now()
             if self.observe_dir is not None:
                 opened = write_reader_state(self.observe_dir, self.connector.captured_tables,
-                                            self.connector.snapshot_due(start))
+                                            self.connector.snapshot_due(start), self.connector.snapshot_scans(),
+                                            self.connector.schema_snapshot_at_open(start))
                 self._carrier = Carrier(self.observe_dir)
                 if not self._carrier.acknowledged(opened):
                     log.warning("the pipeline's observer did not answer: its metrics and notifications may lag")

@@ -36,3 +36,12 @@ def as_records(events: list[Event]) -> list[dict[str, Any]]:
     """headwater's events as a recording's records."""
     return [{"topic": e.topic, "key": json.loads(e.key or "null"), "value": json.loads(e.value or "null")}
             for e in events]
+
+
+def renamed(notes: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Notifications with the tables' names (and row counts) in their additional data replaced."""
+    def one(v: str) -> str:
+        return ",".join(names.get(p, p) for p in v.split(","))
+
+    return [{**n, "payload": {**n["payload"], "additional_data": {
+        k: one(v) for k, v in n["payload"]["additional_data"].items()}}} for n in notes]

@@ -30,7 +30,7 @@ from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine, OffsetFile
 from headwater.events.batch import Event
 from tests.connectors.common.incremental_support import insert_signal
-from tests.observe.notes_support import TOPIC, as_records, comparable, golden, recorded
+from tests.observe.notes_support import TOPIC, as_records, comparable, golden, recorded, renamed
 
 SETUP = """
 CREATE TABLE dbz_signal (id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048));
@@ -143,15 +143,6 @@ def test_a_chunk_that_fails_while_read_aborts_the_snapshot(pg_server, pg_db, tmp
     assert engine.observer.metrics.values()["snapshot"]["SnapshotAborted"] is True
 
 
-def _renamed(notes: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
-    """Notifications with the tables' names (and row counts) in their additional data replaced."""
-    def one(v: str) -> str:
-        return ",".join(names.get(p, p) for p in v.split(","))
-
-    return [{**n, "payload": {**n["payload"], "additional_data": {
-        k: one(v) for k, v in n["payload"]["additional_data"].items()}}} for n in notes]
-
-
 def _maria(server, db: str, tmp_path, signal: dict[str, Any], a_rows: int = 5) -> tuple[list[Event], Engine]:
     """A blocking snapshot of `a` (`a_rows` rows: a chunk each 10) and `t` (25 rows: three chunks), two chunks a
     batch: the events from the signal on (not those of the start: the binlog connectors' `no_data` start reads
@@ -185,7 +176,7 @@ def test_a_mariadb_blocking_snapshot_in_batches_sends_the_same(mariadb_server, m
     records = as_records(events)
     notes = [comparable(r) for r in records if r["topic"] == TOPIC]
     names = {"public.a": f"{mariadb_db}.a", "public.b": f"{mariadb_db}.t", "3": "5", "2": "25"}
-    assert notes == _renamed(golden("blocking_snapshot_debezium.jsonl")[1:], names)  # (after Debezium's SKIPPED)
+    assert notes == renamed(golden("blocking_snapshot_debezium.jsonl")[1:], names)  # (after Debezium's SKIPPED)
     assert len([r for r in records if r["topic"] != TOPIC and r["value"]["payload"]["op"] == "r"]) == 30
     assert _logged(caplog)[-len(notes):] == [n["payload"]["type"] for n in notes]
     snapshot = engine.observer.metrics.values()["snapshot"]
@@ -200,5 +191,5 @@ def test_a_mariadb_blocking_snapshot_abandoned_at_its_second_table(mariadb_serve
     events, engine = _maria(mariadb_server, db, tmp_path, bad, a_rows=20)  # a's two chunks are the first batch
     notes = [comparable(r) for r in as_records(events) if r["topic"] == TOPIC]
     names = {"public.a": f"{db}.a", "public.b": f"{db}.t", "3": "20"}
-    assert notes == _renamed(golden("blocking_aborted_second_table_debezium.jsonl")[1:], names)
+    assert notes == renamed(golden("blocking_aborted_second_table_debezium.jsonl")[1:], names)
     assert engine.observer.metrics.values()["snapshot"]["SnapshotAborted"] is True

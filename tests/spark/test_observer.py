@@ -21,6 +21,7 @@ from headwater.pipeline_config import load_config
 from headwater.spark.observer import batch_counts, observed_stream
 from headwater.spark.pipeline import query_observer, start_query
 from tests.connectors.common.incremental_support import insert_signal
+from tests.observe import test_binlog_notifications as binlog
 from tests.observe import test_blocking_notifications as blocking
 from tests.observe.notes_support import TOPIC, comparable, golden
 from tests.observe.test_notifications import SETUP
@@ -263,3 +264,25 @@ def test_a_blocking_snapshots_notifications_equal_debeziums(spark, pg_server, pg
     else:
         assert ops.count("r") == 5 and doc["snapshot"]["SnapshotCompleted"] is True
         assert doc["snapshot"]["RowsScanned"] == {"public.a": 3, "public.b": 2}
+
+
+def test_mariadb_schema_only_snapshots_notifications(spark, mariadb_server, mariadb_db, tmp_path):
+    """`recovery` on MariaDB takes its schema-only snapshot at the first start (a snapshot batch with no rows)
+    and at a restart (the schema history rebuilt as the connector opens): STARTED and COMPLETED each time, no
+    table's scan, as Debezium's (tests/observe/test_binlog_notifications.py)."""
+    mariadb_server.execute(binlog.SETUP, mariadb_db)
+    props = {"connector.class": "mariadb", **mariadb_server.connector_properties(mariadb_db),
+             "database.server.id": "5492", "topic.prefix": "p", "include.schema.changes": "false",
+             "snapshot.mode": "recovery", "notification.enabled.channels": "sink",
+             "notification.sink.topic.name": TOPIC, "headwater.schema.history.file": str(tmp_path / "history.jsonl")}
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    _run(spark, props, out, checkpoint)
+    notes, ops = _split(read_sink(out))
+    assert notes == binlog.expected("schema", mariadb_db) and ops == []
+    mariadb_server.execute("INSERT INTO b VALUES (6)", mariadb_db)
+    _run(spark, props, out, checkpoint)
+    notes, ops = _split(read_sink(out))
+    assert notes == binlog.expected("schema", mariadb_db) * 2 and ops == ["c"]
+    doc = read_file(metrics_path(checkpoint))
+    assert doc is not None and doc["snapshot"]["SnapshotCompleted"] is True
+    assert doc["snapshot"]["RowsScanned"] == {f"{mariadb_db}.a": 0, f"{mariadb_db}.b": 0}

@@ -198,6 +198,16 @@ class BinlogSource(SnapshotThenStream):
     def snapshot_batch(self, epoch: int, after: Offset | None, max_events: int | None) -> Offset | None:
         return self.batches.batch(after, max_events)
 
+    def snapshot_scans(self) -> bool:
+        return not self.schema_only
+
+    def schema_snapshot_at_open(self, offset: Offset) -> bool:
+        """`recovery` (and `configuration_based`'s schema only) at a restart: `check_position` rebuilt the schema
+        history from the tables, where Debezium takes its schema-only snapshot (its Snapshotter's
+        `shouldSnapshotSchema` is true at every start)."""
+        return (self.recover_schema and self.snapshot_mode.streams and "file" in offset
+                and not self.snapshot_due(offset))
+
     def plan_snapshot_batch(self, end: Offset) -> list[WorkUnit]:
         return self.batches.plan(end)
 
