@@ -15,7 +15,8 @@ rows gets both then);
 then `COMPLETED`, or `ABORTED` when the snapshot batch did not finish; `SKIPPED` at an open with no
 snapshot due. A snapshot that reads no rows (`snapshot_started` with `scans` False: the binlog connectors'
 schema-only snapshot, `no_data`, `recovery`) has no table's notifications: `STARTED` then `COMPLETED`, as
-Debezium's RelationalSnapshotChangeEventSource sends them only from the tables' data scans; an open that
+Debezium's RelationalSnapshotChangeEventSource sends them only from the tables' data scans (its metrics
+count each table done, with no rows); an open that
 read the tables' schema again instead of a snapshot (`opened` with `schema_snapshot`: `recovery` at a
 restart, where Debezium takes its schema-only snapshot at every start) sends those two instead of `SKIPPED`.
 
@@ -126,9 +127,12 @@ class Observer:
 
     def snapshot_finished(self) -> None:
         self._initial = False
-        if self._scans:
-            for table in self._started + self._tables:  # tables whose last row was not marked, or with no rows
+        for table in self._started + self._tables:  # tables whose last row was not marked, or with no rows
+            if self._scans:
                 self._table_done(table)
+            elif table not in self._scanned:  # counted done with no rows, without notifications (as Debezium's)
+                self._scanned.append(table)
+                self.metrics.table_completed()
         self.metrics.snapshot_ended(completed=True)
         self.notifier.initial_snapshot("COMPLETED")
         self.write()

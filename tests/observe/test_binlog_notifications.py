@@ -11,18 +11,22 @@ historized, so a schema snapshot is taken where there is no offset (`no_data`, t
 under `recovery` (`RecoverySnapshotter.shouldSnapshotSchema`: true) and under `configuration_based` as its
 properties say (every start). `never` is headwater's (Debezium 3.6's binlog connectors have no such mode): no
 snapshot at all, SKIPPED. The expected records are Debezium's recordings (tests/data/notifications, made on
-PostgreSQL with the same tables and connector name), with MariaDB's table names.
+PostgreSQL with the same tables and connector name), with MariaDB's table names. A schema-only snapshot's
+metrics count every captured table done with no rows (Debezium's `dataCollectionSnapshotCompleted(table, 0)`
+where it skips the data).
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine, OffsetFile
+from headwater.observe.metrics import read_file
 from tests.observe.notes_support import TOPIC, comparable, golden, renamed
 
 SETUP = ("CREATE TABLE a (id INT PRIMARY KEY, v TEXT); INSERT INTO a VALUES (1, 'x'), (2, 'y');"
@@ -74,5 +78,12 @@ def test_each_snapshot_mode_sends_debeziums_notifications(mariadb_server, mariad
              "database.server.id": "5491", "topic.prefix": "p", "include.schema.changes": "false",
              "headwater.schema.history.file": str(tmp_path / "history.jsonl"),
              "notification.enabled.channels": "sink", "notification.sink.topic.name": TOPIC, **extra}
-    assert start(props, tmp_path / "o.json") == expected(first, mariadb_db)
-    assert start(props, tmp_path / "o.json") == expected(restart, mariadb_db)
+    offsets = tmp_path / "o.json"
+    assert start(props, offsets) == expected(first, mariadb_db)
+    snapshot = read_file(Path(f"{offsets}.metrics.json"))["snapshot"]  # type: ignore[index]
+    assert snapshot["SnapshotCompleted"] is (first != "skipped")
+    if first != "skipped":  # a schema-only snapshot counts every table done, with no rows (as Debezium's metrics)
+        assert snapshot["TotalTableCount"] == 2 and snapshot["RemainingTableCount"] == 0
+        assert snapshot["RowsScanned"] == {f"{mariadb_db}.a": 2 if first == "data" else 0,
+                                           f"{mariadb_db}.b": 1 if first == "data" else 0}
+    assert start(props, offsets) == expected(restart, mariadb_db)

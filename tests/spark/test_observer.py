@@ -286,3 +286,4 @@ def test_mariadb_schema_only_snapshots_notifications(spark, mariadb_server, mari
     doc = read_file(metrics_path(checkpoint))
     assert doc is not None and doc["snapshot"]["SnapshotCompleted"] is True
     assert doc["snapshot"]["RowsScanned"] == {f"{mariadb_db}.a": 0, f"{mariadb_db}.b": 0}
+    assert doc["snapshot"]["TotalTableCount"] == 2 and doc["snapshot"]["RemainingTableCount"] == 0
