@@ -4,12 +4,10 @@ A snapshot block's Debezium JSON line is made of a few dozen pieces a row: the l
 the values, each column's JSON, the source block. Joining the key and the value element-wise
 (`binary_join_element_wise`) and then the sink's line around them copies every byte twice more than
 needed, and each join pays its per-row, per-part cost. Here the parts stay parts until the last
-join: `join_pieces` works out where every piece of every row comes from with numpy (the literals
-and the per-row choices of a literal from one small pool, each column's bytes from its own buffer,
-the range its rows use, copied once into one source buffer) and then copies all pieces, in row
-order, with one Arrow `take` over a binary array whose values are the pieces (its offsets in pairs:
-a piece's start and end; the values between the pairs are never taken). The taken values are the
-rows' pieces back to back: the rows are that buffer with every `parts`-th offset.
+join: `join_pieces` puts every column's values and the literals (each literal, and each option of a
+per-row choice, one value) in one array (a bulk copy), works out with numpy which of its values is
+each piece of each row, and copies them all, in row order, with one Arrow `take`. The taken values
+are the rows' pieces back to back: the rows are that buffer with every `len(parts)`-th offset.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from typing import TypeAlias
 import numpy as np
 import pyarrow as pa
 
-from headwater.events.arrays import int64_array, string_layout
+from headwater.events.arrays import binary_array, int64_array
 
 _INT32_MAX = 2**31 - 1
 
@@ -61,43 +59,33 @@ def join_pieces(parts: Sequence[Part], rows: int) -> pa.Array:
     if not rows or not merged:
         return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(np.zeros(rows + 1, np.int32)),
                                                          pa.py_buffer(b"")])
-    # the source: each column's used bytes (a column's values follow each other), then the pool of literals
-    sources: list[np.ndarray] = []
-    size = 0
-    pieces: list[tuple[np.ndarray | int, np.ndarray | int]] = []  # each piece's (first byte, length)
-    for p in merged:
-        if isinstance(p, pa.Array):
-            starts, lengths, data = string_layout(p)
-            lo, hi = int(starts[0]), int(starts[-1] + lengths[-1])
-            sources.append(data[lo:hi])
-            pieces.append((starts.astype(np.int64) + (size - lo), lengths))
-            size += hi - lo
-    pool: list[bytes] = []
-    for j, p in enumerate(merged):
-        if isinstance(p, bytes):
-            pieces.insert(j, (size, len(p)))
-            pool.append(p)
-            size += len(p)
-        elif isinstance(p, Choice):
-            lens = np.array([len(o) for o in p.options], dtype=np.int64)
-            firsts = size + np.cumsum(lens) - lens
-            pieces.insert(j, (firsts[p.which], lens[p.which]))
-            pool.extend(p.options)
-            size += int(lens.sum())
-    sources.append(np.frombuffer(b"".join(pool), dtype=np.uint8))
-    small = size <= _INT32_MAX
+    # the source: every column's values one after the other, then the literals (one value each): one
+    # array, valid as it is; piece j of row i is its value index[i, j]
     k = len(merged)
+    columns: list[pa.Array] = []
+    literals: list[bytes] = []
+    column = np.zeros(k, dtype=bool)  # (row i's value of a column is the column's i-th)
+    first = np.zeros(k, dtype=np.int64)  # row 0's value
+    for j, p in enumerate(merged):
+        if isinstance(p, pa.Array):
+            column[j], first[j] = True, rows * len(columns)
+            columns.append(p if p.type == pa.binary() else p.view(pa.binary()) if p.type == pa.string()
+                           else p.cast(pa.binary()))
+    for j, p in enumerate(merged):
+        if not isinstance(p, pa.Array):
+            first[j] = rows * len(columns) + len(literals)
+            literals.extend(p.options if isinstance(p, Choice) else (p,))
+    index = np.tile(first, rows).reshape(rows, k)  # (~10x cheaper than a broadcast over rows of k values)
+    index[:, column] += np.arange(rows, dtype=np.int64)[:, None]
+    for j, p in enumerate(merged):
+        if isinstance(p, Choice):
+            index[:, j] += p.which
+    source = [*columns, binary_array(literals)]
+    small = sum(a.get_total_buffer_size() for a in source) <= _INT32_MAX
+    if not small:
+        source = [a.cast(pa.large_binary()) for a in source]
+    taken = pa.concat_arrays(source).take(int64_array(index.reshape(-1)))
     m = rows * k
-    bounds = np.empty(2 * m + 1, dtype=np.int32 if small else np.int64)
-    pairs = bounds[:2 * m].reshape(rows, k, 2)
-    for j, (first, length) in enumerate(pieces):
-        pairs[:, j, 0] = first
-        pairs[:, j, 1] = np.add(first, length)
-    bounds[2 * m] = size  # (the values between the pairs may be of negative length: never taken, and an
-    # array's cheap validation only looks at its first and last offsets)
-    values = pa.Array.from_buffers(pa.binary() if small else pa.large_binary(), 2 * m,
-                                   [None, pa.py_buffer(bounds), pa.py_buffer(np.concatenate(sources))])
-    taken = values.take(int64_array(np.arange(0, 2 * m, 2, dtype=np.int64)))
     offsets = np.frombuffer(taken.buffers()[1], dtype=np.int32 if small else np.int64, count=m + 1)[::k]
     if offsets[-1] > _INT32_MAX:
         return pa.Array.from_buffers(pa.large_binary(), rows, [None, pa.py_buffer(np.ascontiguousarray(offsets)),
