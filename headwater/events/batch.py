@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from headwater.events.arrays import int64_array, string_array, string_scalar, utf8_view
+from headwater.events.arrays import int32_array, int64_array, string_array, string_scalar, utf8_view
 from headwater.events.changes import CHANGE_TYPES
+from headwater.events.headers import kept_tiling
 from headwater.events.pieces import Part, check_utf8, join_pieces
 from headwater.events.typed import TypedEvents
 
@@ -177,7 +178,8 @@ class PieceEvents:
     version: int
     ts_us: int
     utf8: bool
-    headers: pa.Array | None = None  # HEADER_TYPE; None: every row's null
+    headers: pa.Array | None = None  # HEADER_TYPE; None: every row's are `shared_headers`
+    shared_headers: pa.Array | None = None  # the entries of every row's headers (None: every row's null)
     _joined: pa.RecordBatch | None = field(default=None, init=False, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -188,10 +190,18 @@ class PieceEvents:
         joined = join_pieces(parts, self.length)
         return utf8_view(joined) if self.utf8 else check_utf8(joined)
 
+    def header_column(self) -> pa.Array | None:
+        """The JSON rows' `headers` column (None: every row's null)."""
+        if self.headers is not None or self.shared_headers is None or not len(self.shared_headers):
+            return self.headers
+        k = len(self.shared_headers)
+        offsets = int32_array(np.arange(self.length + 1, dtype=np.int64) * k)
+        return pa.ListArray.from_arrays(offsets, kept_tiling(self.shared_headers, self.length)).cast(HEADER_TYPE)
+
     def to_arrow(self) -> pa.RecordBatch:
         if self._joined is None:
             self._joined = insert_batch(self.topic, self.op, self.text(self.key) if self.key is not None else None,
-                                        self.text(self.value), self.version, self.ts_us, self.headers)
+                                        self.text(self.value), self.version, self.ts_us, self.header_column())
         return self._joined
 
     def rows(self) -> Iterator[Event]:

@@ -18,10 +18,11 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import lit, string_layout
+from headwater.events.arrays import int32_array, lit, string_layout
 from headwater.events.batch import PieceEvents
 from headwater.events.headers import first_headers_member, headers_json_members, same_headers
 from headwater.events.pieces import check_utf8, join_pieces, slice_parts
@@ -123,7 +124,10 @@ def piece_lines(events: PieceEvents, rows: int) -> Iterator[pa.Array]:
     (`events.pieces`: one copy of their bytes), `rows` lines at a time (binary)."""
     headers = events.headers
     extra = ""
-    if headers is not None and headers.null_count < len(headers):
+    if headers is None and events.shared_headers is not None and len(events.shared_headers):
+        shared = events.shared_headers
+        extra = first_headers_member(pa.ListArray.from_arrays(int32_array(np.array([0, len(shared)])), shared))
+    elif headers is not None and headers.null_count < len(headers):
         if not same_headers(headers):  # (each row's own: as the JSON rows' lines are made)
             yield from sliced_lines(events.to_arrow(), rows)
             return

@@ -5,6 +5,7 @@ to string refuses."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -12,8 +13,10 @@ import pyarrow.compute as pc
 import pytest
 
 from headwater.connectors.common.columnar import join_parts
+from headwater.connectors.common.context_headers import ContextHeaders
 from headwater.events.arrays import binary_array
-from headwater.events.batch import PieceEvents
+from headwater.events.batch import ArrowEvents, PieceEvents
+from headwater.events.formats.json import JsonOptions
 from headwater.events.headers import text_header_entries
 from headwater.events.pieces import Choice, check_utf8, join_pieces, slice_parts
 from headwater.spark.sinks import jsonl_lines, piece_lines, sliced_lines
@@ -128,3 +131,19 @@ def test_piece_events_not_known_to_be_utf8_are_checked():
         list(piece_lines(events, 10))
     events.value = [b'"', binary_array([b"ok", "ü".encode()]), b'"']
     assert events.to_arrow().column("value").to_pylist() == ['"ok"', '"ü"']
+
+
+@pytest.mark.parametrize("times", [1, 2])
+@pytest.mark.parametrize("topic", ["p", "p.db.t"])
+def test_context_headers_of_piece_events_are_those_of_their_json_rows(times: int, topic: str):
+    """Added once (every row's the same entries, kept as such) or again (then a column)."""
+    events = replace(_events(random.Random(times), 9, True, "none"), topic=topic)
+    rows = ArrowEvents(events.to_arrow())
+    for _ in range(times):
+        events = ContextHeaders("p", "mariadb", "run").apply(events, JsonOptions())
+        rows = ContextHeaders("p", "mariadb", "run").apply(rows, JsonOptions())
+    assert isinstance(events, PieceEvents)
+    assert (events.shared_headers is not None) == (times == 1)
+    assert events.to_arrow().equals(rows.to_arrow())
+    assert [line for lines in piece_lines(events, 4) for line in lines.to_pylist()] \
+        == [line.encode() for line in jsonl_lines(rows.to_arrow()).to_pylist()]

@@ -96,9 +96,13 @@ class ContextHeaders:
         head, tail = options.wrap(STRING_SCHEMA)
         entries = _text_entries(tuple(self.pairs), head, tail)
         if isinstance(batch, PieceEvents):  # (one topic and op, every row with a value: its key and value not joined)
-            every = np.full(len(batch), batch.op in DATA_OPS or batch.topic == self.logical_name)
-            headers = batch.headers if batch.headers is not None else pa.nulls(len(batch), HEADER_TYPE)
-            return replace(batch, headers=append_entries(headers, entries, every).cast(HEADER_TYPE))
+            every = batch.op in DATA_OPS or batch.topic == self.logical_name
+            if every and batch.headers is None and batch.shared_headers is None:  # (a snapshot block's)
+                return replace(batch, shared_headers=entries)
+            headers = batch.header_column()
+            headers = append_entries(headers if headers is not None else pa.nulls(len(batch), HEADER_TYPE), entries,
+                                     np.full(len(batch), every))
+            return replace(batch, headers=headers.cast(HEADER_TYPE), shared_headers=None)
         rows = batch.to_arrow()
         schema_changes = bool_values(pc.fill_null(pc.equal(rows.column("topic"), lit(self.logical_name)), lit(False)))
         mask = self._rows(schema_changes, rows.column("op"), rows.column("value"))
