@@ -15,7 +15,7 @@ import pytest
 from headwater.connectors.common.columnar import join_parts
 from headwater.connectors.common.context_headers import ContextHeaders
 from headwater.events.arrays import binary_array
-from headwater.events.batch import ArrowEvents, Events, PieceEvents
+from headwater.events.batch import ArrowEvents, PieceEvents
 from headwater.events.formats.json import JsonOptions
 from headwater.events.headers import text_header_entries
 from headwater.events.pieces import Choice, check_utf8, join_pieces, slice_parts
@@ -137,12 +137,12 @@ def test_piece_events_not_known_to_be_utf8_are_checked():
 @pytest.mark.parametrize("topic", ["p", "p.db.t"])
 def test_context_headers_of_piece_events_are_those_of_their_json_rows(times: int, topic: str):
     """Added once (every row's the same entries, kept as such) or again (then a column)."""
-    events: Events = replace(_events(random.Random(times), 9, True, "none"), topic=topic)
-    rows: Events = ArrowEvents(events.to_arrow())
+    events = replace(_events(random.Random(times), 9, True, "none"), topic=topic)
+    rows = ArrowEvents(events.to_arrow())
     for _ in range(times):
-        events = ContextHeaders("p", "mariadb", "run").apply(events, JsonOptions())
-        rows = ContextHeaders("p", "mariadb", "run").apply(rows, JsonOptions())
-    assert isinstance(events, PieceEvents)
+        added, joined = (ContextHeaders("p", "mariadb", "run").apply(e, JsonOptions()) for e in (events, rows))
+        assert isinstance(added, PieceEvents) and isinstance(joined, ArrowEvents)
+        events, rows = added, joined
     assert (events.shared_headers is not None) == (times == 1)
     assert events.to_arrow().equals(rows.to_arrow())
     assert [line for lines in piece_lines(events, 4) for line in lines.to_pylist()] \
