@@ -47,10 +47,15 @@ def slice_parts(parts: Sequence[Part], start: int, stop: int) -> list[Part]:
 
 def join_pieces(parts: Sequence[Part], rows: int) -> pa.Array:
     """The `rows` rows' concatenations of `parts` (binary), with one copy of the pieces' bytes."""
-    merged: list[Part] = []
+    merged: list[Part] = []  # (fewer pieces: literals merged with the literals and choices next to them)
     for p in parts:
-        if isinstance(p, bytes) and merged and isinstance(merged[-1], bytes):
-            merged[-1] += p
+        last = merged[-1] if merged else None
+        if isinstance(p, bytes) and isinstance(last, bytes):
+            merged[-1] = last + p
+        elif isinstance(p, bytes) and isinstance(last, Choice):
+            merged[-1] = Choice(tuple(o + p for o in last.options), last.which)
+        elif isinstance(p, Choice) and isinstance(last, bytes):
+            merged[-1] = Choice(tuple(last + o for o in p.options), p.which)
         elif not isinstance(p, bytes) or p:
             merged.append(p)
     if any(isinstance(p, pa.Array) and (len(p) != rows or p.null_count) for p in merged) \
