@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from headwater.events.arrays import int64_array, string_array
+from headwater.events.arrays import int32_array, int64_array, string_array, string_scalar, utf8_view
 from headwater.events.changes import CHANGE_TYPES
+from headwater.events.headers import kept_tiling
+from headwater.events.pieces import Part, check_utf8, join_pieces
 from headwater.events.typed import TypedEvents
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.string())]))
@@ -145,6 +147,67 @@ class ArrowEvents:
                         cols[5][i], versions[i], ts[i])
 
 
+def insert_batch(topic: str, op: str, key: pa.Array | None, value: pa.Array, version: int | np.ndarray,
+                 ts_us: int | np.ndarray, headers: pa.Array | None = None) -> pa.RecordBatch:
+    """JSON rows of one topic and op whose key (None: every row's null) and value are given (text)."""
+    n = len(value)
+    return pa.RecordBatch.from_arrays([
+        pa.repeat(string_scalar(topic), n),
+        key if key is not None else pa.nulls(n, pa.string()),
+        value,
+        pa.repeat(string_scalar(op), n),
+        headers if headers is not None else pa.nulls(n, HEADER_TYPE),
+        pa.repeat(string_scalar(CHANGE_TYPES[op]), n),
+        int64_array(np.broadcast_to(version, n)),
+        int64_array(np.broadcast_to(ts_us, n)).cast(pa.timestamp("us", tz="UTC")),
+    ], schema=ARROW_SCHEMA)
+
+
+@dataclass
+class PieceEvents:
+    """`length` events of one topic and op (a snapshot block's) whose key and value JSON are still parts
+    (`events.pieces`): the `jsonl` sink joins them straight into its lines (one copy of their bytes);
+    `to_arrow` joins them into JSON rows for anything else. `utf8`: the parts are known to be valid UTF-8
+    (else the joined text is checked)."""
+
+    topic: str
+    op: str
+    key: list[Part] | None  # None: every row's key null
+    value: list[Part]
+    length: int
+    version: int
+    ts_us: int
+    utf8: bool
+    headers: pa.Array | None = None  # HEADER_TYPE; None: every row's are `shared_headers`
+    shared_headers: pa.Array | None = None  # the entries of every row's headers (None: every row's null)
+    _joined: pa.RecordBatch | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def text(self, parts: list[Part]) -> pa.Array:
+        """`parts` joined, as text."""
+        joined = join_pieces(parts, self.length)
+        return utf8_view(joined) if self.utf8 else check_utf8(joined)
+
+    def header_column(self) -> pa.Array | None:
+        """The JSON rows' `headers` column (None: every row's null)."""
+        if self.headers is not None or self.shared_headers is None or not len(self.shared_headers):
+            return self.headers
+        k = len(self.shared_headers)
+        offsets = int32_array(np.arange(self.length + 1, dtype=np.int64) * k)
+        return pa.ListArray.from_arrays(offsets, kept_tiling(self.shared_headers, self.length)).cast(HEADER_TYPE)
+
+    def to_arrow(self) -> pa.RecordBatch:
+        if self._joined is None:
+            self._joined = insert_batch(self.topic, self.op, self.text(self.key) if self.key is not None else None,
+                                        self.text(self.value), self.version, self.ts_us, self.header_column())
+        return self._joined
+
+    def rows(self) -> Iterator[Event]:
+        return ArrowEvents(self.to_arrow()).rows()
+
+
 # what a work unit yields: JSON text rows (len(), to_arrow() and rows()), or typed blocks (typed output)
-Events = EventBatch | ArrowEvents | TypedEvents
+Events = EventBatch | ArrowEvents | PieceEvents | TypedEvents
 

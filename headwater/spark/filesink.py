@@ -44,7 +44,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSource, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from headwater.events.arrays import string_array
-from headwater.events.batch import Events
+from headwater.events.batch import Events, PieceEvents
 from headwater.events.typed import TypedBlock, TypedEvents, from_ipc, order_moved
 from headwater.spark.workergc import settle
 
@@ -137,6 +137,12 @@ class FileStreamWriter(DataSourceStreamArrowWriter):
         """Whether this sink writes typed blocks (else the JSON rows of the source's `json` layout)."""
         return True
 
+    @property
+    def takes_pieces(self) -> bool:
+        """Whether this sink's `write_rows` also takes `PieceEvents` as they are (JSON events whose key and
+        value are not joined yet), else their JSON rows."""
+        return False
+
     def write_blocks(self, blocks: Iterator[TypedBlock]) -> FileCommit:
         """Write a task's typed blocks (`_order` counted across the task) to temporary files."""
         raise NotImplementedError
@@ -185,10 +191,10 @@ class FileSink(DataSource):
         return self.writer_class(path, dict(self.options))
 
 
-def written_rows(writer: FileStreamWriter, events: Iterator[pa.RecordBatch] | Iterator[TypedBlock]
-                 ) -> Iterator[pa.RecordBatch]:
-    """A task of the source's `files` layout: `writer` writes the events (the partition's JSON rows or
-    its typed blocks, as `writer.takes_blocks` says), then Spark gets a row per event, null but the
+def written_rows(writer: FileStreamWriter,
+                 events: Iterator[pa.RecordBatch | PieceEvents] | Iterator[TypedBlock]) -> Iterator[pa.RecordBatch]:
+    """A task of the source's `files` layout: `writer` writes the events (the partition's JSON rows, or
+    `PieceEvents` as they are where `writer.takes_pieces`, or its typed blocks, as `writer.takes_blocks` says), then Spark gets a row per event, null but the
     last, which holds the task's `FileCommit`."""
     count = 0
 

@@ -2,7 +2,8 @@
 
 `headwater-jsonl` writes Debezium JSON lines (`{"topic", "key", "value"[, "headers"]}`), one file
 per partition per batch, with the exactly-once commit of `headwater.spark.filesink`; the final
-files end in `.jsonl`. From the source's JSON rows it joins the JSON text column-wise; with the
+files end in `.jsonl`. From the source's JSON rows it joins the JSON text column-wise (from `PieceEvents`,
+their key's and value's parts straight into the lines); with the
 option `headwater.converters` (key and value converters other than the source's JSON) it takes the
 source's typed blocks and writes them with those converters (`headwater.spark.converted`).
 `headwater-parquet` is in `headwater.spark.parquet`, `headwater-avro` in `headwater.spark.avro`.
@@ -17,11 +18,14 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from headwater.events.arrays import lit, string_layout
+from headwater.events.arrays import int32_array, lit, string_layout
+from headwater.events.batch import PieceEvents
 from headwater.events.headers import first_headers_member, headers_json_members, same_headers
+from headwater.events.pieces import check_utf8, join_pieces, slice_parts
 from headwater.events.typed import TypedBlock
 from headwater.spark.avro import AvroSink, AvroStreamWriter
 from headwater.spark.filesink import TMP, FileCommit, FileSink, FileStreamWriter, partition_id
@@ -115,6 +119,31 @@ def sliced_lines(batch: pa.RecordBatch, rows: int) -> Iterator[pa.Array]:
         yield join_line_parts(sliced_parts(parts, start, rows))
 
 
+def piece_lines(events: PieceEvents, rows: int) -> Iterator[pa.Array]:
+    """`sliced_lines` of `events`' JSON rows, their key's and value's parts joined straight into the lines
+    (`events.pieces`: one copy of their bytes), `rows` lines at a time (binary)."""
+    headers = events.headers
+    extra = ""
+    if headers is None and events.shared_headers is not None and len(events.shared_headers):
+        shared = events.shared_headers
+        extra = first_headers_member(pa.ListArray.from_arrays(int32_array(np.array([0, len(shared)])), shared))
+    elif headers is not None and headers.null_count < len(headers):
+        if not same_headers(headers):  # (each row's own: as the JSON rows' lines are made)
+            yield from sliced_lines(events.to_arrow(), rows)
+            return
+        extra = first_headers_member(headers)
+    topic = events.topic.replace("\\", "\\\\").replace('"', '\\"')
+    parts = [('{"topic":"' + topic + '","key":').encode(), *(events.key if events.key is not None else [b"null"]),
+             b',"value":', *events.value, (extra + "}\n").encode()]
+    n = len(events)
+    for start in range(0, n, rows):
+        stop = min(start + rows, n)
+        lines = join_pieces(slice_parts(parts, start, stop), stop - start)
+        if not events.utf8:
+            check_utf8(lines)
+        yield lines
+
+
 def write_lines(f, lines: pa.Array) -> None:
     """Write an Arrow string array's characters (each element a line) without making Python strings."""
     if lines.offset == 0 and lines.null_count == 0 and len(lines):
@@ -137,8 +166,14 @@ class JsonlStreamWriter(FileStreamWriter):
     def takes_blocks(self) -> bool:
         return bool(self.options.get(CONVERTERS_OPTION))
 
-    def write_rows(self, batches: Iterator[pa.RecordBatch]) -> FileCommit:
-        return self._write(lines for batch in batches for lines in sliced_lines(batch, LINES_AT_ONCE))
+    @property
+    def takes_pieces(self) -> bool:
+        return not self.takes_blocks
+
+    def write_rows(self, batches: Iterator[pa.RecordBatch | PieceEvents]) -> FileCommit:  # type: ignore[override]
+        return self._write(lines for batch in batches
+                           for lines in (piece_lines(batch, LINES_AT_ONCE) if isinstance(batch, PieceEvents)
+                                         else sliced_lines(batch, LINES_AT_ONCE)))
 
     def write_blocks(self, blocks: Iterator[TypedBlock]) -> FileCommit:
         converters = self.options.get(CONVERTERS_OPTION)

@@ -59,7 +59,7 @@ from headwater.connectors.history_file import require_history_file
 from headwater.connectors.registry import canonical_names, create_source, validate_connector
 from headwater.events.arrays import binary_array, string_array
 from headwater.events.arrow import RowImages
-from headwater.events.batch import Events
+from headwater.events.batch import Events, PieceEvents
 from headwater.events.formats.json import JsonOptions, to_event_batch
 from headwater.events.typed import TypedEvents, ipc_bytes
 from headwater.spark.columns import spark_columns
@@ -297,13 +297,17 @@ class HeadwaterStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         from headwater.spark.sinks import file_writer
 
         writer = file_writer(self.options[SINK_OPTION])
-        yield from written_rows(writer, partition_blocks(batches) if writer.takes_blocks else self._json_rows(batches))
+        yield from written_rows(writer, partition_blocks(batches) if writer.takes_blocks
+                                else self._json_rows(batches, writer.takes_pieces))
 
-    def _json_rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
-        """The events as JSON rows (`SPARK_SCHEMA_DDL`)."""
+    def _json_rows(self, batches: Iterator[Events], pieces: bool = False) -> Iterator[pa.RecordBatch | PieceEvents]:
+        """The events as JSON rows (`SPARK_SCHEMA_DDL`); with `pieces`, `PieceEvents` as they are."""
         options = self._json_options
         for batch in batches:
-            yield (to_event_batch(batch, options) if isinstance(batch, TypedEvents) else batch).to_arrow()
+            if pieces and isinstance(batch, PieceEvents):
+                yield batch
+            else:
+                yield (to_event_batch(batch, options) if isinstance(batch, TypedEvents) else batch).to_arrow()
 
     def _table_rows(self, batches: Iterator[Events]) -> Iterator[pa.RecordBatch]:
         """The row images of one table's events (see `headwater.spark.tables`)."""

@@ -5,8 +5,9 @@ columns: a column whose values are all text (or NULL) becomes an Arrow string ar
 common column-wise encoder (`common/columnar.py`) writes by its kernels where the column's text
 kind has one (integers, text, DECIMAL in precise mode: `types.json_text_kind`) and otherwise value by
 value; a column holding bytes (the binary character set: BINARY, BLOBs, BIT, spatial) goes value by
-value through the converter as a row does. The JSON is byte for byte the row-wise path's (a test
-compares them); `COLUMN_WISE` False gives the row-wise path.
+value through the converter as a row does. JSON events come as `PieceEvents`: their key and value
+are joined where they are written (the `jsonl` sink: straight into its lines). The JSON is byte for
+byte the row-wise path's (a test compares them); `COLUMN_WISE` False gives the row-wise path.
 """
 
 from __future__ import annotations
@@ -126,7 +127,7 @@ def snapshot_events(te: TableRecords, maker: BinlogMaker, rows: Iterable[tuple] 
         if encoder is not None:
             b = _Block(te, text=block) if isinstance(block, TextRows) else _Block(te, block)
             yield encoder.encode([], {i: m for i, m in marks.items() if m != default}, default, rows=n,
-                                 json_of=b.json, typed_of=b.typed, utf8_json=True)
+                                 json_of=b.json, typed_of=b.typed, utf8_json=True, pieces=True)
         else:
             tuples = block.tuples() if isinstance(block, TextRows) else block
             for i, values in enumerate(tuples):

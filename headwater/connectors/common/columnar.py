@@ -40,9 +40,9 @@ from headwater.events.arrays import (
     utf8_view,
     valid_mask,
 )
-from headwater.events.batch import ARROW_SCHEMA, HEADER_TYPE, ArrowEvents, Events
-from headwater.events.changes import CHANGE_TYPES
+from headwater.events.batch import ArrowEvents, Events, PieceEvents, insert_batch
 from headwater.events.output import STREAMED_SNAPSHOT
+from headwater.events.pieces import Choice
 from headwater.events.typed import TypedBlock, TypedEvents, connect_type, make_block
 
 #: (text values, the kind's parameter) -> (their JSON, the rows the kernel does not cover or None)
@@ -242,6 +242,37 @@ ColumnJson = Callable[[ValueColumn], "pa.Array | list"]
 ColumnTyped = Callable[[ValueColumn, dict], pa.Array]
 
 
+def block_parts(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array | bytes | Choice | list, op: str,
+                json_of: ColumnJson | None = None) -> tuple[list | None, list]:
+    """The parts (for `join_parts` or `events.pieces.join_pieces`) of insert-shaped events' key (None: the
+    table has none) and value (`encode_block`'s), not joined yet; a `source` given as a list is
+    `source_parts`' parts."""
+    kernels = te.ctx.text_kernels
+    cache: dict[tuple[int, bool], list] = {}
+
+    def frag(c: ValueColumn) -> list:
+        k = (c.index, bool(c.maskers))
+        if k not in cache:
+            got = json_of(c) if json_of is not None else column_json_parts(columns[c.index], c, kernels)
+            cache[k] = got if isinstance(got, list) else [got]
+        return cache[k]
+
+    key: list | None = None
+    if te.key_columns:
+        key = [te.key_out.head]
+        _struct_json(key, [(c.name, frag(c)) for c in te.key_columns])
+        if te.key_out.schemas:
+            key.append(b"}")
+    ms, us, ns = now_ts()
+    value: list = [te.value_out.head, b'{"before":null,"after":']
+    _struct_json(value, [(c.name, frag(c)) for c in te.columns])
+    value += [b',"source":', *(source if isinstance(source, list) else [source]),
+              b',"transaction":null,"op":"%s","ts_ms":%d,"ts_us":%d,"ts_ns":%d}' % (op.encode(), ms, us, ns)]
+    if te.value_out.schemas:
+        value.append(b"}")
+    return key, value
+
+
 def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array | bytes | list, op: str,
                  version: int | np.ndarray, ts_us: int | np.ndarray, json_of: ColumnJson | None = None,
                  utf8_json: bool = False, rows: int | None = None) -> pa.RecordBatch:
@@ -251,52 +282,27 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
     version and commit time. A connector that makes each column's JSON itself passes `json_of` (and no
     `columns`), and `utf8_json` if that JSON is known to be valid UTF-8 (else it is checked)."""
     n = len(source) if isinstance(source, pa.Array) else rows or 0
-    sources = source if isinstance(source, list) else [source]
-    kernels = te.ctx.text_kernels
-    cache: dict[tuple[int, bool], list] = {}
     # JSON made by `column_json` from string columns (valid UTF-8, as Arrow holds them) and the source
     # block's is valid UTF-8: taken as text without checking it again; a connector's own JSON is checked
     # unless it says it is valid
-    trusted = (utf8_json if json_of is not None else all(c.type == pa.string() for c in columns)) \
-        and all(isinstance(p, bytes) or p.type == pa.binary() for p in sources)
+    trusted = _trusted(columns, source, json_of, utf8_json)
 
     def as_text(joined: pa.Array) -> pa.Array:
         return utf8_view(joined) if trusted else joined.cast(pa.string())
 
-    def frag(c: ValueColumn) -> list:
-        k = (c.index, bool(c.maskers))
-        if k not in cache:
-            got = json_of(c) if json_of is not None else column_json_parts(columns[c.index], c, kernels)
-            cache[k] = got if isinstance(got, list) else [got]
-        return cache[k]
-
-    key = None
-    if te.key_columns:
-        parts: list = [te.key_out.head]
-        _struct_json(parts, [(c.name, frag(c)) for c in te.key_columns])
-        if te.key_out.schemas:
-            parts.append(b"}")
-        key = as_text(join_parts(parts))
-
-    ms, us, ns = now_ts()
-    parts = [te.value_out.head, b'{"before":null,"after":']
-    _struct_json(parts, [(c.name, frag(c)) for c in te.columns])
-    parts += [b',"source":', *sources, b',"transaction":null,"op":"%s","ts_ms":%d,"ts_us":%d,"ts_ns":%d}'
-              % (op.encode(), ms, us, ns)]
-    if te.value_out.schemas:
-        parts.append(b"}")
-    joined = join_parts(parts)
+    key_parts, value_parts = block_parts(te, columns, source, op, json_of)
+    key = as_text(join_parts(key_parts)) if key_parts is not None else None
+    joined = join_parts(value_parts)
     value = as_text(joined if isinstance(joined, pa.Array) else pa.repeat(joined, n))  # (no column: one text)
-    return pa.RecordBatch.from_arrays([
-        pa.repeat(string_scalar(te.topic), n),
-        key if key is not None else pa.nulls(n, pa.string()),
-        value,
-        pa.repeat(string_scalar(op), n),
-        pa.nulls(n, HEADER_TYPE),
-        pa.repeat(string_scalar(CHANGE_TYPES[op]), n),
-        int64_array(np.broadcast_to(version, n)),
-        int64_array(np.broadcast_to(ts_us, n)).cast(pa.timestamp("us", tz="UTC")),
-    ], schema=ARROW_SCHEMA)
+    return insert_batch(te.topic, op, key, value, version, ts_us)
+
+
+def _trusted(columns: Sequence[pa.Array], source: pa.Array | bytes | Choice | list, json_of: ColumnJson | None,
+             utf8_json: bool) -> bool:
+    """Whether `encode_block`'s JSON is known to be valid UTF-8 (see there)."""
+    return (utf8_json if json_of is not None else all(c.type == pa.string() for c in columns)) \
+        and all(not isinstance(p, pa.Array) or p.type == pa.binary()
+                for p in (source if isinstance(source, list) else [source]))
 
 
 class SnapshotBlockEncoder:
@@ -312,11 +318,12 @@ class SnapshotBlockEncoder:
 
     def encode(self, columns: Sequence[pa.Array], markers: dict[int, str], default: str = "true", *,
                rows: int | None = None, json_of: ColumnJson | None = None,
-               typed_of: ColumnTyped | None = None, utf8_json: bool = False) -> Events:
+               typed_of: ColumnTyped | None = None, utf8_json: bool = False, pieces: bool = False) -> Events:
         """Events for rows whose values (in the table's layout order) are `columns` (text), or, for
         a connector that makes each column's JSON or typed values itself (`json_of`, `typed_of`;
         `utf8_json`: that JSON is valid UTF-8), `rows` rows; `markers` gives the `source.snapshot` value
-        of the rows that are not `default` (first and last rows)."""
+        of the rows that are not `default` (first and last rows). With `pieces`, JSON events are
+        `PieceEvents` (their key and value joined where they are written)."""
         which = np.full(len(columns[0]) if columns else rows or 0, MARKERS.index(default), dtype=np.int64)
         for row, marker in markers.items():
             which[row] = MARKERS.index(marker)
@@ -326,9 +333,14 @@ class SnapshotBlockEncoder:
             sources = pa.array([convert(orjson.loads(s)) for s in self.source_json], type=typ)
             return TypedEvents([typed_insert_block(self.te, columns, sources.take(int64_array(which)), "r",
                                                    self.version, self.ts_us, typed_of)])
+        default_json = self.source_json[MARKERS.index(default)]
+        if pieces:  # each row's source block one of the pool's (the default's for most)
+            source: bytes | Choice = Choice(tuple(self.source_json), which) if markers else default_json
+            key, value = block_parts(self.te, columns, source, "r", json_of)
+            return PieceEvents(self.te.topic, "r", key, value, len(which), self.version, self.ts_us,
+                               _trusted(columns, source, json_of, utf8_json))
         # every row with the default's source block, written as a literal of the join (no column of
         # sources taken and copied again); then the few rows with a marker of their own get theirs
-        default_json = self.source_json[MARKERS.index(default)]
         batch = encode_block(self.te, columns, default_json, "r", self.version, self.ts_us, json_of, utf8_json,
                              rows=len(which))
         if markers:

@@ -25,7 +25,7 @@ import functools
 import os
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import orjson
@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from headwater.config.properties import ConnectorConfig
 from headwater.connectors.registry import lookup
 from headwater.events.arrays import bool_values, lit, string_array, valid_mask
-from headwater.events.batch import ARROW_SCHEMA, ArrowEvents, Events
+from headwater.events.batch import ARROW_SCHEMA, HEADER_TYPE, ArrowEvents, Events, PieceEvents
 from headwater.events.formats.json import JsonOptions
 from headwater.events.headers import STRING_SCHEMA, append_entries, append_string_headers, text_header_entries
 from headwater.events.typed import TypedBlock, TypedEvents
@@ -91,11 +91,19 @@ class ContextHeaders:
         values written as JsonConverter writes a string with `options`."""
         if isinstance(batch, TypedEvents):
             return TypedEvents([self._typed(block) for block in batch])
-        rows = batch.to_arrow()
-        if not rows.num_rows:
+        if not len(batch):
             return batch
         head, tail = options.wrap(STRING_SCHEMA)
         entries = _text_entries(tuple(self.pairs), head, tail)
+        if isinstance(batch, PieceEvents):  # (one topic and op, every row with a value: its key and value not joined)
+            every = batch.op in DATA_OPS or batch.topic == self.logical_name
+            if every and batch.headers is None and batch.shared_headers is None:  # (a snapshot block's)
+                return replace(batch, shared_headers=entries)
+            headers = batch.header_column()
+            headers = append_entries(headers if headers is not None else pa.nulls(len(batch), HEADER_TYPE), entries,
+                                     np.full(len(batch), every))
+            return replace(batch, headers=headers.cast(HEADER_TYPE), shared_headers=None)
+        rows = batch.to_arrow()
         schema_changes = bool_values(pc.fill_null(pc.equal(rows.column("topic"), lit(self.logical_name)), lit(False)))
         mask = self._rows(schema_changes, rows.column("op"), rows.column("value"))
         headers = append_entries(rows.column("headers"), entries, mask)
