@@ -49,6 +49,7 @@ HEARTBEAT_S = 1.0
 FLUSH_EVERY = 512  # messages received before they are handed to the buffer (fewer lock round trips)
 READ_SIZE = 1 << 20  # bytes asked of the socket at once
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
+FORGET_SLACK = 4096  # transactions trimmed from the buffer before their GTIDs are dropped
 PURGED = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG: the position asked for is gone
 
 
@@ -138,9 +139,11 @@ class BinlogReader:
         self.mariadb = mariadb
         self.retry = retry
         self.buffer = StreamBuffer(buffer_bytes, fr.BinlogKinds())
-        self.gtid_after: dict[int, object] = {}  # a transaction (its begin stream position) -> GTID state after it
+        # a transaction (its begin stream position) -> GTID state after it, and its GTID and thread: for the
+        # transactions in the buffer (those the planner trimmed are dropped in bulk, FORGET_SLACK at a time)
+        self.gtid_after: dict[int, object] = {}
         self.tracker: GtidTracker | None = None  # the running GTID state of the connection (`gtid_text` reads it)
-        self.txn_info: dict[int, tuple[str | None, int | None]] = {}  # a transaction -> its GTID and thread
+        self.txn_info: dict[int, tuple[str | None, int | None]] = {}
         self.error: BaseException | None = None
         self.want: BinlogPosition | None = None  # where the next connection starts
         self.generation = 0
@@ -455,7 +458,16 @@ class BinlogReader:
                     txn_info[xid] = ended[1:]
                     buf.received = txn.end_pos
             buf.add_bytes(added)
+            if len(txn_info) > 2 * len(txns) + FORGET_SLACK:
+                self._forget_trimmed()
             buf.cond.notify_all()
+
+    def _forget_trimmed(self) -> None:
+        """Drop the GTID states and GTIDs of transactions no longer in the buffer (the planner trimmed them:
+        every position, slice and count that names them was made before); with the buffer's lock held."""
+        held = {t.xid for t in self.buffer.txns}
+        self.gtid_after = {x: v for x, v in self.gtid_after.items() if x in held}
+        self.txn_info = {x: v for x, v in self.txn_info.items() if x in held}
 
 
 # Messages of a transaction received, not yet in the buffer: the transaction, its messages, how many of

@@ -96,9 +96,12 @@ class _Reads:
         return chunk
 
 
-def _read(events: list[bytes], step: int, mariadb: bool, checksum: bool, reads: list[int] | None = None) -> tuple:
+def _read(events: list[bytes], step: int, mariadb: bool, checksum: bool, reads: list[int] | None = None,
+          trim: bool = False) -> tuple:
     """What the reader's buffer holds after reading `events` in reads of `step` bytes (and in `reads` the
-    number of transactions it held at each read)."""
+    number of transactions it held at each read); with `trim` the first half of the complete transactions
+    held are trimmed off at each read, as the planner does, and what the reader keeps per transaction is
+    checked to be those held and the last trimmed (FORGET_SLACK of them at most)."""
     r = reader.BinlogReader(ConnectionParams("localhost", 3306, "u", None), 1, MariaGtids() if mariadb else MySqlGtids(),
                             mariadb, 1 << 30, reader.Retry(0, 0), queries=True)
     at = BinlogPosition("binlog.000001", 4, "")
@@ -107,6 +110,12 @@ def _read(events: list[bytes], step: int, mariadb: bool, checksum: bool, reads: 
     def on_read() -> None:
         if reads is not None:
             reads.append(len(r.buffer.txns))
+        if trim:
+            done = [t for t in r.buffer.txns if t.complete]
+            if len(done) >= 4:
+                r.buffer.trim(done[len(done) // 2 - 1].end_pos or 0, None)
+            held = {t.xid for t in r.buffer.txns}
+            assert set(r.txn_info) == set(r.gtid_after) >= held
 
     conn = SimpleNamespace(_sock=sock, _read_timeout=10.0, _rfile=_Reads(_packets(events), step, on_read), _next_seq_id=1,
                            close=lambda: None)
@@ -122,7 +131,7 @@ def _read(events: list[bytes], step: int, mariadb: bool, checksum: bool, reads: 
     buf = r.buffer
     txns = [(t.xid, t.begin_pos, t.commit_pos, t.commit_ts, t.end_pos, t.n_data, t.nbytes, list(t.msgs),
              r.gtid_text(t.xid or 0), r.txn_info.get(t.xid or 0)) for t in buf.txns]
-    return txns, buf.received, buf.nbytes
+    return txns, buf.received, buf.nbytes, len(r.txn_info)
 
 
 def _framed(event: bytes, checksum: bool) -> bytes:
@@ -164,3 +173,14 @@ def test_transactions_received_are_in_the_buffer_before_the_reader_waits_for_mor
     reads: list[int] = []
     txns = _read(events, step, True, True, reads)[0]
     assert reads[-1] == len(txns) == 42
+
+
+@pytest.mark.parametrize("slack", [0, 3])
+def test_gtids_of_transactions_trimmed_off_the_buffer_are_dropped(monkeypatch, slack):
+    events = _stream_events(True, True)
+    whole = {t[0]: t[8:] for t in _read(events, 1 << 20, True, True)[0]}  # (nothing dropped)
+    monkeypatch.setattr(reader, "FORGET_SLACK", slack)
+    held, _, _, known = _read(events, 97, True, True, trim=True)
+    assert 0 < len(held) < 42
+    assert known < 42 // 2  # (kept for every transaction read, that would be 42)
+    assert [t[8:] for t in held] == [whole[t[0]] for t in held]
