@@ -113,9 +113,16 @@ _MARIADB_GTID = struct.Struct("<QIB").unpack_from
 
 def mariadb_gtid(event: bytes) -> tuple[str, bool]:
     """A MariaDB GTID event's GTID (`domain-server-sequence`) and whether it stands alone (no BEGIN)."""
-    server = _SERVER_ID(event, 5)[0]
-    seq, domain, flags = _MARIADB_GTID(event, HEADER_SIZE)
-    return f"{domain}-{server}-{seq}", bool(flags & MARIADB_FL_STANDALONE)
+    domain, server, seq, standalone = mariadb_gtid_at(event, 0)
+    return f"{domain}-{server}-{seq}", standalone
+
+
+def mariadb_gtid_at(buf: bytes, at: int) -> tuple[int, int, int, bool]:
+    """`mariadb_gtid` of the event at `at` of `buf`, as numbers (domain, server id, sequence), without
+    copying the event."""
+    server = _SERVER_ID(buf, at + 5)[0]
+    seq, domain, flags = _MARIADB_GTID(buf, at + HEADER_SIZE)
+    return domain, server, seq, bool(flags & MARIADB_FL_STANDALONE)
 
 
 def mysql_gtid(event: bytes) -> str:

@@ -117,7 +117,11 @@ class MariaTracker:
 
     def add(self, gtid: str) -> None:
         domain, server, seq = gtid.split("-")
-        self.parsed[int(domain)] = (int(server), int(seq))
+        self.add_ids(int(domain), int(server), int(seq))
+
+    def add_ids(self, domain: int, server: int, seq: int) -> None:
+        """`add` of a GTID given as its numbers (as the reader reads them from a GTID event)."""
+        self.parsed[domain] = (server, seq)
         self.snapshot = tuple(self.parsed.items())
 
     def state(self) -> object:

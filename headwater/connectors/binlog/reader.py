@@ -32,6 +32,7 @@ from headwater.connectors.binlog.gtid import (
     COM_BINLOG_DUMP_GTID,
     GtidFormat,
     GtidTracker,
+    MariaTracker,
     MySqlGtids,
     dump_gtid_payload,
 )
@@ -48,6 +49,7 @@ HEARTBEAT_S = 1.0
 FLUSH_EVERY = 512  # messages received before they are handed to the buffer (fewer lock round trips)
 READ_SIZE = 1 << 20  # bytes asked of the socket at once
 MAX_PACKET = 0xFFFFFF  # a payload this long continues in the next packet
+FORGET_SLACK = 4096  # transactions trimmed from the buffer before their GTIDs are dropped
 PURGED = 1236  # ER_MASTER_FATAL_ERROR_READING_BINLOG: the position asked for is gone
 
 
@@ -137,9 +139,11 @@ class BinlogReader:
         self.mariadb = mariadb
         self.retry = retry
         self.buffer = StreamBuffer(buffer_bytes, fr.BinlogKinds())
-        self.gtid_after: dict[int, object] = {}  # a transaction (its begin stream position) -> GTID state after it
+        # a transaction (its begin stream position) -> GTID state after it, and its GTID and thread: for the
+        # transactions in the buffer (those the planner trimmed are dropped in bulk, FORGET_SLACK at a time)
+        self.gtid_after: dict[int, object] = {}
         self.tracker: GtidTracker | None = None  # the running GTID state of the connection (`gtid_text` reads it)
-        self.txn_info: dict[int, tuple[str | None, int | None]] = {}  # a transaction -> its GTID and thread
+        self.txn_info: dict[int, tuple[str | None, int | None]] = {}
         self.error: BaseException | None = None
         self.want: BinlogPosition | None = None  # where the next connection starts
         self.generation = 0
@@ -299,8 +303,7 @@ class BinlogReader:
         pending: list[tuple[int, bytes]] = []
         pending_data = pending_bytes = 0
         done: list[_Part] = []  # whole transactions received, handed on together when the socket has no more
-        cut = -4 if self.checksum else None
-        checksum_size = 4 if self.checksum else 0
+        tail = 4 if self.checksum else 0  # the checksum after each event, cut off
         buf = self.buffer
         packets = Packets(conn)
         kept = fr.ROWS_EVENTS | {fr.TABLE_MAP} | ({fr.MARIADB_ANNOTATE_ROWS, fr.ROWS_QUERY} if self.queries else set())
@@ -309,13 +312,21 @@ class BinlogReader:
         type_bytes = [bytes((k,)) for k in range(256)]
         size_field = struct.Struct("<I").pack
         stopping = self.stopping.is_set
+        add_ids = gtids.add_ids if isinstance(gtids, MariaTracker) else None
+        txn_ids: tuple[int, int, int] | None = None  # the open transaction's MariaDB GTID as numbers
         quiet = 0  # events since the last look at `stopping`
+        # `Packets.next` inlined (a packet of one part, whole in the chunk read, not an error): the
+        # packet is src[po:end] (its OK byte, then the event), read in place where it is in the chunk
+        chunk, pat, seq = packets.data, packets.at, packets.seq
         while True:
-            if done:
-                left = len(packets.data) - packets.at
-                if len(done) >= FLUSH_EVERY or left < 4 or left < 4 + (packets.data[packets.at] |
-                                                                       packets.data[packets.at + 1] << 8 |
-                                                                       packets.data[packets.at + 2] << 16):
+            left = len(chunk) - pat
+            if left >= 4:
+                n = chunk[pat] | chunk[pat + 1] << 8 | chunk[pat + 2] << 16
+                whole = left >= 4 + n
+            else:
+                n, whole = 0, False
+            if done:  # handed on when the socket has no more (or enough of them wait)
+                if not whole or len(done) >= FLUSH_EVERY:
                     if stopping():
                         raise _Restart
                     self._flush(gen, done)
@@ -326,18 +337,27 @@ class BinlogReader:
                     quiet = 0
                     if stopping():
                         raise _Restart
-            data = packets.next()
-            if data[0] == 0xFE and len(data) < 9:
+            if whole and n and n < MAX_PACKET and chunk[pat + 3] == seq and chunk[pat + 4] != 0xFF:
+                seq = (seq + 1) & 255
+                src, po = chunk, pat + 4
+                pat = end = po + n
+            else:
+                packets.at, packets.seq = pat, seq
+                src = packets._next()
+                chunk, pat, seq = packets.data, packets.at, packets.seq
+                po, end = 0, len(src)
+            if src[po] == 0xFE and end - po < 9:
                 raise SourceError("the server ended the binlog stream")
-            timestamp, kind, _, size, next_pos, _ = unpack_header(data, 1)
+            timestamp, kind, _, size, next_pos, _ = unpack_header(src, po + 1)
             start = base | (next_pos - size if next_pos else 4)
             if kind in kept:
                 if txn is None:
                     continue  # (not inside an event group: nothing a connector captures)
                 # framed: the type byte, then the event without its checksum, its size field saying so
-                pending.append((start, type_bytes[kind] + data[1:] if cut is None else
-                                b"".join((type_bytes[kind], data[1:10], size_field(len(data) - 5), data[14:cut]))))
-                pending_bytes += len(data) - checksum_size  # (the framed payload's size)
+                pending.append((start, type_bytes[kind] + src[po + 1:end] if not tail else
+                                b"".join((type_bytes[kind], src[po + 1:po + 10], size_field(end - po - 5),
+                                          src[po + 14:end - 4]))))
+                pending_bytes += end - po - tail  # (the framed payload's size)
                 if kind in rows_events:
                     pending_data += 1
                 if len(pending) < FLUSH_EVERY:
@@ -347,33 +367,36 @@ class BinlogReader:
                 ends = True
             elif kind in gtid_kinds:
                 if kind == fr.MARIADB_GTID:
-                    txn_gtid, standalone = fr.mariadb_gtid(data[1:])
+                    domain, server, number, standalone = fr.mariadb_gtid_at(src, po + 1)
+                    txn_gtid, txn_ids = f"{domain}-{server}-{number}", (domain, server, number)
                 else:
-                    txn_gtid, standalone = (fr.mysql_gtid(data[1:]) if kind == fr.GTID else None), True
+                    txn_gtid, standalone = (fr.mysql_gtid(src[po + 1:end]) if kind == fr.GTID else None), True
+                    txn_ids = None
                 txn, thread = Txn(start, start, start, timestamp * 1_000_000), None
                 continue
             elif kind == fr.QUERY:
-                framed = type_bytes[kind] + data[1:] if cut is None else \
-                    b"".join((type_bytes[kind], data[1:10], size_field(len(data) - 5), data[14:cut]))
+                framed = type_bytes[kind] + src[po + 1:end] if not tail else \
+                    b"".join((type_bytes[kind], src[po + 1:po + 10], size_field(end - po - 5), src[po + 14:end - 4]))
                 q = fr.query(framed[1:])
                 word = q.sql.strip().upper()
                 if word == "BEGIN":
                     if txn is None:
-                        txn, txn_gtid = Txn(start, start, start, timestamp * 1_000_000), None
+                        txn, txn_gtid, txn_ids = Txn(start, start, start, timestamp * 1_000_000), None, None
                     standalone, thread = False, q.thread
                     continue
                 if word in ("COMMIT", "ROLLBACK"):
                     ends = True
                 else:
                     if txn is None:
-                        txn, txn_gtid, standalone = Txn(start, start, start, timestamp * 1_000_000), None, True
+                        txn, txn_gtid, txn_ids, standalone = \
+                            Txn(start, start, start, timestamp * 1_000_000), None, None, True
                     pending.append((start, framed))
                     pending_bytes += len(framed)
                     ends = standalone
                     if not ends and len(pending) < FLUSH_EVERY:
                         continue
             elif kind == fr.ROTATE:
-                file = fr.rotate_file(data[1:cut])[0]
+                file = fr.rotate_file(src[po + 1:end - tail])[0]
                 base = stream_pos(file, 0)
                 continue
             elif kind == fr.HEARTBEAT:
@@ -395,16 +418,19 @@ class BinlogReader:
                 txn.commit_pos = start
                 txn.end_pos = base | next_pos
                 txn.commit_ts = timestamp * 1_000_000
-                if txn_gtid is not None:
+                if txn_ids is not None and add_ids is not None:
+                    add_ids(*txn_ids)
+                elif txn_gtid is not None:
                     gtids.add(txn_gtid)
-            done.append(_Part(txn, pending, pending_data, pending_bytes,
-                              (gtids.state(), txn_gtid, thread) if ends else None))
+                done.append((txn, pending, pending_data, pending_bytes, (gtids.state(), txn_gtid, thread)))
+            else:
+                done.append((txn, pending, pending_data, pending_bytes, None))
             pending, pending_data, pending_bytes = [], 0, 0
-            if not ends:  # a large transaction's part goes on at once
+            if not ends:  # a large transaction's part goes on po once
                 self._flush(gen, done)
                 done = []
             else:
-                txn, txn_gtid, standalone, thread = None, None, False, None
+                txn, txn_gtid, txn_ids, standalone, thread = None, None, None, False, None
 
     def _flush(self, gen: int, parts: list[_Part]) -> None:
         """Hand the messages of `parts` to the buffer, in one turn of its lock."""
@@ -414,32 +440,40 @@ class BinlogReader:
                 buf.cond.wait(0.5)
             if gen != self.generation or self.stopping.is_set():
                 raise _Restart
-            for part in parts:
-                txn, msgs, size = part.txn, part.msgs, part.nbytes
-                if not buf.txns or buf.txns[-1] is not txn:
-                    buf.txns.append(txn)
+            txns, gtid_after, txn_info = buf.txns, self.gtid_after, self.txn_info
+            last = txns[-1] if txns else None
+            added = 0
+            for txn, msgs, ndata, size, ended in parts:
+                if txn is not last:
+                    txns.append(txn)
+                    last = txn
                 txn.msgs.extend(msgs)
-                txn.n_data += part.ndata
+                txn.n_data += ndata
                 txn.nbytes += size
-                buf.add_bytes(size)
-                if part.ended is not None:
-                    assert txn.end_pos is not None and txn.xid is not None
-                    self.gtid_after[txn.xid] = part.ended[0]
-                    self.txn_info[txn.xid] = part.ended[1:]
+                added += size
+                if ended is not None:
+                    xid = txn.xid
+                    assert txn.end_pos is not None and xid is not None
+                    gtid_after[xid] = ended[0]
+                    txn_info[xid] = ended[1:]
                     buf.received = txn.end_pos
+            buf.add_bytes(added)
+            if len(txn_info) > 2 * len(txns) + FORGET_SLACK:
+                self._forget_trimmed()
             buf.cond.notify_all()
 
+    def _forget_trimmed(self) -> None:
+        """Drop the GTID states and GTIDs of transactions no longer in the buffer (the planner trimmed them:
+        every position, slice and count that names them was made before); with the buffer's lock held."""
+        held = {t.xid for t in self.buffer.txns}
+        self.gtid_after = {x: v for x, v in self.gtid_after.items() if x in held}
+        self.txn_info = {x: v for x, v in self.txn_info.items() if x in held}
 
-@dataclass
-class _Part:
-    """Messages of a transaction received, not yet in the buffer; `ended`: the transaction is complete,
-    with the GTID state after it, its GTID and its thread."""
 
-    txn: Txn
-    msgs: list[tuple[int, bytes]]
-    ndata: int
-    nbytes: int
-    ended: tuple[object, str | None, int | None] | None
+# Messages of a transaction received, not yet in the buffer: the transaction, its messages, how many of
+# them are data, their bytes, and (when the transaction is complete) the GTID state after it, its GTID
+# and its thread. (A tuple: one is made for each transaction.)
+_Part = tuple[Txn, list[tuple[int, bytes]], int, int, "tuple[object, str | None, int | None] | None"]
 
 
 def current_position(conn: pymysql.Connection, gtid_query: str) -> BinlogPosition:

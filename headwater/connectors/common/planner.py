@@ -26,7 +26,7 @@ import pyarrow as pa
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common.codec import Retrying, StreamCodec, StreamReader
 from headwater.connectors.common.gcpolicy import streaming_process
-from headwater.connectors.common.messages import InTxn, Message, Segment
+from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
 
@@ -119,6 +119,7 @@ class Planner(Generic[P]):
         self.cached: tuple[tuple[P, P], list[WorkUnit]] | None = None
         self.partial_counters: dict[tuple[int | None, int], dict] = {}
         self.position: P | None = None  # where the buffer's head is
+        self.planned: tuple[int, Layouts] | None = None  # what `plan` trims: `_layouts_after` of its slices
         self.last_heartbeat = 0.0  # the first heartbeat is due at once (Debezium sends one after the snapshot)
         self.last_action = time.monotonic()
         streaming_process()  # (full garbage collections kept rare: see gcpolicy)
@@ -242,13 +243,15 @@ class Planner(Generic[P]):
         codec = self.codec
         units: list[WorkUnit] = []
         heartbeat = codec.heartbeat_ms(end) is not None
+        self.planned = None
         if codec.in_txn(end) is not None or self._has_txns(start, end) or not heartbeat:
             self._wait_for(end)
             units = self.retry("reading table metadata", lambda: self._slices(start, end, parallelism))
             self.retry("reading table metadata", lambda: self._keep_partial_counters(start, end))
         if heartbeat:
             units.append(codec.heartbeat(end))
-        self.reader.buffer.trim(codec.commit(end), codec.in_txn(end))
+        self.reader.buffer.trim(codec.commit(end), codec.in_txn(end), self.planned)
+        self.planned = None
         self.position = end
         self.cached = (key, units)
         return units
@@ -382,6 +385,7 @@ class Planner(Generic[P]):
         a large transaction is cut too (its transaction-metadata counters travel with each part)."""
         codec = self.codec
         txn_parts = self._txn_parts(start, end)
+        self.planned = self._layouts_after(txn_parts)
         codec.check_layouts(self.reader.buffer.head_layouts, [p for pc in txn_parts for p in pc.changed])
         total = sum(pc.upto - pc.skip for pc in txn_parts)
         target = max(MIN_SLICE, -(-total // max(1, parallelism)))
@@ -409,6 +413,20 @@ class Planner(Generic[P]):
                 slicer.flush()
         slicer.flush()
         return slicer.units
+
+    def _layouts_after(self, txn_parts: list[TxnPart]) -> tuple[int, Layouts] | None:
+        """The batch's whole transactions (a part that reaches its commit) and the layouts in force after
+        them: what trimming them off the buffer leaves as the head's layouts (`StreamBuffer.trim`)."""
+        if not txn_parts:
+            return None
+        last = txn_parts[-1]
+        whole = len(txn_parts) - (not last.commit)  # (only the last part may end inside its transaction)
+        if not last.commit:
+            return whole, last.layouts
+        if not last.changed:
+            return whole, last.layouts
+        layout_id = self.codec.layout_id
+        return whole, {**last.layouts, **{layout_id(p): p for p in last.changed}}
 
     def _cuts(self, pc: TxnPart, need: int, target: int) -> Iterator[tuple[int, int, dict[int, bytes]]]:
         """Where `pc` is cut into parts, the first of `need` data messages, the next of `target`, and

@@ -21,7 +21,7 @@ import os
 import struct
 import tempfile
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from headwater.connectors.common.messages import InTxn, Message, MessageKinds
@@ -273,32 +273,48 @@ class StreamBuffer:
         with self.cond:
             return max([committed, *(t.end_pos for t in self.txns if t.end_pos is not None)])
 
-    def trim(self, commit: int, inside: InTxn | None) -> None:
+    def trim(self, commit: int, inside: InTxn | None,
+             known: tuple[int, Mapping[int, bytes]] | None = None) -> None:
         """Drop what has been handed out: the transactions ending by `commit`, and the first
-        data messages of the next one that `inside` names."""
+        data messages of the next one that `inside` names. `known`: (how many transactions at the head
+        end by `commit`, the layouts in force after them), when the caller has them (the planner, from
+        the batch it planned): if the count is right and none was spilled, the layouts are taken as the
+        head's instead of reading the dropped transactions' layout messages again."""
         with self.cond:
             done = freed = 0  # complete transactions at the head that end by `commit` (dropped at once at the end)
-            head_layouts = self.head_layouts
-            layout_kind, layout_id = self.kinds.layout_kind, self.kinds.layout_id
-            for t in self.txns:  # (`ends_by`, `only_data` and `_absorb_layouts` inlined: this runs per transaction)
+            spilled = False
+            for t in self.txns:  # (`ends_by` inlined: this runs per transaction)
                 end = t.end_pos
                 if end is None or end > commit:
                     break
                 done += 1
-                if t.spill is not None:
-                    head_layouts.update(t.spill.layouts)
-                    t.spill.discard()
-                elif len(t.msgs) != t.n_data - t.first_index:  # (not only data messages)
-                    for _, p in t.msgs:
-                        if p[0] == layout_kind:
-                            head_layouts[layout_id(p)] = p
                 freed += t.nbytes
+                if t.spill is not None:
+                    spilled = True
+            if known is not None and known[0] == done and not spilled:
+                if done:
+                    self.head_layouts = dict(known[1])  # (a copy: the head's map is changed in place)
+            else:
+                self._absorb_whole(self.txns[:done])
             self.nbytes -= freed
             del self.txns[:done]
             head = self.txns[0] if self.txns else None
             if head is not None and inside is not None and head.xid == inside.xid and head.spill is None:
                 self._trim_front(head, inside.n - head.first_index)
             self.cond.notify_all()
+
+    def _absorb_whole(self, txns: list[Txn]) -> None:
+        """Take the layouts of whole transactions dropped into the head's, and discard their spill files."""
+        head_layouts = self.head_layouts
+        layout_kind, layout_id = self.kinds.layout_kind, self.kinds.layout_id
+        for t in txns:  # (`only_data` and `_absorb_layouts` inlined: this runs per transaction)
+            if t.spill is not None:
+                head_layouts.update(t.spill.layouts)
+                t.spill.discard()
+            elif len(t.msgs) != t.n_data - t.first_index:  # (not only data messages)
+                for _, p in t.msgs:
+                    if p[0] == layout_kind:
+                        head_layouts[layout_id(p)] = p
 
     def _trim_front(self, t: Txn, drop: int) -> None:
         """Drop the first `drop` data messages of `t` (and what comes between them)."""

@@ -15,7 +15,7 @@ import pytest
 from headwater.connectors.base import WorkUnit
 from headwater.connectors.common import planner as planner_module
 from headwater.connectors.common.planner import Planner, pack, unpack
-from headwater.connectors.common.txbuffer import Spill, Txn
+from headwater.connectors.common.txbuffer import Spill, StreamBuffer, Txn
 from tests.connectors.common.fakes import (
     KINDS,
     FakeCodec,
@@ -380,3 +380,40 @@ def test_slices_the_same_whether_transactions_hold_only_data_or_not(monkeypatch,
                             parallelism)
         assert [(s, e) for s, e, _ in again] == [(s, e) for s, e, _ in batches]
         assert plain(slices(again)) == plain(sls)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_trimming_a_planned_batch_leaves_the_layouts_reading_it_would(monkeypatch, seed):
+    """`plan` hands the buffer the layouts in force after the batch's whole transactions, which it found
+    while planning: the buffer's head layouts after each batch (their order too) and the slices are those
+    of a trim that reads the dropped transactions' layout messages again, and nothing is read again."""
+    monkeypatch.setattr(planner_module, "MIN_SLICE", 3)
+    monkeypatch.setattr(planner_module, "POLL_S", 0.001)
+    rng = random.Random(seed)
+    txns = [txn(xid, 1000 * xid, ps) for xid, ps in enumerate(random_payloads(rng), start=1)]
+    max_events, parallelism = rng.choice([None, 1, 4, 17, 60]), rng.choice([1, 2, 3, 8])
+    read_again: list[int] = []
+    absorb = StreamBuffer._absorb_whole
+
+    def counted(self: StreamBuffer, dropped: list[Txn]) -> None:
+        read_again.append(len(dropped))
+        absorb(self, dropped)
+
+    monkeypatch.setattr(StreamBuffer, "_absorb_whole", counted)
+
+    def batches() -> list:
+        reader = FakeReader(txns, head_layouts=HEAD)
+        pl = planner(reader)
+        out, start = [], Pos(0)
+        while (end := pl.latest(start, max_events, None)) is not None:
+            sls = plan(pl, start, end, parallelism)
+            out.append((end, plain(sls), list(reader.buffer.head_layouts.items())))
+            start = end
+        return out
+
+    planned = batches()
+    assert planned and not any(read_again)
+    trim = StreamBuffer.trim
+    monkeypatch.setattr(StreamBuffer, "trim", lambda self, commit, inside, known=None: trim(self, commit, inside))
+    assert batches() == planned
+    assert any(read_again)
