@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import random
 import struct
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -30,6 +29,7 @@ from tests.connectors.binlog.test_insert_runs import _row, _table_map
 
 DDL = "CREATE TABLE t (id bigint NOT NULL PRIMARY KEY, name varchar(300), n int, price decimal(12,2), b tinyint)"
 TEXTS = [None, "", "plain", 'say "hi"', "back\\slash", "tab\tnew\nline\x01", "ünïcödé 日本 🎉", "é" * 150, "x" * 300]
+GTIDS: list[list[str | None]] = [[None], ["0-1-5"], ["0-1-5", "0-1-6", "1-2-99"]]  # a run's events' GTIDs
 QUERIES = [None, 'INSERT INTO t VALUES (1, "ü\\"q\n")', "insert into t values (2, 'plain')"]
 
 
@@ -58,7 +58,7 @@ def _run_block(decoder: streaming._Decoder, rnd: random.Random, one_row_each: bo
     (table,) = decoder.unit.tables.values()
     run = streaming._WriteRun()
     run.tm, run.table, run.te = _table_map(), table, decoder._records(table)
-    gtids = rnd.choice([[None], ["0-1-5"], ["0-1-5", "0-1-6", "1-2-99"]])
+    gtids = rnd.choice(GTIDS)
     payloads, events, ident = [], [], 0
     for e in range(rnd.randint(1, 12)):
         rows = []
@@ -83,7 +83,7 @@ def _piece_lines(events: PieceEvents) -> bytes:
     return b"".join(line for lines in piece_lines(events, 3) for line in lines.to_pylist())
 
 
-def _row_lines(events: Events) -> bytes:
+def _row_lines(events: ArrowEvents | PieceEvents) -> bytes:
     return "".join(jsonl_lines(events.to_arrow()).to_pylist()).encode()
 
 
