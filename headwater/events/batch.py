@@ -165,18 +165,18 @@ def insert_batch(topic: str, op: str, key: pa.Array | None, value: pa.Array, ver
 
 @dataclass
 class PieceEvents:
-    """`length` events of one topic and op (a snapshot block's) whose key and value JSON are still parts
-    (`events.pieces`): the `jsonl` sink joins them straight into its lines (one copy of their bytes);
-    `to_arrow` joins them into JSON rows for anything else. `utf8`: the parts are known to be valid UTF-8
-    (else the joined text is checked)."""
+    """`length` events of one topic and op (a snapshot block's, or a streamed run of inserts') whose key
+    and value JSON are still parts (`events.pieces`): the `jsonl` sink joins them straight into its lines
+    (one copy of their bytes); `to_arrow` joins them into JSON rows for anything else. `utf8`: the parts
+    are known to be valid UTF-8 (else the joined text is checked)."""
 
     topic: str
     op: str
     key: list[Part] | None  # None: every row's key null
     value: list[Part]
     length: int
-    version: int
-    ts_us: int
+    version: int | np.ndarray  # every row's, or each row's (int64)
+    ts_us: int | np.ndarray  # every row's, or each row's (int64)
     utf8: bool
     headers: pa.Array | None = None  # HEADER_TYPE; None: every row's are `shared_headers`
     shared_headers: pa.Array | None = None  # the entries of every row's headers (None: every row's null)

@@ -7,7 +7,7 @@ schema history knows them where the slice starts, and what each DDL statement in
 (`SchemaStep`, worked out on the driver, in stream order, by the `SchemaTracker`), so it decodes
 anywhere: a run of WRITE_ROWS events of one table (across transactions, at least `MIN_RUN_BYTES`,
 without transaction metadata or the lock-free snapshot's filter) column-wise into one block
-(`insert_runs.py`), other rows events through `rows.py` (pymysqlreplication's decoders for the column
+(`insert_runs.py`; JSON events as `PieceEvents`, joined once where they are written), other rows events through `rows.py` (pymysqlreplication's decoders for the column
 types it leaves to them), each row into a Debezium record of the table as it stood at that
 position. A rows event's columns are matched by position to the tracked table's; the source block
 is the binlog's (`server_id`, `gtid`, `file`, `pos`, `row`, `thread`, and with `include.query` the
@@ -42,7 +42,7 @@ from headwater.connectors.binlog.schema import Table
 from headwater.connectors.binlog.values import replication_values
 from headwater.connectors.common.columnar import (
     decimal_text,
-    encode_block,
+    piece_block,
     source_parts,
     text_json,
     typed_insert_block,
@@ -54,7 +54,7 @@ from headwater.connectors.common.records import TableRecords, TxnCounters
 from headwater.connectors.common.txbuffer import Txn
 from headwater.connectors.errors import SourceError
 from headwater.events.arrays import binary_array, int64_array, lit, string_array
-from headwater.events.batch import ArrowEvents, Events
+from headwater.events.batch import Events
 from headwater.events.typed import TypedEvents
 
 if TYPE_CHECKING:  # (the reader runs on the driver: a task worker does not import it)
@@ -581,9 +581,8 @@ class _Decoder:
             # (the source blocks as parts: joined once, with the rest of each event; the columns' JSON is
             # valid UTF-8: text is checked where it is read, the rest is ASCII or orjson's)
             source = source_parts(self.maker, te, ts_us, {"sequence": b"null", **fields})
-            events = ArrowEvents(encode_block(te, [], source, "c", versions, ts_us,
-                                              json_of=lambda c: columns[c.index].json(c), utf8_json=True,
-                                              rows=len(rows.event)))
+            events = piece_block(te, [], source, "c", versions, ts_us, json_of=lambda c: columns[c.index].json(c),
+                                 utf8_json=True, rows=len(rows.event))  # (joined where they are written)
         return events
 
     def _rows(self, pos: int, payload: bytes) -> None:

@@ -297,6 +297,17 @@ def encode_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array
     return insert_batch(te.topic, op, key, value, version, ts_us)
 
 
+def piece_block(te: TableRecords, columns: Sequence[pa.Array], source: pa.Array | bytes | Choice | list, op: str,
+                version: int | np.ndarray, ts_us: int | np.ndarray, json_of: ColumnJson | None = None,
+                utf8_json: bool = False, rows: int | None = None) -> PieceEvents:
+    """`encode_block`'s events (the same arguments; `source` also a `Choice` of blocks, then `rows` rows)
+    as `PieceEvents`: their key and value not joined yet (the `jsonl` sink joins them straight into its
+    lines; `to_arrow` into `encode_block`'s rows)."""
+    n = len(source) if isinstance(source, pa.Array) else rows or 0
+    key, value = block_parts(te, columns, source, op, json_of)
+    return PieceEvents(te.topic, op, key, value, n, version, ts_us, _trusted(columns, source, json_of, utf8_json))
+
+
 def _trusted(columns: Sequence[pa.Array], source: pa.Array | bytes | Choice | list, json_of: ColumnJson | None,
              utf8_json: bool) -> bool:
     """Whether `encode_block`'s JSON is known to be valid UTF-8 (see there)."""
@@ -336,9 +347,8 @@ class SnapshotBlockEncoder:
         default_json = self.source_json[MARKERS.index(default)]
         if pieces:  # each row's source block one of the pool's (the default's for most)
             source: bytes | Choice = Choice(tuple(self.source_json), which) if markers else default_json
-            key, value = block_parts(self.te, columns, source, "r", json_of)
-            return PieceEvents(self.te.topic, "r", key, value, len(which), self.version, self.ts_us,
-                               _trusted(columns, source, json_of, utf8_json))
+            return piece_block(self.te, columns, source, "r", self.version, self.ts_us, json_of, utf8_json,
+                               rows=len(which))
         # every row with the default's source block, written as a literal of the join (no column of
         # sources taken and copied again); then the few rows with a marker of their own get theirs
         batch = encode_block(self.te, columns, default_json, "r", self.version, self.ts_us, json_of, utf8_json,

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from headwater.connectors.base import WorkUnit
-from headwater.connectors.common.columnar import encode_block, typed_insert_block
+from headwater.connectors.common.columnar import piece_block, typed_insert_block
 from headwater.connectors.common.messages import InTxn, Layouts, Message, Segment, SegmentsByColumn
 from headwater.connectors.common.planner import Planner, pack, unpack
 from headwater.connectors.common.records import TableRecords, TxnCounters, table_records
@@ -31,7 +31,7 @@ from headwater.connectors.postgres.pgoutput import UNCHANGED_TOAST
 from headwater.connectors.postgres.positions import StreamPosition
 from headwater.connectors.postgres.records import EventContext, RecordMaker, message_collection
 from headwater.connectors.postgres.replication import DATA_KINDS, PgoutputKinds, ReplicationReader
-from headwater.events.batch import ArrowEvents, Events
+from headwater.events.batch import Events
 from headwater.events.typed import TypedEvents
 
 MIN_RUN = 32  # INSERTs; a shorter run costs less row by row than column-wise
@@ -88,7 +88,8 @@ class InsertRun:
         self.lsns.append(lsn)
 
     def encode(self, maker: RecordMaker, te: TableRecords, columns: list) -> Events:
-        """The run's create events (of table `te`) from its decoded columns: JSON rows, or a typed block."""
+        """The run's create events (of table `te`) from its decoded columns: JSON rows (as `PieceEvents`), or a
+        typed block."""
         firsts = [first for first, _, _, _ in self.segments]
         counts = [b - a for a, b in zip(firsts, [*firsts[1:], len(self.payloads)], strict=True)]
 
@@ -105,7 +106,7 @@ class InsertRun:
         versions = per_row([seg.commit_pos for seg in segs])
         if typed:
             return TypedEvents([typed_insert_block(te, columns, source, "c", versions, ts_us)])
-        return ArrowEvents(encode_block(te, columns, source, "c", versions, ts_us))
+        return piece_block(te, columns, source, "c", versions, ts_us)  # (joined where they are written)
 
 
 class SliceDecoder:

@@ -196,8 +196,8 @@ from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
 from headwater.engine.engine import OffsetFile
 from headwater.connectors.common.context_headers import ContextHeaders
-from headwater.events.batch import ArrowEvents
-from headwater.spark.sinks import jsonl_lines
+from headwater.events.batch import ArrowEvents, PieceEvents
+from headwater.spark.sinks import jsonl_lines, piece_lines
 
 props, offsets, dsn = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 kinds, lines, made = [], 0, []
@@ -205,7 +205,7 @@ add_headers = ContextHeaders.apply
 
 
 def recording(self, batch, options):  # what the connector made, before the context headers make it Arrow
-    made.append(isinstance(batch, ArrowEvents))
+    made.append(isinstance(batch, (ArrowEvents, PieceEvents)))
     return add_headers(self, batch, options)
 
 
@@ -221,7 +221,8 @@ for step in ("snapshot", "stream"):
     try:
         for batch in engine.batches(once=True):
             kinds.append((step, made[-1]))
-            lines += len(jsonl_lines(batch.to_arrow()))
+            lines += sum(map(len, piece_lines(batch, 1000))) if isinstance(batch, PieceEvents) \
+                else len(jsonl_lines(batch.to_arrow()))
     finally:
         engine.close()
 print(json.dumps({"pandas": "pandas" in sys.modules, "kinds": kinds, "lines": lines}))

@@ -1,4 +1,5 @@
-"""Streamed INSERTs decoded column-wise (insert_runs + columnar) give exactly the row-by-row events."""
+"""Streamed INSERTs decoded column-wise (insert_runs + columnar) give exactly the row-by-row events (JSON events
+as `PieceEvents`, whose `jsonl` lines are those of their JSON rows)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from headwater.connectors.postgres import pgoutput, streaming
 from headwater.connectors.postgres.insert_runs import decode_inserts
 from headwater.connectors.registry import validate_connector
 from headwater.engine import Engine
+from headwater.events.batch import PieceEvents
+from headwater.spark.sinks import jsonl_lines, piece_lines
 from tests.connectors.postgres.test_columnar import ROWS, TABLE
 from tests.connectors.postgres.test_streaming import (
     RecordingSource,
@@ -111,7 +114,11 @@ def _read_each_way(pg_server, pg_db, monkeypatch, workload, props: dict[str, str
 
     def counting_encode(self, *args):
         blocks[0] += 1
-        return real_encode(self, *args)
+        events = real_encode(self, *args)
+        if isinstance(events, PieceEvents):  # the jsonl sink's lines of its pieces: those of its JSON rows
+            lines = b"".join(line for part in piece_lines(events, 1000) for line in part.to_pylist())
+            assert lines == "".join(jsonl_lines(events.to_arrow()).to_pylist()).encode()
+        return events
 
     monkeypatch.setattr(streaming.InsertRun, "encode", counting_encode)
     engines = {}
