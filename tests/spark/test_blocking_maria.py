@@ -21,21 +21,29 @@ pytestmark = pytest.mark.spark
 ROWS = 300
 
 
-def test_a_blocking_snapshot_spans_spark_batches(spark, mariadb_server, mariadb_db, tmp_path):
-    server, db = mariadb_server, mariadb_db
+def _setup(server: Any, db: str, tmp_path: Path, rows: int, name: str, server_id: str, source: dict[str, Any],
+           spark: dict[str, Any]) -> tuple[Path, Path]:
+    """A signalling table and `items` of `rows` rows in `db`, and the config of a `no_data` pipeline reading
+    them in chunks of 25 rows (with `source` and `spark` added): the config's path and the checkpoint's."""
     server.execute("CREATE TABLE dbz_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
                    "data VARCHAR(2048)); CREATE TABLE items (id INT PRIMARY KEY, v INT NOT NULL);"
-                   f"INSERT INTO items SELECT seq, seq FROM seq_1_to_{ROWS}", db)
+                   f"INSERT INTO items SELECT seq, seq FROM seq_1_to_{rows}", db)
     config = tmp_path / "config.yaml"
     checkpoint = tmp_path / "state" / "checkpoint"
     config.write_text(yaml.safe_dump({
-        "name": "blocking",
-        "source": {"connector.class": "mariadb", **server.connector_properties(db), "database.server.id": "5491",
+        "name": name,
+        "source": {"connector.class": "mariadb", **server.connector_properties(db), "database.server.id": server_id,
                    "topic.prefix": "m", "include.schema.changes": "false", "snapshot.mode": "no_data",
-                   "signal.data.collection": f"{db}.dbz_signal", "headwater.snapshot.chunk.rows": "25",
-                   "headwater.max.batch.events": "100"},  # batches of four chunks: three of them
+                   "signal.data.collection": f"{db}.dbz_signal", "headwater.snapshot.chunk.rows": "25", **source},
         "sink": {"type": "jsonl", "path": str(tmp_path / "out")},
-        "spark": {"master": "local[2]", "checkpoint": str(checkpoint)}}))
+        "spark": {"master": "local[2]", "checkpoint": str(checkpoint), **spark}}))
+    return config, checkpoint
+
+
+def test_a_blocking_snapshot_spans_spark_batches(spark, mariadb_server, mariadb_db, tmp_path):
+    server, db = mariadb_server, mariadb_db
+    config, checkpoint = _setup(server, db, tmp_path, ROWS, "blocking", "5491",
+                                {"headwater.max.batch.events": "100"}, {})  # batches of four chunks: three
     run_once(spark, config)  # the schema snapshot: streaming starts here
     conn = pymysql.connect(**server.connection_params(db), autocommit=True)
     try:
@@ -93,18 +101,8 @@ def test_sigkill_inside_a_blocking_snapshot_loses_nothing_and_doubles_nothing(sp
     streamed before the signal and made after the kill once each (those after the kill, after the
     snapshot)."""
     server, db, rows = mariadb_server, mariadb_db, 400
-    server.execute("CREATE TABLE dbz_signal (id VARCHAR(64) PRIMARY KEY, type VARCHAR(32) NOT NULL, "
-                   "data VARCHAR(2048)); CREATE TABLE items (id INT PRIMARY KEY, v INT NOT NULL);"
-                   f"INSERT INTO items SELECT seq, seq FROM seq_1_to_{rows}", db)
-    config = tmp_path / "config.yaml"
-    checkpoint = tmp_path / "state" / "checkpoint"
-    config.write_text(yaml.safe_dump({
-        "name": "blocking-kill",
-        "source": {"connector.class": "mariadb", **server.connector_properties(db), "database.server.id": "5492",
-                   "topic.prefix": "m", "include.schema.changes": "false", "snapshot.mode": "no_data",
-                   "signal.data.collection": f"{db}.dbz_signal", "headwater.snapshot.chunk.rows": "25"},
-        "sink": {"type": "jsonl", "path": str(tmp_path / "out")},
-        "spark": {"master": "local[2]", "checkpoint": str(checkpoint), "maxEventsPerTrigger": 50}}))  # 2 chunks a batch
+    config, checkpoint = _setup(server, db, tmp_path, rows, "blocking-kill", "5492", {},
+                                {"maxEventsPerTrigger": 50})  # 2 chunks a batch
     run_once(spark, config)  # the schema snapshot: streaming starts here
     server.execute("INSERT INTO items VALUES (1001, 1)", db)
     conn = pymysql.connect(**server.connection_params(db), autocommit=True)
