@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import select
 import shutil
 import struct
 import tempfile
 import threading
 import time
+import uuid
 
 import psycopg2
 
@@ -103,7 +105,9 @@ class ReplicationReader:
         self.slot_retry_delay_s = slot_retry_delay_s
         self.decoding_work_mem_kb = decoding_work_mem_kb
         self.buffer = StreamBuffer(buffer_bytes, PGOUTPUT)
-        self.spill_dir = spill_dir or tempfile.mkdtemp(prefix="headwater-spill-")
+        # the reader's own directory is made at its first spill (a reader that never spills, or is never
+        # closed, leaves nothing behind)
+        self.spill_dir = spill_dir or os.path.join(tempfile.gettempdir(), f"headwater-spill-{uuid.uuid4().hex}")
         self.confirmed = 0
         self._sent_confirmed = -1
         self.error: BaseException | None = None
@@ -360,6 +364,7 @@ class ReplicationReader:
                 xid = _U32.unpack_from(p, 1)[0]
                 block = spills.get(xid)
                 if block is None:
+                    os.makedirs(self.spill_dir, mode=0o700, exist_ok=True)
                     block = spills[xid] = Spill(self.spill_dir, xid, PGOUTPUT)
                     self.spill_files += 1
             elif kind == 0x45:  # E stream stop
