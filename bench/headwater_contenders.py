@@ -49,6 +49,7 @@ from bench.measure import MeasuredProcess, Measurement, ProcessResult, from_even
 
 NAME = "headwater"
 ENGINE_NAME = "headwater engine"
+FLOOR_NAME = "Spark floor"
 #: the same contenders without Debezium 3's context headers (`extended.headers.enabled: false`): their cost
 NO_HEADERS = ", no context headers"
 NO_HEADERS_PROPS = {"extended.headers.enabled": "false"}
@@ -288,6 +289,16 @@ def mariadb_stream_engine(case: md.StreamCase) -> Measurement:
     res, got = _run(mariadb_properties(case, "never"), case.workdir, "engine", "--expect", str(case.rows),
                     timeout=max(600.0, case.rows / 2000))
     return _measure(ENGINE_NAME, res, got, case.rows, case.data_bytes, case.workdir, "engine")
+
+
+def mariadb_spark_floor(case: md.SnapshotCase | md.StreamCase) -> Measurement:
+    """Spark's fixed cost on this machine (`headwater_driver.py --runner floor`): launch -> the session
+    headwater's pipeline gets -> one committed micro-batch of a trivial Python data source, with
+    `case.rows` counted as delivered then. The limit's time over this one is the best ratio any
+    pipeline hosted on this Spark could reach (information: no database read, no event made)."""
+    res, got = _run(mariadb_properties(case, "initial"), case.workdir, "floor", "--expect", str(case.rows),
+                    timeout=600.0)
+    return _measure(FLOOR_NAME, res, got, case.rows, case.data_bytes, case.workdir, "floor")
 
 
 def mariadb_latency(case: md.LatencyCase, checkout: Checkout = THIS, name: str = NAME) -> Measurement:

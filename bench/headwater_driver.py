@@ -1,6 +1,6 @@
 """headwater as a benchmark contender, in its own process: the Spark pipeline or the in-process engine.
 
-    python bench/headwater_driver.py PROPS RESULT --runner spark|engine --mode count|incremental|latency
+    python bench/headwater_driver.py PROPS RESULT --runner spark|engine|floor --mode count|incremental|latency
         [--expect N | --expect-file F] [--ready-file F] [--max-wait S] [--master local[2]] [--workdir DIR]
         [--conf K=V ...]
 
@@ -8,6 +8,11 @@
 (what `headwater run` does). An event has arrived when the sink file holding it appears: the sink
 moves a batch's files into place when it commits the batch, and the driver polls it every 50 ms.
 `engine` runs the connector in this process with no sink (the capture and decoding alone).
+`floor` is the fixed cost of any pipeline on the same Spark (count mode only): the session headwater's
+pipeline gets, then a streaming query on a trivial Python data source (no database, no connector) whose
+one micro-batch has two tasks that yield one row each, into a `foreachBatch` that collects them; when
+that batch has committed, all `--expect` events count as delivered. No pipeline on this Spark can deliver
+them sooner, so the limit's rate over the floor's is the highest ratio a Spark pipeline can reach here.
 The result file gets `{"first", "last", "count"}` (epoch seconds of the first and last event
 delivered, events delivered: in incremental mode those of an incremental snapshot only), and in
 latency mode `latencies_ms` of the LOAD rows; on Spark, in every mode, `cycle_ms` (the median
@@ -30,8 +35,11 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.sink_counter import SinkCounter  # noqa: E402 (the checkout's root is on the path from here)
 
 WARMUP, LOAD, SENTINEL = 0, 1, 2
 
@@ -44,7 +52,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("props")
     ap.add_argument("result")
-    ap.add_argument("--runner", choices=("spark", "engine"), default="spark")
+    ap.add_argument("--runner", choices=("spark", "engine", "floor"), default="spark")
     ap.add_argument("--mode", choices=("count", "incremental", "latency"), default="count")
     ap.add_argument("--expect", type=int, default=0)
     ap.add_argument("--expect-file", help="count mode: N warm-up events, then --expect from this JSON file")
@@ -60,6 +68,8 @@ def main() -> int:
     try:
         if args.runner == "engine":
             run_engine(props, args, out)
+        elif args.runner == "floor":
+            run_floor(props, args, out)
         else:
             run_spark(props, args, out)
     except BaseException as exc:  # reported in the result file
@@ -130,7 +140,9 @@ class Goal:
         return count >= self.skip + self.expect
 
 
-def run_spark(props: dict, args, out: dict) -> None:
+def spark_session(props: dict, args, out: dict) -> tuple[Any, Any, Path]:
+    """The Spark session and configuration `headwater run` would have for `props` into a jsonl sink in
+    `--workdir` (the JVM started while the configuration is validated, as `headwater run` does); and the sink."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from headwater.spark.session import EarlySession
 
@@ -139,7 +151,7 @@ def run_spark(props: dict, args, out: dict) -> None:
     document = {"name": "bench", "source": props, "sink": {"type": "jsonl", "path": str(sink)},
                 "spark": {"master": args.master, "checkpoint": str(work / "checkpoint"),
                           "trigger.interval": "0 seconds", "conf": dict(c.split("=", 1) for c in args.conf)}}
-    early = EarlySession(document)  # the JVM starts while the configuration is validated, as `headwater run`'s
+    early = EarlySession(document)
     try:
         from headwater.pipeline_config import parse_config
 
@@ -147,11 +159,67 @@ def run_spark(props: dict, args, out: dict) -> None:
     except BaseException:
         early.stop()
         raise
+    spark = early.get(cfg)
+    out["spark_started"] = time.time()
+    return spark, cfg, sink
+
+
+def run_floor(props: dict, args, out: dict) -> None:
+    """Spark's fixed cost (see the module's docstring): one micro-batch of two one-row tasks, committed."""
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class FloorReader(DataSourceStreamReader):
+        def initialOffset(self) -> dict:
+            return {"batch": 0}
+
+        def latestOffset(self, start: dict, limit: Any) -> dict:
+            return {"batch": 1}
+
+        def partitions(self, start: dict, end: dict) -> list:
+            return [InputPartition(i) for i in range(2)] if start["batch"] < end["batch"] else []
+
+        def read(self, partition):
+            yield (partition.value,)
+
+    class FloorSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "headwater_bench_floor"
+
+        def schema(self) -> str:
+            return "n INT"
+
+        def streamReader(self, schema):
+            return FloorReader()
+
+    spark, cfg, _ = spark_session(props, args, out)
+    spark.dataSource.register(FloorSource)
+    rows: list[int] = []
+
+    def collect(df, batch_id: int) -> None:
+        rows.extend(r[0] for r in df.collect())
+
+    query = (spark.readStream.format(FloorSource.name()).load().writeStream.foreachBatch(collect)
+             .option("checkpointLocation", str(Path(cfg.spark.checkpoint).expanduser()))
+             .trigger(processingTime="0 seconds").start())
+    deadline = time.time() + args.max_wait
+    while query.isActive and time.time() < deadline and (query.lastProgress or {}).get("batchId") is None:
+        time.sleep(0.02)  # the first progress comes once the batch has committed
+    now = time.time()
+    failure = None if query.isActive else query.exception()
+    query.stop()
+    spark.stop()
+    if failure is not None or sorted(rows) != [0, 1]:
+        out["error"] = f"floor query: {failure or rows}"
+        return
+    out.update(first=now, last=now, count=args.expect)
+
+
+def run_spark(props: dict, args, out: dict) -> None:
+    spark, cfg, sink = spark_session(props, args, out)
     from headwater.spark.listener import json_listener
     from headwater.spark.pipeline import start_query
 
-    spark = early.get(cfg)
-    out["spark_started"] = time.time()
     counts: dict[int, int] = {}
     cycles: list[dict] = []  # each micro-batch's rows and Spark's durationMs of its phases
 
@@ -176,26 +244,44 @@ def run_spark(props: dict, args, out: dict) -> None:
     deadline = time.time() + args.max_wait
     seen_files: set[str] = set()
     latencies: list[float] = []
+    counter = SinkCounter(args.mode == "incremental") if args.mode in ("count", "incremental") else None
+    seen_at: dict[str, float] = {}  # each sink file: when the driver first listed it
+
+    def book(counts: list[tuple[str, int]]) -> bool:
+        """Add the counter's counts, each at the time its file was first listed; whether the goal is reached."""
+        reached = False
+        for name, events in counts:
+            if events:
+                at = seen_at[name]
+                out["count"] += events
+                out["first"] = at if out["first"] is None else min(out["first"], at)
+                out["last"] = at if out["last"] is None else max(out["last"], at)
+                reached = goal.reached(out, at) or reached
+        return reached
+
     done = False
-    while not done and time.time() < deadline and query.isActive:
-        time.sleep(0.05)
-        if args.mode == "latency" and out["first"] is None and any(counts.values()):
-            out["first"] = time.time()
-        if args.mode in ("count", "incremental"):
-            # an event has arrived when its batch's files are committed in the sink (polled every 50 ms)
-            files = sorted(sink.glob("*.jsonl"))
-            now = time.time()  # these files were all in place by now (counting them takes a while)
-            total = _data_events(files, seen_files, out, args.mode == "incremental")
-            if total and out["first"] is None:
-                out["first"] = now
-            if total > out["count"]:
-                out["last"] = now
-            out["count"] = total
-            done = goal.reached(out, now)
-        else:
-            if args.ready_file and out["first"] is not None:
-                Path(args.ready_file).touch()
-            done = _latencies(sink, seen_files, latencies, out)
+    try:
+        while not done and time.time() < deadline and query.isActive:
+            time.sleep(0.05)
+            if args.mode == "latency" and out["first"] is None and any(counts.values()):
+                out["first"] = time.time()
+            if counter is not None:
+                # an event has arrived when its batch's files are committed in the sink (listed every 50 ms;
+                # their lines are counted by `counter`, see bench.sink_counter)
+                files = sorted(sink.glob("*.jsonl"))
+                now = time.time()  # these files were all in place by now
+                for f in files:
+                    if f.name not in seen_at:
+                        seen_at[f.name] = now
+                        counter.count(f)
+                done = book(counter.counted()) or goal.reached(out, now)
+            else:
+                if args.ready_file and out["first"] is not None:
+                    Path(args.ready_file).touch()
+                done = _latencies(sink, seen_files, latencies, out)
+    finally:
+        if counter is not None:
+            done = book(counter.finish()) or done
     failure = None if query.isActive else query.exception()
     query.stop()
     spark.stop()
@@ -217,38 +303,6 @@ def cycle_medians(cycles: list[dict]) -> dict[str, float]:
     out = {k: float(statistics.median(c.get(k, 0) for c in busy)) for k in busy[0] if k != "at"}
     out["batches"] = len(busy)
     return out
-
-
-def _data_events(files: list[Path], seen: set[str], out: dict, incremental: bool = False) -> int:
-    """Events (tombstones aside; with `incremental`, the incremental snapshot's only) in sink files not
-    counted yet, added to the count so far."""
-    total = out.get("count", 0)
-    for f in files:
-        if f.name in seen:
-            continue
-        seen.add(f.name)
-        total += _count_events(f, incremental=incremental)
-    return total
-
-
-TOMBSTONE = b'"value":null}\n'
-INCREMENTAL = b'"snapshot":"incremental"'
-
-
-def _count_events(path: Path, chunk_bytes: int = 1 << 22, incremental: bool = False) -> int:
-    """The lines of a sink file that are not tombstones (with `incremental`, the events of an incremental
-    snapshot), read a chunk at a time: the harness's own memory stays small (it is sampled with
-    headwater's), however large a batch's file."""
-    needles = (INCREMENTAL,) if incremental else (b"\n", TOMBSTONE)
-    counts = [0] * len(needles)
-    tails = [b""] * len(needles)  # a needle's end may be in the next chunk: its first bytes carried over
-    with open(path, "rb") as f:
-        while chunk := f.read(chunk_bytes):
-            for i, needle in enumerate(needles):
-                data = tails[i] + chunk
-                counts[i] += data.count(needle)
-                tails[i] = data[max(0, len(data) - len(needle) + 1):]
-    return counts[0] if incremental else counts[0] - counts[1]
 
 
 def _latencies(sink: Path, seen: set[str], latencies: list[float], out: dict) -> bool:

@@ -167,6 +167,12 @@ def benchmarks(opts: Options) -> list[Benchmark]:
                                  f"headwater of the checkout {root} (--compare-with)", skip=skip))
         return out
 
+    def floor() -> Contender:
+        return Contender(headwater_contenders.FLOOR_NAME, BASELINE, headwater_contenders.mariadb_spark_floor,
+                         "Spark's fixed cost: launch -> one committed micro-batch of a trivial Python source "
+                         "(no database, no events): the best ratio a Spark pipeline can reach here (information)",
+                         skip=skip)
+
     def dbz() -> Contender:
         return Contender("debezium", REFERENCE, debezium, "Debezium MariaDB connector", skip=debezium_skip)
 
@@ -188,6 +194,7 @@ def benchmarks(opts: Options) -> list[Benchmark]:
                 Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.mariadb_snapshot_engine,
                           "the default snapshot through the in-process engine: no Spark, no sink (information)",
                           skip=skip),
+                floor(),
             ],
             [Target("≥ ¼ of the dump rate", "rows_per_s", 0.25, LIMIT)],
             {"rows": rows},
@@ -210,6 +217,7 @@ def benchmarks(opts: Options) -> list[Benchmark]:
                 Contender(headwater_contenders.ENGINE_NAME, BASELINE, headwater_contenders.mariadb_stream_engine,
                           "headwater's capture layer alone: the in-process engine, no Spark, no sink (information)",
                           skip=skip),
+                floor(),
             ],
             [Target("≥ 0.8× mariadb-binlog's rows/s", "rows_per_s", 0.8, LIMIT)],
             {"rows": rows, "one_transaction": one_txn},
