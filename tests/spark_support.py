@@ -40,11 +40,11 @@ def cli(*args: str, timeout: float = 600, check: bool = True) -> subprocess.Comp
     return proc
 
 
-def run_once(spark, config: Path, timeout: float = 600) -> None:
+def run_once(spark, config: Path, timeout: float = 600) -> list[dict[str, Any]]:
     """What `headwater run CONFIG --once` does once Spark is up, in this process's Spark session (the
     `spark` fixture): the configuration's query, with the source, sink and checkpoint the file names,
-    until it has processed what the source holds now; its error raised. For tests of a pipeline, not
-    of the command line (which starts a JVM of its own each time, ~8 s)."""
+    until it has processed what the source holds now; its error raised, else its batches' progress. For
+    tests of a pipeline, not of the command line (which starts a JVM of its own each time, ~8 s)."""
     from headwater.pipeline_config import load_config
     from headwater.spark.pipeline import query_observer, start_query
 
@@ -66,6 +66,7 @@ def run_once(spark, config: Path, timeout: float = 600) -> None:
     error = query.exception()
     if error is not None:
         raise error
+    return query.recentProgress
 
 
 def _wait_for_the_slot_to_be_released(cfg) -> None:

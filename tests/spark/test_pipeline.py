@@ -60,12 +60,17 @@ def test_run_once_writes_debezium_events(spark, pg_server, tmp_path, scenario):
         run_psql_script(pg_server, db, sc.setup)
         config = write_config(tmp_path, pg_server, db, source=dict(sc.properties),
                               sink={"schemas.enable": True}, name="golden")
-        run_once(spark, config)
+        progress = run_once(spark, config)
         assert sc.during is not None
         run_psql_script(pg_server, db, sc.during)
-        run_once(spark, config)
+        progress += run_once(spark, config)
         actual = [{k: v for k, v in e.items() if k != "headers"} for e in read_sink(tmp_path / "out")]
         assert_events_equal(sc.events, actual)
+        # Spark's progress counts the events (the tasks write the sink's files and hand Spark a row per
+        # event, then the observer's facts row and the commit), as users of Spark read it
+        observed = [(p.get("observedMetrics") or {}).get("headwater") for p in progress]
+        facts = sum(len(row["facts"] or []) for row in observed if row is not None)
+        assert sum(p["numInputRows"] for p in progress) == len(actual) + facts
         # the jsonl contract: one {"topic","key","value"} object per line, .jsonl files only
         assert all(p.suffix == ".jsonl" for p in (tmp_path / "out").iterdir() if p.is_file())
     finally:
