@@ -104,6 +104,11 @@ class KeyDialect:
         """`query` (ordered) limited to its row number `offset` + 1."""
         return f"{query} LIMIT 1 OFFSET {offset}"
 
+    def estimated_rows(self, cursor: Any, table: str) -> int | None:
+        """The server's estimate of `table`'s rows (from its statistics, without reading the table), or None
+        when it has none to give this way (here: none; `dense_ranges` then cuts by queries)."""
+        return None
+
 
 @dataclass(frozen=True)
 class ChunkKey:
@@ -166,7 +171,8 @@ def order_by(key: ChunkKey, dialect: KeyDialect) -> str:
 
 
 def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chunk_rows: int,
-               first: tuple[int, int] = (0, 0), start: tuple[Any, ...] | None = None) -> list[KeyRange]:
+               first: tuple[int, int] = (0, 0), start: tuple[Any, ...] | None = None,
+               unique_integer: bool = False) -> list[KeyRange]:
     """Ranges of about `chunk_rows` rows covering `table` (an SQL table reference) by `key`, in order;
     with `first` = (n, rows), the first n ranges of about `rows` rows instead; with `start`, only the keys
     from `start` on (the first range's `lo`).
@@ -174,9 +180,14 @@ def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chun
     Each boundary is the key of the row `chunk_rows` rows after the previous boundary, read with one
     query through `cursor` (a DB-API cursor). A key value held by more than `chunk_rows` rows (a
     non-unique key) ends its range at the next larger key. An empty table, or one smaller than a
-    chunk, is one range with no bounds."""
+    chunk, is one range with no bounds. With `unique_integer` (the key is one integer column holding no
+    NULL and no value twice: a primary key) the ranges may be cut by arithmetic instead (`dense_ranges`)."""
     if chunk_rows < 1:
         raise ValueError(f"chunk_rows must be positive, not {chunk_rows}")
+    if unique_integer and len(key.columns) == 1 and not key.nullable[0]:
+        dense = dense_ranges(cursor, dialect, table, key.columns[0], chunk_rows, first, start)
+        if dense is not None:
+            return dense
     columns = ", ".join(dialect.quote(c) for c in key.columns)
     ordered = order_by(key, dialect)
 
@@ -200,6 +211,47 @@ def key_ranges(cursor: Any, dialect: KeyDialect, table: str, key: ChunkKey, chun
             if bound is None:
                 break
         bounds.append(bound)
+    edges: list[tuple[Any, ...] | None] = [start, *bounds, None]
+    return [KeyRange(lo, hi) for lo, hi in zip(edges, edges[1:], strict=False)]
+
+
+# `dense_ranges` cuts by arithmetic while the key's values fill at least 1/DENSE_FILL of their span
+DENSE_FILL = 2
+
+
+def dense_ranges(cursor: Any, dialect: KeyDialect, table: str, column: str, chunk_rows: int,
+                 first: tuple[int, int] = (0, 0), start: tuple[Any, ...] | None = None) -> list[KeyRange] | None:
+    """`key_ranges` of a table whose key is one unique, non-NULL integer `column`, cut by arithmetic as
+    Flink CDC cuts an evenly distributed key: from the smallest key (or `start`) on, a range every
+    `chunk_rows` values (the first n every `rows`, `first` = (n, rows)). A range of w values holds at most
+    w rows, so no range holds more rows than the boundary queries would give it; fewer where values are
+    missing. Two queries (the key's smallest and largest, from its index, and the server's estimate of
+    the table's rows, `dialect.estimated_rows`), where the boundary queries read every row of the table
+    once. None (cut by queries then) when the server gives no estimate or the values fill less than
+    1/`DENSE_FILL` of their span (there would be more than `DENSE_FILL` times as many ranges, mostly
+    sparse)."""
+    estimate = dialect.estimated_rows(cursor, table)
+    if estimate is None:
+        return None
+    col = dialect.quote(column)
+    where = f" WHERE {col} >= {dialect.placeholder}" if start is not None else ""
+    cursor.execute(f"SELECT MIN({col}), MAX({col}) FROM {table}{where}", [start[0]] if start is not None else [])
+    low, high = cursor.fetchone()
+    if low is None:
+        return [KeyRange(start, None)]
+    low, high = int(low), int(high)
+    if start is not None:
+        low = int(start[0])
+    span = high - low + 1
+    if span > DENSE_FILL * max(estimate, chunk_rows):
+        return None
+    bounds: list[tuple[Any, ...]] = []
+    edge = low
+    while True:
+        edge += first[1] if len(bounds) < first[0] and first[1] else chunk_rows
+        if edge > high:
+            break
+        bounds.append((edge,))
     edges: list[tuple[Any, ...] | None] = [start, *bounds, None]
     return [KeyRange(lo, hi) for lo, hi in zip(edges, edges[1:], strict=False)]
 

@@ -15,6 +15,7 @@ from headwater.connectors.common.snapshot import (
     ChunkKey,
     KeyDialect,
     KeyRange,
+    dense_ranges,
     key_ranges,
     marker,
     select_overrides,
@@ -219,3 +220,81 @@ def test_range_conditions():
         '(("a" IS NOT NULL) OR ("a" IS NULL AND "b" >= %s))', [2])
     with pytest.raises(ValueError):
         ChunkKey(("a",), ())
+
+
+# ------------------------------------------------------------------------ ranges cut by arithmetic
+
+
+class Estimating(KeyDialect):
+    """A dialect whose server estimates a table's rows as told."""
+
+    def __init__(self, estimate: int | None):
+        self.estimate = estimate
+
+    def estimated_rows(self, cursor: Any, table: str) -> int | None:
+        return self.estimate
+
+
+class KeysCursor:
+    """A cursor over one table's unique integer keys: answers `dense_ranges`' MIN/MAX query (and records
+    every statement, so a test sees that no boundary query ran)."""
+
+    def __init__(self, keys: list[int]):
+        self.keys = sorted(keys)
+        self.statements: list[str] = []
+        self.row: tuple[Any, ...] | None = None
+
+    def execute(self, sql: str, params: list[Any] = ()) -> None:  # type: ignore[assignment]
+        self.statements.append(sql)
+        assert sql.startswith("SELECT MIN(") and "OFFSET" not in sql
+        keys = [k for k in self.keys if not params or k >= params[0]]
+        self.row = (min(keys), max(keys)) if keys else (None, None)
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self.row
+
+
+def test_dense_keys_are_cut_every_chunk_rows_values():
+    key = ChunkKey(("id",), (False,))
+    cur = KeysCursor(list(range(1, 101)))
+    ranges = key_ranges(cur, Estimating(100), "t", key, 10, unique_integer=True)
+    assert ranges == [KeyRange(None, (11,)), *[KeyRange((b,), (b + 10,)) for b in range(11, 91, 10)],
+                      KeyRange((91,), None)]
+    assert len(cur.statements) == 1
+    # what the boundary queries give a dense key: the key chunk_rows rows after the previous bound
+    assert dense_ranges(cur, Estimating(100), "t", "id", 10, first=(2, 4)) == [
+        KeyRange(None, (5,)), KeyRange((5,), (9,)), *[KeyRange((b,), (b + 10,)) for b in range(9, 99, 10)],
+        KeyRange((99,), None)]
+    assert dense_ranges(cur, Estimating(100), "t", "id", 30, start=(50,)) == [
+        KeyRange((50,), (80,)), KeyRange((80,), None)]
+    assert dense_ranges(cur, Estimating(100), "t", "id", 100) == [KeyRange(None, None)]  # one chunk
+    assert dense_ranges(cur, Estimating(100), "t", "id", 10, start=(500,)) == [KeyRange((500,), None)]
+    assert dense_ranges(KeysCursor([]), Estimating(0), "t", "id", 10) == [KeyRange(None, None)]
+
+
+def test_sparse_keys_no_estimate_or_another_key_go_to_the_boundary_queries():
+    sparse = KeysCursor(list(range(1, 1001, 10)))  # 100 keys over 1,000 values
+    assert dense_ranges(sparse, Estimating(100), "t", "id", 10) is None
+    assert dense_ranges(KeysCursor(list(range(1, 101))), Estimating(None), "t", "id", 10) is None
+    assert dense_ranges(KeysCursor(list(range(1, 101))), Estimating(40), "t", "id", 10) is None  # estimate too low
+    cur = KeysCursor(list(range(1, 101)))
+    with pytest.raises(AssertionError):  # a nullable or composite key, or no unique_integer: the queries
+        key_ranges(cur, Estimating(100), "t", ChunkKey(("id",), (True,)), 10, unique_integer=True)
+    with pytest.raises(AssertionError):
+        key_ranges(cur, Estimating(100), "t", ChunkKey(("id",), (False,)), 10)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_dense_cut_covers_every_key_once_and_no_range_holds_more_than_a_chunk(seed):
+    import random
+
+    rnd = random.Random(seed)
+    low, n = rnd.randint(-10**12, 10**12), rnd.randint(1, 400)
+    keys = sorted(rnd.sample(range(low, low + rnd.randint(n, 2 * n)), n))  # values filling half their span or more
+    chunk, first = rnd.randint(1, 50), (rnd.randint(0, 3), rnd.randint(1, 20))
+    ranges = dense_ranges(KeysCursor(keys), Estimating(n), "t", "id", chunk, first=first)
+    assert ranges is not None and ranges[0].lo is None and ranges[-1].hi is None
+    held = [[k for k in keys if (r.lo is None or k >= r.lo[0]) and (r.hi is None or k < r.hi[0])] for r in ranges]
+    assert [k for h in held for k in h] == keys
+    for i, h in enumerate(held):
+        assert len(h) <= (first[1] if i < first[0] else chunk)

@@ -24,6 +24,7 @@ import pytest
 
 from headwater.connectors.binlog import lockfree
 from headwater.connectors.binlog.positions import split_pos
+from headwater.connectors.common import snapshot
 from headwater.connectors.common.chunkprogress import Progress
 from headwater.connectors.errors import SourceError
 from headwater.connectors.registry import create_source, validate_connector
@@ -427,19 +428,22 @@ def test_noblob_changes_in_a_chunks_window_keep_the_blob_and_text_values_the_key
     assert reads[98] == ("init98", "n98")
 
 
-@pytest.mark.parametrize("first_chunk_rows", [None, 4])
+@pytest.mark.parametrize(("first_chunk_rows", "dense_fill", "expected"), [(None, 2, 17), (4, 2, 18), (None, 0, 9),
+                                                                       (4, 0, 10)])
 def test_chunk_batches_under_concurrent_writes(mariadb_server, tables, folded, monkeypatch, tmp_path,
-                                               first_chunk_rows):
+                                               first_chunk_rows, dense_fill, expected):
     """Every chunk's window holds the writers' changes, and the events still replay to the table; also
     when the first batch's chunks are smaller than the others (`FIRST_CHUNK_ROWS`; the default is above
-    this table's chunk size)."""
+    this table's chunk size), and with t's key cut by the boundary queries (`DENSE_FILL` 0) as by
+    arithmetic (the default: its keys fill half their span)."""
     if first_chunk_rows is not None:
         monkeypatch.setattr(lockfree, "FIRST_CHUNK_ROWS", first_chunk_rows)
+    monkeypatch.setattr(snapshot, "DENSE_FILL", dense_fill)
     ranges: list[int] = []
     cut = lockfree.key_ranges
 
-    def counting(*args: Any) -> Any:
-        got = cut(*args)
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        got = cut(*args, **kwargs)
         ranges.append(len(got))
         return got
     monkeypatch.setattr(lockfree, "key_ranges", counting)
@@ -458,9 +462,10 @@ def test_chunk_batches_under_concurrent_writes(mariadb_server, tables, folded, m
     assert folded[0] > 0
     assert len(set(replay.snapshot_keys)) == len(replay.snapshot_keys)
     assert replay.rows == table_rows(mariadb_server, tables)
-    # t's 100 rows in chunks of 12: 9 ranges; the first batch is k's one chunk (k comes first) and t's first
-    # two, which with FIRST_CHUNK_ROWS = 4 hold 4 rows each: 2 + 8 ranges
-    assert ranges == [9 if first_chunk_rows is None else 10]
+    # by the boundary queries, t's 100 rows in chunks of 12: 9 ranges; the first batch is k's one chunk (k
+    # comes first) and t's first two, which with FIRST_CHUNK_ROWS = 4 hold 4 rows each: 2 + 8 ranges. By
+    # arithmetic, a range every 12 key values from 0 to 198: 17 ranges; with the first two every 4: 18
+    assert ranges == [expected]
 
 
 def test_a_chunk_batch_gives_the_table_at_its_low_and_the_same_events_when_run_again(mariadb_server, mariadb_db,

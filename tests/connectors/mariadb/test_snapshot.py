@@ -378,3 +378,31 @@ def test_a_restart_mid_snapshot_gives_a_streamed_table_once(mariadb_server, keyl
     assert stored["chunk_range"] == [2, 4]
     assert [(r["source"]["table"], r["after"]["id"]) for r in rows] == KEYLESS_ROWS
     assert [r["source"]["snapshot"] for r in rows] == KEYLESS_MARKS
+
+
+def test_a_dense_integer_key_is_cut_by_arithmetic_as_the_boundary_queries_cut_it(mariadb_server, mariadb_db):
+    """MariaDB's estimate of a table's rows (EXPLAIN) lets the lock-free snapshot cut a dense integer key
+    without reading the table; the ranges are the boundary queries' own. A sparse key is cut by them."""
+    import pymysql
+
+    from headwater.connectors.binlog.snapshot import DIALECT
+    from headwater.connectors.common.snapshot import ChunkKey, dense_ranges, key_ranges
+
+    mariadb_server.execute("CREATE TABLE d (id bigint PRIMARY KEY, v int); INSERT INTO d SELECT seq, seq FROM seq_1_to_5000;"
+                           "CREATE TABLE s (id int PRIMARY KEY); INSERT INTO s SELECT seq * 7 FROM seq_1_to_3000;"
+                           "ANALYZE TABLE d, s", mariadb_db)
+    conn = pymysql.connect(**mariadb_server.connection_params(mariadb_db))
+    try:
+        with conn.cursor() as cur:
+            key = ChunkKey(("id",), (False,))
+            estimate = DIALECT.estimated_rows(cur, "`d`")
+            assert estimate is not None and 2500 <= estimate <= 10000
+            for rows, first in ((1000, (0, 0)), (700, (2, 300)), (5000, (0, 0))):
+                dense = dense_ranges(cur, DIALECT, "`d`", "id", rows, first)
+                assert dense is not None
+                assert dense == key_ranges(cur, DIALECT, "`d`", key, rows, first)
+            assert dense_ranges(cur, DIALECT, "`s`", "id", 500) is None
+            assert (key_ranges(cur, DIALECT, "`s`", key, 500, unique_integer=True)
+                    == key_ranges(cur, DIALECT, "`s`", key, 500))
+    finally:
+        conn.close()
