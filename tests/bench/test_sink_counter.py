@@ -31,7 +31,7 @@ def test_the_counting_process_returns_each_file_once_in_order(tmp_path):
         files.append(tmp_path / f"part-{i} x.jsonl")  # a space in the name: the count is the last field
         files[-1].write_bytes(b'{"value":{}}\n' * (i + 1) + b'{"value":null}\n' * i)
     counter = SinkCounter()
-    got = []
+    got: list[tuple[str, int]] = []
     for f in files[:3]:
         counter.count(f)
     deadline = time.time() + 30
