@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from headwater.connectors.binlog.connection import ConnectionParams, connect
-from headwater.connectors.binlog.schema import Table
+from headwater.connectors.binlog.schema import INTEGER_TYPES, Table
 from headwater.connectors.binlog.snapshot import DIALECT
 
-INTEGER_TYPES = frozenset(("TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER", "BIGINT"))
 TEXT_TYPES = frozenset(("CHAR", "VARCHAR"))
 BATCH = 500  # values per weight query
 

@@ -557,11 +557,9 @@ class LockFreeSnapshot:
                         spans[name_of(t)] = [KeyRange(None, None)]
                     else:
                         ck = ChunkKey(tuple(c.name for c in order.columns), tuple(False for _ in order.columns))
-                        # a one-column integer key (the primary key's) is cut by arithmetic where dense
-                        integer = len(order.columns) == 1 and not order.columns[0].text
                         spans[name_of(t)] = key_ranges(cur, DIALECT, table_ref(t), ck, chunk_rows,
                                                        (small, min(chunk_rows, FIRST_CHUNK_ROWS)),
-                                                       unique_integer=integer)
+                                                       unique_integer=t.integer_key)
                     small = max(0, small - len(spans[name_of(t)]))
         finally:
             with contextlib.suppress(Exception):

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+# the integer column types (`Column.type_name`'s first word)
+INTEGER_TYPES = frozenset(("TINYINT", "SMALLINT", "MEDIUMINT", "INT", "INTEGER", "BIGINT"))
+
 
 @dataclass(frozen=True)
 class Column:
@@ -89,6 +92,13 @@ class Table:
     def column(self, name: str) -> Column | None:
         lowered = name.lower()
         return next((c for c in self.columns if c.name.lower() == lowered), None)
+
+    @property
+    def integer_key(self) -> bool:
+        """Whether the primary key is one integer column (unique and never NULL: a snapshot's key ranges may be
+        cut by arithmetic, `snapshot.dense_ranges`)."""
+        column = self.column(self.primary_key[0]) if len(self.primary_key) == 1 else None
+        return column is not None and column.type_name.split()[0] in INTEGER_TYPES
 
     def to_debezium(self) -> dict[str, Any]:
         return {

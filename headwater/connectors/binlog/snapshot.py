@@ -210,7 +210,8 @@ class HeldSnapshot:
                 key = ChunkKey(t.primary_key, tuple(bool(c.optional) for c in (t.column(n) for n in t.primary_key)
                                                     if c is not None))
                 todo.append(TablePlan(t, key, key_ranges(cur, DIALECT, table_ref(t), key, self.chunk_rows,
-                                                         start=start), None, *ends, resumed=start is not None))
+                                                         start=start, unique_integer=t.integer_key),
+                                      None, *ends, resumed=start is not None))
             self.todo, self.planning = todo, None
 
     def adopt(self, chunks: Sequence[tuple[Table, KeyRange, tuple[bool, bool, bool, bool], int]],

@@ -239,6 +239,8 @@ def dense_ranges(cursor: Any, dialect: KeyDialect, table: str, column: str, chun
     low, high = cursor.fetchone()
     if low is None:
         return [KeyRange(start, None)]
+    # the bounds as the cursor gives keys (a text-protocol cursor: as text), as the queries' bounds are
+    like = str if isinstance(low, str) else (lambda v: str(v).encode()) if isinstance(low, bytes) else int
     low, high = int(low), int(high)
     if start is not None:
         low = int(start[0])
@@ -251,7 +253,7 @@ def dense_ranges(cursor: Any, dialect: KeyDialect, table: str, column: str, chun
         edge += first[1] if len(bounds) < first[0] and first[1] else chunk_rows
         if edge > high:
             break
-        bounds.append((edge,))
+        bounds.append((like(edge),))
     edges: list[tuple[Any, ...] | None] = [start, *bounds, None]
     return [KeyRange(lo, hi) for lo, hi in zip(edges, edges[1:], strict=False)]
 

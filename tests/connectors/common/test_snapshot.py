@@ -247,7 +247,7 @@ class KeysCursor:
     def execute(self, sql: str, params: list[Any] = ()) -> None:  # type: ignore[assignment]
         self.statements.append(sql)
         assert sql.startswith("SELECT MIN(") and "OFFSET" not in sql
-        keys = [k for k in self.keys if not params or k >= params[0]]
+        keys = [k for k in self.keys if not params or k >= int(params[0])]
         self.row = (min(keys), max(keys)) if keys else (None, None)
 
     def fetchone(self) -> tuple[Any, ...] | None:
@@ -270,6 +270,13 @@ def test_dense_keys_are_cut_every_chunk_rows_values():
     assert dense_ranges(cur, Estimating(100), "t", "id", 100) == [KeyRange(None, None)]  # one chunk
     assert dense_ranges(cur, Estimating(100), "t", "id", 10, start=(500,)) == [KeyRange((500,), None)]
     assert dense_ranges(KeysCursor([]), Estimating(0), "t", "id", 10) == [KeyRange(None, None)]
+    text = KeysCursor(list(range(1, 31)))  # a text-protocol cursor gives keys as text: so are the bounds
+    text.fetchone = lambda: (b"1", b"30")  # type: ignore[method-assign]
+    assert dense_ranges(text, Estimating(30), "t", "id", 10) == [
+        KeyRange(None, (b"11",)), KeyRange((b"11",), (b"21",)), KeyRange((b"21",), None)]
+    text.fetchone = lambda: ("1", "30")  # type: ignore[method-assign]
+    assert dense_ranges(text, Estimating(30), "t", "id", 10, start=("1",)) == [
+        KeyRange(("1",), ("11",)), KeyRange(("11",), ("21",)), KeyRange(("21",), None)]
 
 
 def test_sparse_keys_no_estimate_or_another_key_go_to_the_boundary_queries():
