@@ -154,6 +154,8 @@ class SparkObserver:
     def reader(self) -> None:
         """Act on the reader's opening its connector, once per opening."""
         with self.lock:
+            if self._stop.is_set():  # closed: the metrics file's last write (`Connected` false) stays the last
+                return
             st = read_reader_state(self.directory)
             if st is None or st.get("opened_ms") == self.reader_opened:
                 return
@@ -177,7 +179,7 @@ class SparkObserver:
         if source is None or not source.endOffset:
             return
         with self.lock:
-            if p.batchId <= self.batch:
+            if self._stop.is_set() or p.batchId <= self.batch:  # (closed while this waited for the lock)
                 return
             self.reader()  # the open comes before the first batch
             end = self._carried(_offset(source.endOffset) or {})
