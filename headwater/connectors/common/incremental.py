@@ -220,6 +220,12 @@ class State:
         return ",".join(c.id for c in self.collections)
 
 
+class WindowStale(Exception):
+    """`window_ready`: the window's view cannot be used (it misses a change the stream delivered before the
+    window, whose commit was not yet visible when the view was taken): the window is dropped, and its range is
+    read in a new one."""
+
+
 class BlockingAbandoned(Exception):
     """An error the database returned for a blocking snapshot's query (a table dropped since the signal, a bad
     `additional-conditions` statement or `snapshot.select.statement.overrides`, ...), not one of the connection:
@@ -359,7 +365,7 @@ class IncrementalHooks(Protocol):
         ...
 
     def window_ready(self, window: Window, end: Offset) -> bool:
-        """Whether the window's rows may be emitted at stream position `end`."""
+        """Whether the window's rows may be emitted at stream position `end`; `WindowStale` when they never may."""
         ...
 
     def visible(self, window: Window, xid: Any) -> bool:
@@ -485,7 +491,7 @@ class Incremental:
                     self._supersede(window, change)
         at = end_pos if end_pos is not None else start_pos
         chunk: dict[str, Any] | None = None
-        if window is not None and window.opened and self.hooks.window_ready(window, at):
+        if window is not None and window.opened and self._ready(window, at):
             chunk = window.chunk_offset()
             self.pending = {window.id: window}
             self.window = None
@@ -543,6 +549,17 @@ class Incremental:
             log.info("blocking snapshot %s done: streaming resumes", snapshot["id"])
             return None
         return {**snapshot, **batch}
+
+    def _ready(self, window: Window, at: Offset) -> bool:
+        """Whether the open window's rows are emitted in this batch; a stale window is dropped (the next batch
+        opens another over the same range)."""
+        try:
+            return self.hooks.window_ready(window, at)
+        except WindowStale as exc:
+            log.warning("incremental snapshot window %s of %s dropped, its range read again in a new window: %s",
+                        window.id, window.collection.id, exc)
+            self._end(window)
+            return False
 
     def _source_signal(self, row: tuple[Any, ...], window: Window | None) -> sig.Signal | None:
         if len(row) < 2:

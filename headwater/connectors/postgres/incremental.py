@@ -21,11 +21,20 @@
   at or past xmax, or in xip), and the rows are emitted once the stream has passed the WAL insert
   position read after the snapshot (every transaction the snapshot saw committed before it).
   A change delivered in an earlier batch supersedes nothing: its transaction committed before the
-  window's snapshot was taken, so that snapshot sees it, unless the committing backend had not yet
-  left PostgreSQL's proc array when the snapshot was taken although walsender had already sent its
-  commit and headwater delivered it (a window of microseconds; Debezium's watermarks have the same
-  one). On a standby (PostgreSQL 16's logical decoding on standbys) the position is the replayed
-  one; that setup is not tested here.
+  window's snapshot was taken, so that snapshot sees it. On a standby (PostgreSQL 16's logical decoding
+  on standbys) the position is the replayed one; that setup is not tested here.
+- **A commit in the WAL before it is visible.** A committing backend writes its commit record before it
+  leaves the proc array (for microseconds, or as long as `synchronous_commit` waits for a standby): a
+  snapshot taken in between misses a transaction the stream may already have delivered (or, with
+  watermarks, received before the open watermark, where it supersedes nothing), and the window would
+  emit rows as they were before it, after its changes (Debezium's watermarks have the same gap). So
+  the window's snapshot is read with the WAL insert position, and once the stream has passed the
+  window's position (so it has received every commit before the snapshot) its xip is checked against
+  the transactions the reader received (`commits.RecentCommits`): one whose commit came before the
+  snapshot's position makes the window stale (`WindowStale`): it is dropped, and the next window over
+  the same range is opened once that transaction is visible (waiting up to `STALE_WAIT_S` each time). A
+  blocking snapshot's snapshot is checked likewise, and taken again until it sees every delivered
+  commit.
 - A batch replayed after a restart (the exported snapshot is gone) reads its window's parts as the
   table is then, minus the keys its stream range changes.
 """
@@ -60,6 +69,7 @@ from headwater.connectors.common.incremental import (
     Key,
     TableSkipped,
     Window,
+    WindowStale,
     drop_superseded,
     join_key,
     joined_keys,
@@ -109,15 +119,16 @@ log = logging.getLogger("headwater.postgres.incremental")
 
 _CHANGES = frozenset(b"IUDT")
 _XID_MOD = 1 << 32
-_WAL_POSITION = ("SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
-                 "ELSE pg_current_wal_insert_lsn() END)::text")
+_WAL_NOW = "(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() ELSE pg_current_wal_insert_lsn() END)::text"
+_WAL_POSITION = f"SELECT {_WAL_NOW}"
+STALE_WAIT_S = 2.0  # how long opening a window waits for the transactions that made the last one stale
 AWAIT_CLOSE_S = 1.0  # how long opening a window waits for the stream to receive its close
 
 
 @dataclass(frozen=True)
 class Visibility:
-    """A chunk's snapshot (`pg_current_snapshot()`, xids modulo 2^32 as pgoutput gives them) and the WAL
-    insert position read after it."""
+    """A window's snapshot (`pg_current_snapshot()`, xids modulo 2^32 as pgoutput gives them) and the WAL
+    insert position read with it (every transaction committing before it has its commit record there)."""
 
     xmin: int
     xmax: int
@@ -141,11 +152,11 @@ class Visibility:
 class PgWindow:
     """What the driver holds of a window: the snapshot its parts are read under (exported by a connection
     held until the window is over), the WAL position the stream must pass before its rows are emitted (after
-    the close watermark; read-only: after the snapshot), and, read-only, the snapshot's visibility."""
+    the close watermark; read-only: after the snapshot), and the snapshot's visibility."""
 
     name: str
     lsn: int
-    visibility: Visibility | None
+    visibility: Visibility
 
 
 class PostgresIncremental:
@@ -161,6 +172,7 @@ class PostgresIncremental:
         self.warned_no_signal_table = False
         self.blocking_holder: Any = None  # the connection holding a blocking snapshot's exported snapshot
         self.holders: dict[str, Any] = {}  # window id -> the connection holding its exported snapshot
+        self.stale: list[int] = []  # the xids the last window's snapshot missed (`WindowStale`)
 
     # ---- catalog
     def _table(self, name: str) -> TableSchema:
@@ -321,6 +333,7 @@ class PostgresIncremental:
         close watermark, and the WAL insert position after it (read-only: after the snapshot)."""
         t = self._table(collection.id)
         q = self.bounds_query(t, key_columns, after, upto, collection.condition, rows, parts)
+        self._await_stale()
 
         def read() -> tuple[Any, PgWindow, list[tuple[Any, ...]]]:
             marks = None if self.read_only else connect(self.source.params, autocommit=True)
@@ -333,8 +346,8 @@ class PostgresIncremental:
                         self._watermark(cur, f"{window_id}-open", "snapshot-window-open", opened)
                 with holder.cursor() as cur:
                     cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    cur.execute("SELECT pg_current_snapshot()::text, pg_export_snapshot()")
-                    snap, name = cur.fetchone()
+                    cur.execute(f"SELECT pg_current_snapshot()::text, pg_export_snapshot(), {_WAL_NOW}")
+                    snap, name, taken_at = cur.fetchone()
                     cur.execute(q)
                     found = [tuple(r) for r in cur.fetchall()]
                     if marks is None:
@@ -351,8 +364,7 @@ class PostgresIncremental:
                             self._watermark(cur, f"{window_id}-close", "snapshot-window-close", close_data(opened))
                         cur.execute(_WAL_POSITION)
                         lsn = str_to_lsn(cur.fetchone()[0])
-                vis = Visibility.parse(snap, lsn) if self.read_only else None
-                return holder, PgWindow(name, lsn, vis), found
+                return holder, PgWindow(name, lsn, Visibility.parse(snap, str_to_lsn(taken_at))), found
             except BaseException:
                 holder.close()
                 raise
@@ -391,9 +403,12 @@ class PostgresIncremental:
                 buf.cond.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
     def window_ready(self, window: Window, end: Offset) -> bool:
+        """Once the stream has passed the window's position: `WindowStale` when its snapshot does not see a
+        transaction whose commit the stream received before the snapshot was taken."""
         held: PgWindow = window.snapshot
         pos = self.source._position(end)
         if pos.lsn_commit >= held.lsn:
+            self._check_seen(window)
             return True
         reader = self.source.reader
         if reader is None:
@@ -401,14 +416,55 @@ class PostgresIncremental:
         buf = reader.buffer
         with buf.cond:
             pending = any(not t.ends_by(pos.lsn_commit) and t.commit_pos < held.lsn for t in buf.txns)
-            if buf.received >= held.lsn and not pending:
-                return True
+            ready = buf.received >= held.lsn and not pending
+        if ready:
+            self._check_seen(window)
+            return True
         reader.request_position()
         return False
 
+    def _check_seen(self, window: Window) -> None:
+        """A transaction the snapshot counts as running although its commit is in the WAL before the snapshot
+        (its backend had not left the proc array yet: a synchronous standby's wait, or a descheduled backend)
+        makes the window stale: its rows would be the table without that transaction's changes, which the
+        stream delivered before them (or, with watermarks, before the open watermark, where they supersede
+        nothing). The stream has received every commit before the window's position, which is after the
+        snapshot's (`RecentCommits` keeps the latest 65,536 transactions received by this process)."""
+        vis: Visibility = window.snapshot.visibility
+        reader = self.source.reader
+        if reader is None:
+            return
+        missed = reader.commits.committed_before(vis.xip, vis.lsn)
+        if missed:
+            self.stale = missed
+            raise WindowStale(f"its snapshot does not see transaction(s) {', '.join(map(str, missed))}, whose "
+                              f"commit the stream received before {lsn_to_str(vis.lsn)} (the backend had not "
+                              "finished committing)")
+
+    def _await_stale(self) -> None:
+        """Before a window is opened again after a stale one: wait (a while) until the transactions that made it
+        stale are visible to a new snapshot, so that windows are not opened in a loop while one waits."""
+        if not self.stale:
+            return
+        deadline = time.monotonic() + STALE_WAIT_S
+
+        def now() -> Visibility:
+            conn = self.source._connection()
+            with conn.cursor() as cur:
+                cur.execute("SELECT pg_current_snapshot()::text")
+                text = cur.fetchone()[0]
+            conn.commit()
+            return Visibility.parse(text, 0)
+
+        while True:
+            snapshot = self.source.db("waiting for the commits a window missed", now)
+            if all(snapshot.sees(x) for x in self.stale) or time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        self.stale = []
+
     def visible(self, window: Window, xid: Any) -> bool:
-        vis = window.snapshot.visibility
-        return vis is None or xid is None or vis.sees(xid)
+        return xid is None or window.snapshot.visibility.sees(xid)
 
     def end_window(self, window: Window) -> None:
         holder = self.holders.pop(window.id, None)
@@ -463,10 +519,7 @@ class PostgresIncremental:
         self.end_blocking()
         holder = connect(src.params, autocommit=True)
         try:
-            with holder.cursor() as cur:
-                cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                cur.execute("SELECT pg_export_snapshot()")
-                name = cur.fetchone()[0]
+            name = self._seeing_delivered(holder)
             found = [t for t in catalog.list_tables(src._connection(), src.context.filters) if str(t) in tables]
             chosen = blocking_config(src.config, [str(t) for t in found], statements)
             try:
@@ -486,6 +539,27 @@ class PostgresIncremental:
         self.blocking_holder = holder
         log.info("blocking snapshot of %s in %d chunks", ", ".join(str(t) for t in found), len(units))
         return units
+
+    def _seeing_delivered(self, holder: Any) -> str:
+        """A REPEATABLE READ transaction on `holder` whose snapshot (exported: its name) sees every transaction
+        the stream delivered: one taken while a delivered transaction's backend had not left the proc array
+        (`_check_seen`) is let go, and another taken once that transaction is visible."""
+        reader = self.source.reader
+        while True:
+            with holder.cursor() as cur:
+                cur.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                cur.execute(f"SELECT pg_current_snapshot()::text, pg_export_snapshot(), {_WAL_NOW}")
+                snap, name, taken_at = cur.fetchone()
+                vis = Visibility.parse(snap, str_to_lsn(taken_at))
+                missed = [] if reader is None else reader.commits.committed_before(vis.xip, vis.lsn)
+                if not missed:
+                    return str(name)
+                cur.execute("ROLLBACK")
+            log.warning("blocking snapshot: the snapshot does not see transaction(s) %s, whose commit the stream "
+                        "received (the backend had not finished committing): taken again once they are visible",
+                        ", ".join(map(str, missed)))
+            self.stale = missed
+            self._await_stale()
 
     def _check_queries(self, snapshot_name: str, units: list[WorkUnit]) -> None:
         """EXPLAIN each table's query (its override, or its SELECT) under the exported snapshot, in a transaction

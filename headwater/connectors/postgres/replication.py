@@ -38,6 +38,7 @@ import uuid
 import psycopg2
 
 from headwater.connectors.common.txbuffer import Spill, StreamBuffer, Txn
+from headwater.connectors.postgres.commits import RecentCommits
 from headwater.connectors.postgres.connection import (
     XLOGDATA_PAYLOAD,
     ConnectError,
@@ -118,6 +119,7 @@ class ReplicationReader:
         self._start_lsn = 0
         self._streamed = False  # the current connection got as far as streaming
         self.messages_received = 0
+        self.commits = RecentCommits()  # the transactions received: xid -> commit LSN
         self.retries = 0  # reconnections after a lost connection
         self.spill_files = 0  # streamed transactions spilled to disk
         self.spilled_bytes = 0  # bytes written to spill files (of committed and aborted ones)
@@ -348,6 +350,7 @@ class ReplicationReader:
                 final_lsn, ts, xid = BEGIN.unpack_from(p, 1)
                 current = Txn(xid, lsn, final_lsn, ts + PG_EPOCH_OFFSET_US)
                 with buf.cond:
+                    self.commits.add(xid, final_lsn)
                     buf.txns.append(current)
                     buf.cond.notify_all()
             elif kind == 0x43:  # C
@@ -378,6 +381,7 @@ class ReplicationReader:
                 self.spilled_bytes += sp.size
                 n_data, first = sp.scan()
                 with buf.cond:
+                    self.commits.add(xid, commit_lsn)
                     if first is not None:  # it kept a change
                         self.last_commit_ts = ts + PG_EPOCH_OFFSET_US
                         buf.txns.append(Txn(xid, first, commit_lsn, ts + PG_EPOCH_OFFSET_US, end_pos=end_lsn, spill=sp,
